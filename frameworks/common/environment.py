@@ -1,0 +1,79 @@
+"""What a rank ran on, machine-readable, for its record's metadata.
+
+Environment variables are captured by an allowlist of prefixes, never wholesale,
+so no token or password in a user's environment reaches a record.
+Standard library only: this runs in the framework's Python.
+"""
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+
+ENV_ALLOWLIST = ("NCCL_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_STEP_ID", "SLURM_NNODES",
+                 "SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_CLUSTER_NAME",
+                 "SLURM_JOB_PARTITION", "UCX_", "XLA_FLAGS", "TF_XLA_FLAGS", "TF_ENABLE_",
+                 "TF_GPU_", "FLAGS_", "GLOO_", "JAX_", "MS_", "ONEFLOW_", "MXNET_")
+
+
+def allowed_env(env=None) -> dict:
+    env = os.environ if env is None else env
+    return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_ALLOWLIST)}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _run(argv, timeout=10):
+    """A tool's output, or None where the tool is absent or fails."""
+    if not shutil.which(argv[0]):
+        return None
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def nvidia_driver():
+    out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return out.splitlines()[0] if out else None
+
+
+def infiniband_devices():
+    try:
+        return sorted(os.listdir("/sys/class/infiniband"))
+    except OSError:
+        return []
+
+
+def capture(topology: bool = False) -> dict:
+    """Host-level facts; frameworks add device and library versions beside these."""
+    facts = {
+        "host": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "nvidia_driver": nvidia_driver(),
+        "infiniband": infiniband_devices(),
+        "env": allowed_env(),
+    }
+    if topology:  # one rank per node is enough for `nvidia-smi topo -m`
+        facts["gpu_topology"] = _run(["nvidia-smi", "topo", "-m"])
+    return facts
+
+
+def peak_host_bytes() -> int:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux

@@ -1,0 +1,184 @@
+"""The timed loop every worker runs: the one place the measuring method lives.
+
+A framework supplies `build(spec, dist) -> Session` (see Session below); the
+harness runs `warmup_steps` untimed-for-throughput steps, synchronizes the
+device and all ranks, then runs `measure_steps` steps inside the timed window,
+synchronizing again only at the window's far edge. Per-step times come from
+the session's StepTimer (host clock on CPU, device events on a GPU), read
+after the window so that timing never stalls the pipeline. Losses are kept as
+handles and read after the window for the same reason; a non-finite one fails
+the run. Standard library only: this runs in the framework's Python.
+"""
+import argparse
+import importlib
+import math
+import signal
+import socket
+import sys
+import time
+
+from . import distenv, environment, records
+
+
+class Cancelled(Exception):
+    """The rank got SIGTERM (Slurm cancel or time limit, or the driver's timeout)."""
+
+
+class Session:
+    """What a framework adapter provides. Methods with a body have a CPU default."""
+
+    framework_version = None
+
+    def step(self):
+        """One training step on the synthetic batch; returns a loss handle."""
+        raise NotImplementedError
+
+    def loss_value(self, handle) -> float:
+        return float(handle)
+
+    def sync(self) -> None:
+        """Wait for queued device work (no-op on CPU)."""
+
+    def barrier(self) -> None:
+        """Wait for every rank (no-op for one rank)."""
+
+    def timer(self):
+        return HostTimer()
+
+    def environment(self) -> dict:
+        """Device and library versions: device, device_count, cuda, cudnn, nccl..."""
+        return {}
+
+    def peak_device_bytes(self):
+        return None
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, MemoryError)
+
+    def close(self) -> None:
+        """Release the process group and device memory."""
+
+
+class HostTimer:
+    """Step edges on the host clock; right when a step returns after its work."""
+
+    def __init__(self):
+        self.edges = []
+
+    def begin(self, i):
+        self.edges.append([time.perf_counter(), None])
+
+    def end(self, i):
+        self.edges[-1][1] = time.perf_counter()
+
+    def read(self, window_start: float, origin: float):
+        return [(s - origin, e - origin) for s, e in self.edges]
+
+
+def run_steps(session, spec, record, origin):
+    batch = spec["batch_size"]
+    steps = record["steps"]
+
+    def check(handles, first, phase):
+        for i, h in enumerate(handles):
+            loss = session.loss_value(h)
+            steps[first + i]["loss"] = loss
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"non-finite loss {loss} at {phase} step {first + i}")
+
+    handles = []
+    for i in range(spec["warmup_steps"]):
+        t0 = time.perf_counter()
+        handles.append(session.step())
+        session.sync()  # warm-up is not in the window; per-step sync is harmless here
+        steps.append({"step": i, "phase": "warmup", "start": t0 - origin,
+                      "end": time.perf_counter() - origin, "samples": batch, "loss": None})
+    check(handles, 0, "warmup")
+
+    session.sync()
+    session.barrier()
+    timer = session.timer()
+    first = len(steps)
+    handles = []
+    w0 = time.perf_counter()
+    for i in range(spec["measure_steps"]):
+        timer.begin(i)
+        handles.append(session.step())
+        timer.end(i)
+    session.sync()
+    w1 = time.perf_counter()
+    record["window"] = {"start": w0 - origin, "end": w1 - origin}
+    for i, (s, e) in enumerate(timer.read(w0, origin)):
+        steps.append({"step": first + i, "phase": "measure", "start": s, "end": e,
+                      "samples": batch, "loss": None})
+    check(handles, first, "measure")
+
+
+def _on_sigterm(signum, frame):
+    raise Cancelled("terminated by SIGTERM")
+
+
+def load_build(spec):
+    """The adapter's `build(spec, dist) -> Session`, imported here so that a framework
+    that cannot even import still leaves a record that says why."""
+    return importlib.import_module(f"frameworks.{spec['framework']}.worker").build
+
+
+def run(build, spec, dist, host=None) -> dict:
+    """Build the session, run the loop, and return the finished record.
+
+    `build` is the adapter's constructor, or None to import it from the spec."""
+    origin = time.perf_counter()
+    record = records.new_record(spec, dist, host or socket.gethostname(), time.time())
+    session = None
+    try:
+        record["environment"] = environment.capture(topology=dist.local_rank == 0)
+        session = (build or load_build(spec))(spec, dist)
+        record["framework"]["version"] = session.framework_version
+        record["environment"].update(session.environment())
+        run_steps(session, spec, record, origin)
+        record["status"] = "ok"
+    except BaseException as exc:  # every ending, even KeyboardInterrupt, leaves a record
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, Cancelled):
+            record["status"] = "cancelled"
+        elif session is not None and session.is_oom(exc):
+            record["status"] = "oom"
+        else:
+            record["status"] = "failed"
+    finally:
+        if session is not None:
+            record["memory"]["peak_device_bytes"] = _safe(session.peak_device_bytes)
+        record["memory"]["peak_host_bytes"] = environment.peak_host_bytes()
+        record["ended_unix"] = time.time()
+    if session is not None:
+        _safe(session.close)
+    return record
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def main(argv=None, build=None) -> int:
+    """`python -m frameworks --spec PATH`: one rank of one repeat, any framework."""
+    parser = argparse.ArgumentParser(description="Run one rank of one benchmark repeat.")
+    parser.add_argument("--spec", required=True, help="run-spec JSON written by the launcher")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        spec = records.read_spec(args.spec)
+        dist = distenv.from_env()
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"worker: {exc}", file=sys.stderr)
+        return 2
+    record = run(build, spec, dist)
+    path = f"{spec['record_dir']}/{records.record_name(dist.rank)}"
+    records.write_json_atomic(path, record)
+    if record["status"] != "ok":
+        print(f"worker rank {dist.rank}: {record['status']}: {record['error']}", file=sys.stderr)
+        return 1
+    return 0

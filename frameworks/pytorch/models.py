@@ -1,0 +1,175 @@
+"""ResNet-50 v1.5 and BERT-base pretraining in plain PyTorch (no torchvision).
+
+These definitions are the reference every other framework matches: the same
+layers, the same parameter counts (tests/unit/test_models.py), the same loss.
+"""
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+# --- ResNet-50 v1.5 -------------------------------------------------------------
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = width * self.expansion
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        # v1.5: the stride sits on the 3x3 convolution, not the first 1x1.
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                      nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.down is None else self.down(x)
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        x = self.bn3(self.conv3(x))
+        return F.relu(x + identity)
+
+
+class ResNet(nn.Module):
+    def __init__(self, layers=(3, 4, 6, 3), width=64, num_classes=1000, **_):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU(inplace=True),
+                                  nn.MaxPool2d(3, stride=2, padding=1))
+        blocks, cin = [], width
+        for stage, n in enumerate(layers):
+            w = width * 2 ** stage
+            for i in range(n):
+                blocks.append(Bottleneck(cin, w, 2 if (i == 0 and stage > 0) else 1))
+                cin = w * Bottleneck.expansion
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+# --- BERT pretraining (MLM + NSP) -------------------------------------------------
+
+class EncoderLayer(nn.Module):
+    def __init__(self, hidden, heads, intermediate, dropout):
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+        self.ln1 = nn.LayerNorm(hidden, eps=1e-12)
+        self.ff1 = nn.Linear(hidden, intermediate)
+        self.ff2 = nn.Linear(intermediate, hidden)
+        self.ln2 = nn.LayerNorm(hidden, eps=1e-12)
+
+    def forward(self, x, mask):
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        p = self.dropout if self.training else 0.0
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # fused where possible
+        a = a.transpose(1, 2).reshape(b, s, h)
+        x = self.ln1(x + F.dropout(self.out(a), p, self.training))
+        y = self.ff2(F.gelu(self.ff1(x)))
+        return self.ln2(x + F.dropout(y, p, self.training))
+
+
+class BertForPretraining(nn.Module):
+    def __init__(self, vocab_size=30522, hidden=768, layers=12, heads=12, intermediate=3072,
+                 max_position=512, type_vocab=2, dropout=0.1, **_):
+        super().__init__()
+        self.word = nn.Embedding(vocab_size, hidden)
+        self.position = nn.Embedding(max_position, hidden)
+        self.token_type = nn.Embedding(type_vocab, hidden)
+        self.emb_ln = nn.LayerNorm(hidden, eps=1e-12)
+        self.dropout = dropout
+        self.layers = nn.ModuleList(EncoderLayer(hidden, heads, intermediate, dropout)
+                                    for _ in range(layers))
+        self.pooler = nn.Linear(hidden, hidden)
+        self.mlm_dense = nn.Linear(hidden, hidden)
+        self.mlm_ln = nn.LayerNorm(hidden, eps=1e-12)
+        self.mlm_bias = nn.Parameter(torch.zeros(vocab_size))  # decoder weight is tied to `word`
+        self.nsp = nn.Linear(hidden, 2)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def forward(self, tokens, token_types, attention_mask):
+        s = tokens.shape[1]
+        pos = torch.arange(s, device=tokens.device)
+        x = self.word(tokens) + self.position(pos)[None] + self.token_type(token_types)
+        x = F.dropout(self.emb_ln(x), self.dropout, self.training)
+        # Boolean key mask broadcast over heads and queries: True = attend.
+        mask = attention_mask[:, None, None, :].bool()
+        for layer in self.layers:
+            x = layer(x, mask)
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        h = self.mlm_ln(F.gelu(self.mlm_dense(x)))
+        mlm_logits = h @ self.word.weight.t() + self.mlm_bias
+        return mlm_logits, self.nsp(pooled)
+
+
+def bert_loss(outputs, mlm_labels, nsp_labels):
+    mlm_logits, nsp_logits = outputs
+    mlm = F.cross_entropy(mlm_logits.flatten(0, 1).float(), mlm_labels.flatten(), ignore_index=-100)
+    return mlm + F.cross_entropy(nsp_logits.float(), nsp_labels)
+
+
+# --- synthetic batches ----------------------------------------------------------
+
+def synthetic_batch(model_cfg, batch_size, device, generator):
+    """Fixed random inputs made once on the device, as DLPerf's synthetic-data runs."""
+    name = model_cfg["name"]
+    if name == "resnet50":
+        n = model_cfg["image_size"]
+        x = torch.randn(batch_size, 3, n, n, generator=generator).to(device)
+        y = torch.randint(0, model_cfg["num_classes"], (batch_size,), generator=generator).to(device)
+        return (x,), (y,)
+    if name == "bert_base":
+        s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
+        tokens = torch.randint(0, vocab, (batch_size, s), generator=generator)
+        types = (torch.arange(s) >= s // 2).long().expand(batch_size, s).contiguous()
+        mask = torch.ones(batch_size, s, dtype=torch.long)
+        # Mask ~15% of positions for MLM (at least one per sequence); the rest are ignored.
+        masked = torch.rand(batch_size, s, generator=generator) < model_cfg["mask_prob"]
+        masked[:, 1] = True
+        mlm = torch.where(masked, torch.randint(0, vocab, (batch_size, s), generator=generator),
+                          torch.full((batch_size, s), -100))
+        nsp = torch.randint(0, 2, (batch_size,), generator=generator)
+        move = lambda *ts: tuple(t.to(device) for t in ts)
+        return move(tokens, types, mask), move(mlm, nsp)
+    raise ValueError(f"unknown model {name!r}")
+
+
+def build_model(model_cfg):
+    name = model_cfg["name"]
+    if name == "resnet50":
+        return ResNet(**model_cfg), lambda out, y: F.cross_entropy(out.float(), y)
+    if name == "bert_base":
+        return BertForPretraining(**model_cfg), bert_loss
+    raise ValueError(f"unknown model {name!r}")
+
+
+def build_optimizer(model_cfg, params):
+    opt = model_cfg["optimizer"]
+    if opt["name"] == "sgd":
+        return torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"],
+                               weight_decay=opt["weight_decay"])
+    if opt["name"] == "adamw":
+        return torch.optim.AdamW(params, lr=opt["lr"], weight_decay=opt["weight_decay"])
+    raise ValueError(f"unknown optimizer {opt['name']!r}")
+
+
+def count_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())  # tied weights count once

@@ -1,0 +1,95 @@
+"""Local launcher: a point's ranks as processes on this machine (one node).
+
+Each rank gets the same environment contract as under Slurm (RANK, WORLD_SIZE,
+LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Points run one after
+another, synchronously: this is the embedded default that needs no cluster.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from launchers import driver, points
+
+GRACE_S = 10  # how long ranks may outlive a failed peer before they are stopped
+
+
+def check(point: dict) -> None:
+    if point["nodes"] != 1:
+        raise points.ConfigError(f"launcher=local runs on one node; nodes={point['nodes']} "
+                                 "needs launcher=slurm")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(point: dict, rank: int, port: int, base=None) -> dict:
+    world = point["world_size"]
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not k.startswith("SLURM_")}  # an outer allocation's variables would mislead
+    env.update({str(k): str(v) for k, v in point["cluster"].get("env", {}).items()})
+    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+               LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(points.ROOT), env.get("PYTHONPATH")])))
+    # Share the cores among the ranks instead of letting each claim them all.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world)))
+    return env
+
+
+def _stop(procs) -> None:
+    for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, 5)):
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, sig)
+        deadline = time.monotonic() + wait
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def wait_ranks(procs, timeout_s: float):
+    """Wait for all ranks; stop the rest when one fails or the repeat times out."""
+    deadline = time.monotonic() + timeout_s
+    failed_at = None
+    try:
+        while any(p.poll() is None for p in procs):
+            if time.monotonic() > deadline:
+                _stop(procs)
+                return [p.returncode for p in procs], "timeout"
+            if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
+                failed_at = time.monotonic()
+            if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
+                _stop(procs)
+            time.sleep(0.05)
+    except BaseException:
+        _stop(procs)
+        raise
+    return [p.returncode for p in procs], None
+
+
+def start_ranks(point: dict, spec_path: str, rdir: str):
+    argv = points.worker_argv(point, spec_path, sys.executable)
+    port = free_port()
+    procs = []
+    for rank in range(point["world_size"]):
+        with open(os.path.join(rdir, f"rank-{rank:05d}.log"), "w") as log:
+            procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
+                                          stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+    return wait_ranks(procs, point["timeout_s"])
+
+
+def submit(point: dict, dry_run: bool = False) -> None:
+    check(point)
+    if dry_run:
+        argv = points.worker_argv(point, os.path.join(points.repeat_dir(point, 0), "spec.json"),
+                                  sys.executable)
+        print(f"{point['point']}: {point['world_size']} local rank(s) x {point['repeats']} "
+              f"repeat(s): {' '.join(argv)}")
+        return
+    points.write_point(point)
+    driver.run_point(point["dir"], start_ranks)

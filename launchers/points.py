@@ -1,0 +1,155 @@
+"""From a composed Hydra config to a sweep point on disk, and from a point to run specs.
+
+A sweep folder holds one folder per point (its `point.json` is the manifest
+entry) and one folder per repeat below it:
+
+    SWEEP/points/000-pytorch-resnet50-fp32-1x2-bs8/point.json
+    SWEEP/points/000-.../repeat-00/{spec.json, rank-00000.json, ..., run.json}
+"""
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from frameworks.common import records
+
+ROOT = Path(__file__).resolve().parent.parent
+POINT_SCHEMA = "dlbench.point"
+
+
+class ConfigError(ValueError):
+    """Bad input, said in one line."""
+
+
+def _positive(cfg, key, minimum=1):
+    value = cfg.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def validate(cfg) -> None:
+    for key in ("nodes", "gpus_per_node", "batch_size", "measure_steps", "repeats", "timeout_s"):
+        _positive(cfg, key)
+    _positive(cfg, "warmup_steps", 0)
+    if cfg.device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device must be auto, cpu or cuda, got {cfg.device!r}")
+    sizes = cfg.model.get("sizes") or {}
+    if cfg.model.get("sizes") is not None and cfg.model.size not in sizes:
+        raise ConfigError(f"unknown model.size {cfg.model.size!r} for {cfg.model.name} "
+                          f"(valid: {', '.join(sizes)})")
+    if cfg.precision.name == "amp" and cfg.precision.amp_dtype not in ("bf16", "fp16"):
+        raise ConfigError(f"precision.amp_dtype must be bf16 or fp16, got {cfg.precision.amp_dtype!r}")
+
+
+def resolve_model(model_cfg) -> dict:
+    """The model's chosen size folded into one flat dict (what a worker builds)."""
+    m = OmegaConf.to_container(model_cfg, resolve=True)
+    sizes = m.pop("sizes", None)
+    if sizes is not None:
+        m.update(sizes[m["size"]])
+    return m
+
+
+def point_name(cfg, num: int) -> str:
+    parts = [f"{num:03d}", cfg.framework.name, cfg.model.name]
+    if cfg.get("bench", "train") != "train":
+        parts.insert(1, cfg.bench)
+    parts += [cfg.precision.name, f"{cfg.nodes}x{cfg.gpus_per_node}", f"bs{cfg.batch_size}"]
+    if cfg.compile:
+        parts.append("compile")
+    return "-".join(parts)
+
+
+def suite_commit() -> str:
+    """The suite's git commit, marked dirty when the tree has changes; None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def make_point(cfg, sweep_dir, num: int, overrides=()) -> dict:
+    """Validate cfg and return the point (not yet written)."""
+    validate(cfg)
+    name = point_name(cfg, num)
+    return {
+        "schema": POINT_SCHEMA, "version": records.SCHEMA_VERSION,
+        "point": name, "num": num,
+        "dir": str(Path(sweep_dir, "points", name).resolve()),
+        "bench": cfg.get("bench", "train"),
+        "framework": OmegaConf.to_container(cfg.framework, resolve=True),
+        "model": resolve_model(cfg.model),
+        "precision": cfg.precision.name,
+        "amp_dtype": cfg.precision.amp_dtype,
+        "compile": bool(cfg.compile),
+        "batch_size": cfg.batch_size,
+        "nodes": cfg.nodes,
+        "gpus_per_node": cfg.gpus_per_node,
+        "world_size": cfg.nodes * cfg.gpus_per_node,
+        "warmup_steps": cfg.warmup_steps,
+        "measure_steps": cfg.measure_steps,
+        "repeats": cfg.repeats,
+        "device": cfg.device,
+        "seed": cfg.seed,
+        "timeout_s": cfg.timeout_s,
+        "rendezvous_timeout_s": cfg.rendezvous_timeout_s,
+        "launcher": OmegaConf.to_container(cfg.launcher, resolve=True),
+        "cluster": OmegaConf.to_container(cfg.cluster, resolve=True),
+        "overrides": list(overrides),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "suite_commit": suite_commit(),
+        "created_unix": time.time(),
+    }
+
+
+def write_point(point: dict) -> None:
+    os.makedirs(point["dir"], exist_ok=True)
+    records.write_json_atomic(os.path.join(point["dir"], "point.json"), point)
+
+
+def read_point(point_dir) -> dict:
+    with open(os.path.join(point_dir, "point.json")) as f:
+        return json.load(f)
+
+
+def repeat_dir(point: dict, repeat: int) -> str:
+    return os.path.join(point["dir"], f"repeat-{repeat:02d}")
+
+
+def run_spec(point: dict, repeat: int) -> dict:
+    """What one repeat's workers read: the point's settings, the repeat, where to write."""
+    keep = ("point", "bench", "model", "precision", "amp_dtype", "compile", "batch_size",
+            "warmup_steps", "measure_steps", "device", "seed", "rendezvous_timeout_s",
+            "suite_commit", "config")
+    spec = {"schema": records.SPEC_SCHEMA, "version": records.SCHEMA_VERSION}
+    spec.update({k: point[k] for k in keep})
+    spec.update(framework=point["framework"]["name"], repeat=repeat,
+                record_dir=repeat_dir(point, repeat), options=point["framework"].get("options", {}))
+    return spec
+
+
+class WorkerUnavailable(RuntimeError):
+    """The framework's interpreter is not there: the repeat fails with this message."""
+
+
+def worker_argv(point: dict, spec_path: str, python: str) -> list:
+    """The worker command: the framework's interpreter (or ours) running the harness.
+
+    A relative interpreter path is taken from the repository root (`.venvs/<name>`)."""
+    fw_python = point["framework"].get("python")
+    if fw_python:
+        python = str(ROOT / fw_python)
+        if not os.path.exists(python) and not point["framework"].get("container"):
+            raise WorkerUnavailable(f"{point['framework']['name']} interpreter {fw_python} not found "
+                                    f"(make env-{point['framework']['name']} builds it)")
+    return [python, "-m", "frameworks", "--spec", spec_path]

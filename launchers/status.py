@@ -1,0 +1,1 @@
+"""`python -m launch status SWEEP`: placeholder replaced by the Slurm issue's status command."""

@@ -1,0 +1,313 @@
+"""A real multi-node Slurm cluster on this one machine, for integration tests.
+
+`up()` starts, with every file under `dir` and every network name prefixed `dlb`:
+munged (own key and socket), MariaDB + slurmdbd when installed (so `sacct` and
+submitit see real job states), slurmctld in the root network namespace, and one
+slurmd per node, each in its own network + UTS + mount namespace so `hostname`
+prints nodeK and node names resolve inside the nodes. Facts behind the choices:
+/work/shared/notes/local-slurm-cluster.md; usage: docs/slurm-test-cluster.md.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from . import config
+
+BRIDGE = "dlb-br0"      # project prefix `dlb`: never collides with other links
+NETNS = "dlb-node{}"    # nodeK's network namespace
+VETH = "dlb-veth{}"     # root-namespace end of nodeK's veth pair
+OWNER = Path("/run/dlbench-slurm.owner")  # which dir owns the (global) dlb names
+# Fixed text; values arrive as positional arguments, never interpolated.
+NODE_SH = 'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
+CLIENT_PREFIXES = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")  # an outer job's leak
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("DLBENCH_SLURM_DIR") or "/tmp/dlbench-slurm")
+
+
+def which(name: str) -> str | None:
+    """Daemons live in sbin, which a venv's or a user's PATH may lack."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
+@functools.lru_cache(maxsize=None)
+def skip_reason() -> str | None:
+    """Why a cluster cannot run here, or None when it can."""
+    if os.geteuid() != 0:
+        return "local Slurm cluster needs root (network namespaces, mknod, mount)"
+    for tool in ("ip", "nsenter", "unshare", "mknod", "munged",
+                 "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol"):
+        if not which(tool):
+            return f"local Slurm cluster needs `{tool}` (install with `make slurm-deps`)"
+    # Anonymous throw-away namespaces: the probe leaves no /run/netns mount behind.
+    probe = subprocess.run([which("unshare"), "--net", "--uts", "--mount",
+                            "--propagation", "private", "true"], capture_output=True, text=True)
+    if probe.returncode:
+        return f"network namespaces not permitted here: {probe.stderr.strip()}"
+    return None
+
+
+def _run(argv: list, check: bool = True, timeout: float = 30, **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("capture_output", True)
+    r = subprocess.run([str(a) for a in argv], text=True, timeout=timeout, **kw)
+    if check and r.returncode:
+        raise ClusterError(f"{' '.join(map(str, argv))} exited {r.returncode}: {(r.stderr or '').strip()}")
+    return r
+
+
+def _wait(pred, timeout: float, what: str, step: float = 0.05) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(step)
+
+
+def _listening(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _links() -> list[str]:
+    out = _run(["ip", "-o", "link", "show"], check=False).stdout
+    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(comm, state) of a process, None when gone; zombies count as gone later."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.index("(") + 1:raw.rindex(")")], raw[raw.rindex(")") + 2]
+
+
+def _running(pid: int) -> bool:
+    st = _proc_stat(pid)
+    return st is not None and st[1] not in "ZX"
+
+
+class LocalSlurmCluster:
+    def __init__(self, dir: str | os.PathLike | None = None, nodes: int = 3,
+                 gpus_per_node: int = 2, accounting: bool | None = None):
+        if nodes < 1 or gpus_per_node < 0:
+            raise ValueError("need nodes >= 1 and gpus_per_node >= 0")
+        self.dir = Path(dir or default_dir()).absolute()
+        self.nodes, self.gpus_per_node = nodes, gpus_per_node
+        if accounting is None:  # accounting when its packages are installed
+            accounting = all(which(t) for t in ("slurmdbd", "mariadbd", "mariadb-install-db", "sacctmgr"))
+        self.accounting = accounting
+        self.node_names = [f"node{k}" for k in range(1, nodes + 1)]
+        self.conf = self.dir / "etc" / "slurm.conf"
+        self._state = self.dir / "cluster.json"
+
+    def __repr__(self) -> str:
+        return f"LocalSlurmCluster({str(self.dir)!r}, nodes={self.nodes}, gpus_per_node={self.gpus_per_node})"
+
+    @classmethod
+    def load(cls, dir=None) -> "LocalSlurmCluster | None":
+        """The cluster last started in `dir` (up or not), with its recorded shape."""
+        path = Path(dir or default_dir()) / "cluster.json"
+        try:
+            s = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return cls(s["dir"], s["nodes"], s["gpus_per_node"], s["accounting"])
+
+    # ---- client side -------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        """Variables a Slurm client needs to talk to this cluster."""
+        return {"SLURM_CONF": str(self.conf), "PATH": os.environ.get("PATH", os.defpath)}
+
+    def client_env(self) -> dict[str, str]:
+        """os.environ without an outer job's SLURM_* variables, plus env()."""
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(CLIENT_PREFIXES)}
+        return {**keep, **self.env()}
+
+    def wait_idle(self, timeout: float = 30) -> None:
+        """Until every node answers `idle` in sinfo."""
+        seen = {"out": ""}
+
+        def all_idle() -> bool:
+            r = _run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False, env=self.client_env())
+            seen["out"] = (r.stdout + r.stderr).strip()
+            states = dict(line.split()[:2] for line in r.stdout.splitlines() if line.strip())
+            return all(states.get(n) == "idle" for n in self.node_names)
+        try:
+            _wait(all_idle, timeout, f"{self.nodes} idle nodes", step=0.1)
+        except ClusterError as e:
+            raise ClusterError(f"{e}; sinfo said: {seen['out']!r}") from None
+
+    # ---- state -------------------------------------------------------------
+    def _pidfiles(self) -> dict[Path, str]:
+        """pid file -> expected process name, for every daemon this shape runs."""
+        names = ["munged"] + (["mariadbd", "slurmdbd"] if self.accounting else []) + ["slurmctld"]
+        files = {self.dir / "run" / f"{n}.pid": n for n in names}
+        files.update({self.dir / "run" / f"slurmd-{n}.pid": "slurmd" for n in self.node_names})
+        return files
+
+    def _our_pid(self, pidfile: Path, comm: str) -> int | None:
+        """The pid in `pidfile` if that process is alive, named `comm` and started
+        for this dir (its command line or environment names the dir)."""
+        try:
+            pid = int(pidfile.read_text().split()[0])
+            marks = Path(f"/proc/{pid}/cmdline").read_bytes() + Path(f"/proc/{pid}/environ").read_bytes()
+        except (OSError, ValueError, IndexError):
+            return None
+        st = _proc_stat(pid)
+        ok = st and st[0] == comm[:15] and st[1] not in "ZX" and str(self.dir).encode() in marks
+        return pid if ok else None
+
+    def is_up(self) -> bool:
+        """This dir's cluster runs, with this object's shape, every daemon alive."""
+        other = LocalSlurmCluster.load(self.dir)
+        if other is None or (other.nodes, other.gpus_per_node, other.accounting) != (
+                self.nodes, self.gpus_per_node, self.accounting):
+            return False
+        return all(self._our_pid(f, c) for f, c in self._pidfiles().items())
+
+    # ---- up ----------------------------------------------------------------
+    def up(self, timeout: float = 60) -> bool:
+        """Start the cluster; False when one of this shape already runs here."""
+        if self.is_up():
+            return False
+        reason = skip_reason()
+        if reason:
+            raise ClusterError(reason)
+        self.down()  # a crashed run, or one of another shape, in this dir
+        owner = OWNER.read_text().strip() if OWNER.exists() else ""
+        if owner and owner != str(self.dir):
+            prev = LocalSlurmCluster.load(owner)
+            if prev and any(prev._our_pid(f, c) for f, c in prev._pidfiles().items()):
+                raise ClusterError(f"a local cluster from {owner} holds the dlb-* names; "
+                                   f"stop it: python -m tests.slurm_cluster down --dir {owner}")
+            LocalSlurmCluster(owner).down()  # its leftovers
+        for port in config.PORTS.values():  # an occupied port would fool the readiness checks
+            if _listening("127.0.0.1", port):
+                raise ClusterError(f"port {port} is already in use on this machine")
+        config.write_files(self)
+        OWNER.write_text(str(self.dir))
+        self._state.write_text(json.dumps({  # first, so that down() can clean a failed start
+            "dir": str(self.dir), "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
+            "accounting": self.accounting, "netns_mounted_before": os.path.ismount("/run/netns")}))
+        try:
+            self._net_up()
+            self._daemon(["munged", *config.munged_args(self)])
+            if self.accounting:
+                self._start_accounting()
+            self._daemon(["slurmctld", "-f", self.conf])
+            for k, name in enumerate(self.node_names, 1):
+                self._daemon(["nsenter", f"--net=/run/netns/{NETNS.format(k)}", "unshare", "--uts",
+                              "--mount", "--propagation", "private", "/bin/sh", "-c", NODE_SH, "sh",
+                              name, self.dir / "etc" / "hosts", which("slurmd"), "-f", self.conf, "-N", name])
+            self.wait_idle(timeout)
+        except BaseException as e:
+            tails = config.log_tails(self)
+            self.down()
+            if isinstance(e, ClusterError):
+                raise ClusterError(f"{e}\n{tails}") from None
+            raise
+        return True
+
+    def _net_up(self) -> None:
+        ip = which("ip")
+        _run([ip, "link", "add", BRIDGE, "type", "bridge"])
+        _run([ip, "addr", "add", f"{config.CONTROLLER_ADDR}/24", "dev", BRIDGE])
+        _run([ip, "link", "set", BRIDGE, "up"])
+        for k in range(1, self.nodes + 1):
+            ns, veth = NETNS.format(k), VETH.format(k)
+            _run([ip, "netns", "add", ns])
+            _run([ip, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+            _run([ip, "link", "set", veth, "master", BRIDGE, "up"])
+            _run([ip, "-n", ns, "addr", "add", f"{config.node_addr(k)}/24", "dev", "eth0"])
+            _run([ip, "-n", ns, "link", "set", "eth0", "up"])
+            _run([ip, "-n", ns, "link", "set", "lo", "up"])
+
+    def _daemon(self, argv: list) -> None:
+        """Run a daemon that detaches itself (or via `setsid -f`); its output goes
+        to a log file, not a pipe, so this returns once it has forked away."""
+        argv = [which(argv[0]) or argv[0], *argv[1:]]
+        log = self.dir / "log" / f"start-{Path(str(argv[0])).name}.out"
+        with open(log, "a") as out:
+            _run(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                 capture_output=False, env=self.client_env())
+
+    def _start_accounting(self) -> None:
+        db, template = self.dir / "db", self.dir / "db-template"
+        if not (template / "mysql").is_dir():  # made once per dir, copied on each up
+            shutil.rmtree(template, ignore_errors=True)
+            _run([which("mariadb-install-db"), "--no-defaults", f"--datadir={template}", "--user=root",
+                  "--auth-root-authentication-method=normal", "--skip-test-db",
+                  *config.MARIADB_OPTS], timeout=120)
+        shutil.copytree(template, db)
+        self._daemon(["setsid", "-f", which("mariadbd"), *config.mariadbd_args(self)])
+        _wait(lambda: _listening("127.0.0.1", config.PORTS["mariadb"]), 30, "MariaDB")
+        self._daemon(["slurmdbd"])
+        _wait(lambda: _listening(config.CONTROLLER_ADDR, config.PORTS["slurmdbd"]), 30, "slurmdbd")
+        _run(["sacctmgr", "-i", "add", "cluster", config.CLUSTER_NAME], env=self.client_env())
+
+    # ---- down --------------------------------------------------------------
+    def down(self) -> None:
+        """Stop what this dir started; safe to call twice or after a failed up."""
+        old = LocalSlurmCluster.load(self.dir) or self
+        pids = {p for f in (self.dir / "run").glob("*.pid")
+                if (p := self._our_pid(f, f.stem.split("-")[0]))}
+        owner = OWNER.read_text().strip() if OWNER.exists() else ""
+        owns_net = owner in ("", str(self.dir))  # never tear down another dir's cluster
+        namespaces = [ns for ns in _run(["ip", "netns", "list"], check=False).stdout.split()
+                      if ns.startswith("dlb-node")] if owns_net else []
+        for ns in namespaces:  # slurmstepd and job tasks, all inside our namespaces
+            pids |= {int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()}
+        self._terminate(pids)
+        if owns_net:
+            for link in _links():
+                if link.startswith("dlb-veth"):
+                    _run(["ip", "link", "del", link], check=False)
+            for ns in namespaces:
+                _run(["ip", "netns", "del", ns], check=False)
+            if BRIDGE in _links():
+                _run(["ip", "link", "del", BRIDGE], check=False)
+            _wait(lambda: not any(n.startswith("dlb-") for n in _links()), 10, "dlb-* links to go")
+            self._unmount_netns_dir(old)
+            OWNER.unlink(missing_ok=True)
+        for f in (self.dir / "run").glob("*.pid"):
+            f.unlink(missing_ok=True)
+        self._state.unlink(missing_ok=True)
+
+    @staticmethod
+    def _terminate(pids: set[int], grace: float = 5) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            try:
+                _wait(lambda: not any(_running(p) for p in pids), grace, "daemons to stop")
+                return
+            except ClusterError:
+                continue
+
+    def _unmount_netns_dir(self, old: "LocalSlurmCluster") -> None:
+        """`ip netns add` bind-mounts /run/netns on itself; undo that if we caused it."""
+        try:
+            before = json.loads(old._state.read_text()).get("netns_mounted_before", True)
+        except (OSError, ValueError):
+            return
+        netns = Path("/run/netns")
+        if not before and os.path.ismount(netns) and not any(netns.iterdir()):
+            _run(["umount", netns], check=False)
