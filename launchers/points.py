@@ -56,8 +56,8 @@ def resolve_model(model_cfg) -> dict:
 
 def point_name(cfg, num: int) -> str:
     parts = [f"{num:03d}", cfg.framework.name, cfg.model.name]
-    if cfg.get("bench", "train") != "train":
-        parts.insert(1, cfg.bench)
+    if cfg.bench.name != "train":
+        parts.insert(1, cfg.bench.name)
     parts += [cfg.precision.name, f"{cfg.nodes}x{cfg.gpus_per_node}", f"bs{cfg.batch_size}"]
     if cfg.compile:
         parts.append("compile")
@@ -86,7 +86,8 @@ def make_point(cfg, sweep_dir, num: int, overrides=()) -> dict:
         "schema": POINT_SCHEMA, "version": records.SCHEMA_VERSION,
         "point": name, "num": num,
         "dir": str(Path(sweep_dir, "points", name).resolve()),
-        "bench": cfg.get("bench", "train"),
+        "bench": cfg.bench.name,
+        "bench_options": OmegaConf.to_container(cfg.bench, resolve=True),
         "framework": OmegaConf.to_container(cfg.framework, resolve=True),
         "model": resolve_model(cfg.model),
         "precision": cfg.precision.name,
@@ -128,7 +129,7 @@ def repeat_dir(point: dict, repeat: int) -> str:
 
 def run_spec(point: dict, repeat: int) -> dict:
     """What one repeat's workers read: the point's settings, the repeat, where to write."""
-    keep = ("point", "bench", "model", "precision", "amp_dtype", "compile", "batch_size",
+    keep = ("point", "bench", "bench_options", "model", "precision", "amp_dtype", "compile", "batch_size",
             "warmup_steps", "measure_steps", "device", "seed", "rendezvous_timeout_s",
             "suite_commit", "config")
     spec = {"schema": records.SPEC_SCHEMA, "version": records.SCHEMA_VERSION}

@@ -173,3 +173,8 @@ def build_optimizer(model_cfg, params):
 
 def count_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters())  # tied weights count once
+
+
+def parameter_count(model_cfg: dict) -> int:
+    """The count every framework's definition must match (tests/integration/test_models.py)."""
+    return count_parameters(build_model(model_cfg)[0])
