@@ -13,7 +13,7 @@ import time
 
 from launchers import driver, points
 
-GRACE_S = 10  # how long ranks may outlive a failed peer before they are stopped
+GRACE_S = 5  # how long ranks may outlive a failed peer, and SIGTERM may take, before SIGKILL
 
 
 def check(point: dict) -> None:
@@ -56,7 +56,7 @@ def wait_ranks(procs, timeout_s: float):
     deadline = time.monotonic() + timeout_s
     failed_at = None
     try:
-        while any(p.poll() is None for p in procs):
+        while [p.poll() for p in procs].count(None):  # poll every rank, not just the first
             if time.monotonic() > deadline:
                 _stop(procs)
                 return [p.returncode for p in procs], "timeout"

@@ -12,6 +12,7 @@ the run. Standard library only: this runs in the framework's Python.
 import argparse
 import importlib
 import math
+import os
 import signal
 import socket
 import sys
@@ -121,7 +122,8 @@ def _on_sigterm(signum, frame):
 def load_build(spec):
     """The adapter's `build(spec, dist) -> Session`, imported here so that a framework
     that cannot even import still leaves a record that says why."""
-    return importlib.import_module(f"frameworks.{spec['framework']}.worker").build
+    module = "worker" if spec.get("bench", "train") == "train" else spec["bench"]
+    return importlib.import_module(f"frameworks.{spec['framework']}.{module}").build
 
 
 def run(build, spec, dist, host=None) -> dict:
@@ -133,10 +135,13 @@ def run(build, spec, dist, host=None) -> dict:
     session = None
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)
+        if os.environ.get("DLBENCH_FAIL_RANK") == str(dist.rank):  # fault injection for tests
+            raise RuntimeError(f"injected failure on rank {dist.rank} (DLBENCH_FAIL_RANK)")
         session = (build or load_build(spec))(spec, dist)
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
-        run_steps(session, spec, record, origin)
+        # A bench other than training (bench=comm) brings its own measuring loop.
+        getattr(session, "run_bench", lambda *a: run_steps(session, *a))(spec, record, origin)
         record["status"] = "ok"
     except BaseException as exc:  # every ending, even KeyboardInterrupt, leaves a record
         record["error"] = f"{type(exc).__name__}: {exc}"

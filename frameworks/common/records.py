@@ -97,7 +97,10 @@ def run_status(rank_records: dict, world_size: int, ended_by=None):
     bad = {r: rec for r, rec in rank_records.items() if rec is not None and rec["status"] != "ok"}
     if bad:
         status = worst(rec["status"] for rec in bad.values())
-        rank, rec = next((r, rec) for r, rec in sorted(bad.items()) if rec["status"] == status)
+        # The first rank to end with the worst status is the likeliest cause; the others
+        # often fail only because it left (a broken collective, a rendezvous timeout).
+        rank, rec = min(((r, rec) for r, rec in bad.items() if rec["status"] == status),
+                        key=lambda item: (item[1].get("ended_unix") or 0, item[0]))
         return status, f"rank {rank}: {rec['error']}"
     if missing:
         return "failed", f"no record from rank(s) {', '.join(map(str, missing))}"

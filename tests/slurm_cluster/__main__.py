@@ -21,6 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpus-per-node", type=int, default=2, help="up: fake GPUs per node (default 2)")
     p.add_argument("--timeout", type=float, default=60, help="up: seconds to wait for idle nodes")
     a = p.parse_args(argv)
+    try:
+        return run(a)
+    except (ClusterError, ValueError) as e:
+        print(f"{a.command} failed: {e}", file=sys.stderr)
+        return 1
+
+
+def run(a: argparse.Namespace) -> int:
     dir = a.dir or default_dir()
     running = LocalSlurmCluster.load(dir)
 
@@ -30,12 +38,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cannot start a local Slurm cluster: {reason}", file=sys.stderr)
             return 2
         c = LocalSlurmCluster(dir, a.nodes, a.gpus_per_node)
+        if running and running.is_up() and not c.is_up():
+            print(f"replacing the running {running}")
         t0 = time.monotonic()
-        try:
-            started = c.up(timeout=a.timeout)
-        except ClusterError as e:
-            print(f"up failed: {e}", file=sys.stderr)
-            return 1
+        started = c.up(timeout=a.timeout)
         verb = "started" if started else "already up:"
         print(f"{verb} {c} in {time.monotonic() - t0:.1f}s; eval \"$(python -m tests.slurm_cluster "
               f"env --dir {c.dir})\" to use it")
@@ -62,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: no local Slurm cluster runs from {c.dir}", file=sys.stderr)
     for k in sorted(os.environ):
         if k.startswith(CLIENT_PREFIXES) and k != "SLURM_CONF":
-            print(f"unset {k}")
+            print(f"unset {shlex.quote(k)}")
     print(f"export SLURM_CONF={shlex.quote(c.env()['SLURM_CONF'])}")
     return 0
 

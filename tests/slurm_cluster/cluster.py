@@ -9,6 +9,8 @@ prints nodeK and node names resolve inside the nodes. Facts behind the choices:
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -19,12 +21,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import config
+from . import config, net
+from .config import which
 
-BRIDGE = "dlb-br0"      # project prefix `dlb`: never collides with other links
-NETNS = "dlb-node{}"    # nodeK's network namespace
-VETH = "dlb-veth{}"     # root-namespace end of nodeK's veth pair
-OWNER = Path("/run/dlbench-slurm.owner")  # which dir owns the (global) dlb names
+LOCK = Path("/run/dlbench-slurm.lock")  # serializes up/down: names and ports are machine-wide
 # Fixed text; values arrive as positional arguments, never interpolated.
 NODE_SH = 'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
 CLIENT_PREFIXES = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")  # an outer job's leak
@@ -36,11 +36,6 @@ class ClusterError(RuntimeError):
 
 def default_dir() -> Path:
     return Path(os.environ.get("DLBENCH_SLURM_DIR") or "/tmp/dlbench-slurm")
-
-
-def which(name: str) -> str | None:
-    """Daemons live in sbin, which a venv's or a user's PATH may lack."""
-    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,6 +53,24 @@ def skip_reason() -> str | None:
     if probe.returncode:
         return f"network namespaces not permitted here: {probe.stderr.strip()}"
     return None
+
+
+_lock = {"fd": None, "depth": 0}
+
+
+@contextlib.contextmanager
+def _locked():
+    """An exclusive lock across processes; re-entrant within one (up calls down)."""
+    if _lock["depth"] == 0:
+        _lock["fd"] = os.open(LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(_lock["fd"], fcntl.LOCK_EX)
+    _lock["depth"] += 1
+    try:
+        yield
+    finally:
+        _lock["depth"] -= 1
+        if _lock["depth"] == 0:
+            os.close(_lock["fd"])  # releases the flock
 
 
 def _run(argv: list, check: bool = True, timeout: float = 30, **kw) -> subprocess.CompletedProcess:
@@ -82,11 +95,6 @@ def _listening(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def _links() -> list[str]:
-    out = _run(["ip", "-o", "link", "show"], check=False).stdout
-    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
-
-
 def _proc_stat(pid: int) -> tuple[str, str] | None:
     """(comm, state) of a process, None when gone; zombies count as gone later."""
     try:
@@ -107,6 +115,8 @@ class LocalSlurmCluster:
         if nodes < 1 or gpus_per_node < 0:
             raise ValueError("need nodes >= 1 and gpus_per_node >= 0")
         self.dir = Path(dir or default_dir()).absolute()
+        if any(ch.isspace() for ch in str(self.dir)):  # slurm.conf cannot quote paths
+            raise ValueError(f"cluster dir must not contain whitespace: {str(self.dir)!r}")
         self.nodes, self.gpus_per_node = nodes, gpus_per_node
         if accounting is None:  # accounting when its packages are installed
             accounting = all(which(t) for t in ("slurmdbd", "mariadbd", "mariadb-install-db", "sacctmgr"))
@@ -183,13 +193,17 @@ class LocalSlurmCluster:
     # ---- up ----------------------------------------------------------------
     def up(self, timeout: float = 60) -> bool:
         """Start the cluster; False when one of this shape already runs here."""
+        with _locked():
+            return self._up(timeout)
+
+    def _up(self, timeout: float) -> bool:
         if self.is_up():
             return False
         reason = skip_reason()
         if reason:
             raise ClusterError(reason)
         self.down()  # a crashed run, or one of another shape, in this dir
-        owner = OWNER.read_text().strip() if OWNER.exists() else ""
+        owner = net.owner()
         if owner and owner != str(self.dir):
             prev = LocalSlurmCluster.load(owner)
             if prev and any(prev._our_pid(f, c) for f, c in prev._pidfiles().items()):
@@ -200,42 +214,30 @@ class LocalSlurmCluster:
             if _listening("127.0.0.1", port):
                 raise ClusterError(f"port {port} is already in use on this machine")
         config.write_files(self)
-        OWNER.write_text(str(self.dir))
         self._state.write_text(json.dumps({  # first, so that down() can clean a failed start
             "dir": str(self.dir), "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-            "accounting": self.accounting, "netns_mounted_before": os.path.ismount("/run/netns")}))
+            "accounting": self.accounting, "net": net.snapshot()}))
         try:
-            self._net_up()
+            net.up(self.dir, self.nodes)
             self._daemon(["munged", *config.munged_args(self)])
             if self.accounting:
                 self._start_accounting()
             self._daemon(["slurmctld", "-f", self.conf])
+            # Clients retry a refused connection only after a second: wait for the port.
+            _wait(lambda: _listening(config.CONTROLLER_ADDR, config.PORTS["slurmctld"]), 30, "slurmctld")
             for k, name in enumerate(self.node_names, 1):
-                self._daemon(["nsenter", f"--net=/run/netns/{NETNS.format(k)}", "unshare", "--uts",
+                self._daemon(["nsenter", f"--net=/run/netns/{net.NETNS.format(k)}", "unshare", "--uts",
                               "--mount", "--propagation", "private", "/bin/sh", "-c", NODE_SH, "sh",
                               name, self.dir / "etc" / "hosts", which("slurmd"), "-f", self.conf, "-N", name])
             self.wait_idle(timeout)
-        except BaseException as e:
+        except Exception as e:
             tails = config.log_tails(self)
             self.down()
-            if isinstance(e, ClusterError):
-                raise ClusterError(f"{e}\n{tails}") from None
+            raise ClusterError(f"{e}\n{tails}") from e
+        except BaseException:  # KeyboardInterrupt: still leave nothing behind
+            self.down()
             raise
         return True
-
-    def _net_up(self) -> None:
-        ip = which("ip")
-        _run([ip, "link", "add", BRIDGE, "type", "bridge"])
-        _run([ip, "addr", "add", f"{config.CONTROLLER_ADDR}/24", "dev", BRIDGE])
-        _run([ip, "link", "set", BRIDGE, "up"])
-        for k in range(1, self.nodes + 1):
-            ns, veth = NETNS.format(k), VETH.format(k)
-            _run([ip, "netns", "add", ns])
-            _run([ip, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
-            _run([ip, "link", "set", veth, "master", BRIDGE, "up"])
-            _run([ip, "-n", ns, "addr", "add", f"{config.node_addr(k)}/24", "dev", "eth0"])
-            _run([ip, "-n", ns, "link", "set", "eth0", "up"])
-            _run([ip, "-n", ns, "link", "set", "lo", "up"])
 
     def _daemon(self, argv: list) -> None:
         """Run a daemon that detaches itself (or via `setsid -f`); its output goes
@@ -247,49 +249,59 @@ class LocalSlurmCluster:
                  capture_output=False, env=self.client_env())
 
     def _start_accounting(self) -> None:
+        """MariaDB + slurmdbd. Creating slurmdbd's tables and adding the cluster
+        takes seconds, so that is done once per dir into db-template, and each
+        up starts from a copy of it (no jobs in it, so every run starts clean)."""
         db, template = self.dir / "db", self.dir / "db-template"
-        if not (template / "mysql").is_dir():  # made once per dir, copied on each up
+        if not (template / "READY").exists():
             shutil.rmtree(template, ignore_errors=True)
-            _run([which("mariadb-install-db"), "--no-defaults", f"--datadir={template}", "--user=root",
+            _run([which("mariadb-install-db"), "--no-defaults", f"--datadir={db}", "--user=root",
                   "--auth-root-authentication-method=normal", "--skip-test-db",
                   *config.MARIADB_OPTS], timeout=120)
+            self._start_db_daemons()
+            _run(["sacctmgr", "-i", "add", "cluster", config.CLUSTER_NAME], env=self.client_env())
+            for name in ("slurmdbd", "mariadbd"):  # a clean shutdown makes a consistent copy
+                pid = self._our_pid(self.dir / "run" / f"{name}.pid", name)
+                if pid and not self._terminate({pid}, grace=60):
+                    raise ClusterError(f"{name} did not shut down cleanly")
+            db.rename(template)
+            (template / "READY").touch()
         shutil.copytree(template, db)
+        self._start_db_daemons()
+
+    def _start_db_daemons(self) -> None:
         self._daemon(["setsid", "-f", which("mariadbd"), *config.mariadbd_args(self)])
         _wait(lambda: _listening("127.0.0.1", config.PORTS["mariadb"]), 30, "MariaDB")
         self._daemon(["slurmdbd"])
         _wait(lambda: _listening(config.CONTROLLER_ADDR, config.PORTS["slurmdbd"]), 30, "slurmdbd")
-        _run(["sacctmgr", "-i", "add", "cluster", config.CLUSTER_NAME], env=self.client_env())
 
     # ---- down --------------------------------------------------------------
     def down(self) -> None:
         """Stop what this dir started; safe to call twice or after a failed up."""
-        old = LocalSlurmCluster.load(self.dir) or self
+        with _locked():
+            self._down()
+
+    def _down(self) -> None:
+        try:
+            snap = json.loads(self._state.read_text()).get("net")
+        except (OSError, ValueError):
+            snap = None
         pids = {p for f in (self.dir / "run").glob("*.pid")
                 if (p := self._our_pid(f, f.stem.split("-")[0]))}
-        owner = OWNER.read_text().strip() if OWNER.exists() else ""
-        owns_net = owner in ("", str(self.dir))  # never tear down another dir's cluster
-        namespaces = [ns for ns in _run(["ip", "netns", "list"], check=False).stdout.split()
-                      if ns.startswith("dlb-node")] if owns_net else []
+        owns_net = net.owner() in ("", str(self.dir))  # never touch another dir's cluster
+        namespaces = net.namespaces() if owns_net else []
         for ns in namespaces:  # slurmstepd and job tasks, all inside our namespaces
-            pids |= {int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()}
+            pids |= net.ns_pids(ns)
         self._terminate(pids)
         if owns_net:
-            for link in _links():
-                if link.startswith("dlb-veth"):
-                    _run(["ip", "link", "del", link], check=False)
-            for ns in namespaces:
-                _run(["ip", "netns", "del", ns], check=False)
-            if BRIDGE in _links():
-                _run(["ip", "link", "del", BRIDGE], check=False)
-            _wait(lambda: not any(n.startswith("dlb-") for n in _links()), 10, "dlb-* links to go")
-            self._unmount_netns_dir(old)
-            OWNER.unlink(missing_ok=True)
+            net.down(snap)
         for f in (self.dir / "run").glob("*.pid"):
             f.unlink(missing_ok=True)
         self._state.unlink(missing_ok=True)
 
     @staticmethod
-    def _terminate(pids: set[int], grace: float = 5) -> None:
+    def _terminate(pids: set[int], grace: float = 5) -> bool:
+        """SIGTERM, then SIGKILL after `grace` seconds; True if SIGTERM sufficed."""
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in pids:
                 try:
@@ -298,16 +310,7 @@ class LocalSlurmCluster:
                     pass
             try:
                 _wait(lambda: not any(_running(p) for p in pids), grace, "daemons to stop")
-                return
+                return sig == signal.SIGTERM
             except ClusterError:
                 continue
-
-    def _unmount_netns_dir(self, old: "LocalSlurmCluster") -> None:
-        """`ip netns add` bind-mounts /run/netns on itself; undo that if we caused it."""
-        try:
-            before = json.loads(old._state.read_text()).get("netns_mounted_before", True)
-        except (OSError, ValueError):
-            return
-        netns = Path("/run/netns")
-        if not before and os.path.ismount(netns) and not any(netns.iterdir()):
-            _run(["umount", netns], check=False)
+        return False

@@ -19,6 +19,11 @@ MARIADB_OPTS = ["--skip-name-resolve", "--innodb-log-file-size=8M",
                 "--innodb-lock-wait-timeout=900", "--skip-log-bin"]
 
 
+def which(name: str) -> str | None:
+    """Daemons and `ip` live in sbin, which a venv's or a user's PATH may lack."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
 def node_addr(k: int) -> str:
     return f"{SUBNET}.{10 + k}"
 
@@ -76,6 +81,7 @@ def slurm_conf(c) -> str:
         "KillWait=5", "MinJobAge=30", "InactiveLimit=0", "OverTimeLimit=0",
         "SchedulerType=sched/backfill",
         "SchedulerParameters=sched_interval=1,bf_interval=1,batch_sched_delay=0",
+        "MailProg=/bin/true",  # none installed; silences an error at start
         "MessageTimeout=10", "SlurmdTimeout=60", "SlurmctldTimeout=60", "TCPTimeout=2",
         *acct,
         f"NodeName=DEFAULT CPUs=2 RealMemory=4000{gres} State=UNKNOWN",

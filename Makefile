@@ -1,0 +1,33 @@
+# make demo   one real smoke sweep on this machine's CPU, then its report
+# make test   everything the tests need, then the tests
+PYTHON  ?= .venv/bin/python
+DEMO_DIR ?= outputs/demo-$(shell date +%Y%m%d-%H%M%S)
+
+.PHONY: venv demo test test-deps unit clean
+venv: .venv/.installed
+.venv/.installed: requirements.txt
+	python3 -m venv .venv
+	.venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+demo: venv
+	$(PYTHON) -m launch -m model=resnet50,bert_base precision=fp32,amp gpus_per_node=1,2 \
+	    preset=smoke hydra.sweep.dir=$(DEMO_DIR)
+	$(PYTHON) -m analysis report $(DEMO_DIR)
+
+# Framework environments and the Slurm packages are part of what the tests need;
+# the Slurm cluster itself is started and stopped by the tests' own fixture.
+test-deps: venv envs
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps; \
+	 else echo "not root: Slurm tests will skip"; fi
+
+test: test-deps
+	$(PYTHON) -m pytest -q
+
+unit: venv
+	$(PYTHON) -m pytest -q tests/unit
+
+clean:
+	rm -rf outputs multirun .pytest_cache
+
+include $(wildcard mk/*.mk)

@@ -1,0 +1,45 @@
+"""python -m analysis report PATH [--out DIR] [--no-plot]
+
+Prints the tables, and writes points.csv, runs.csv, steps.csv and the speedup
+plots to DIR (default PATH/report)."""
+import argparse
+import os
+import sys
+
+from analysis import load, plot, report
+from analysis.load import RecordError
+
+
+def cmd_report(args) -> int:
+    results = load(args.path)
+    print(report.render(results))
+    out = args.out or os.path.join(args.path, "report")
+    try:
+        os.makedirs(out, exist_ok=True)
+        for name in ("points", "runs", "steps"):
+            getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
+        written = [] if args.no_plot else plot.speedup_plots(results.points, out)
+    except OSError as exc:
+        raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+    print(f"tables: {out}/points.csv, runs.csv, steps.csv" +
+          "".join(f"\nplot: {p}" for p in written))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="tables, CSV and plots of a sweep")
+    rep.add_argument("path", help="a sweep folder (or a folder of sweeps)")
+    rep.add_argument("--out", help="where CSV and PNG go (default PATH/report)")
+    rep.add_argument("--no-plot", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        return {"report": cmd_report}[args.command](args)
+    except RecordError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

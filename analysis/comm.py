@@ -1,0 +1,220 @@
+"""Collective benchmarks (bench=comm, docs/comm.md) on disk -> a DataFrame, nccl-tests-style
+tables and bus-bandwidth plots. Training points are left to analysis/load.py.
+
+One row per point x op x size x in-place setting, aggregated over the ranks and the
+recorded repeats of the point, the way nccl-tests aggregates its ranks: the time is
+the mean over ranks (and repeats), and `algbw_avg` / `busbw_avg` are computed from
+that mean time (nccl-tests' default `-a 1`); `*_min` / `*_max` are the extremes of
+the per-rank figures. A point with no measurement at all (it failed before its
+first) still gets one row, with op empty, so that it is never silently dropped.
+"""
+import os
+
+import pandas as pd
+from tabulate import tabulate
+
+from analysis.load import REPEAT_DIR, find_points, read_json
+from frameworks.common import busbw, records
+
+COLUMNS = ["sweep", "point", "framework", "device", "backend", "nodes", "gpus_per_node", "ranks",
+           "op", "bytes", "count", "dtype", "inplace", "iters", "repeats", "time_s",
+           "algbw_avg", "algbw_min", "algbw_max", "busbw_avg", "busbw_min", "busbw_max",
+           "wrong", "status", "error"]
+_OP_ORDER = {op: i for i, op in enumerate(busbw.OPS)}
+
+
+def _read_repeat(rdir, world: int):
+    """(status, error, {rank: record}) of one repeat folder."""
+    ranks = {}
+    for path in sorted(rdir.glob("rank-*.json")):
+        rec = read_json(path, records.RECORD_SCHEMA)
+        ranks[rec["rank"]] = rec
+    if (rdir / "run.json").exists():
+        run = read_json(rdir / "run.json", records.RUN_SCHEMA)
+        return run["status"], run["error"], ranks
+    if len(ranks) == world:  # the driver died after its ranks finished
+        return (*records.run_status(ranks, world), ranks)
+    return "incomplete", "repeat not finished (no run.json)", ranks
+
+
+def _point_status(statuses, repeats: int) -> str:
+    ok = statuses.count("ok")
+    if ok == repeats and ok == len(statuses):
+        return "ok"
+    ended = [s for s in statuses if s in records.STATUSES and s != "ok"]
+    if ended:
+        return records.worst(ended)
+    return "partial" if ok else ("incomplete" if statuses else "missing")
+
+
+def load_comm(path) -> pd.DataFrame:
+    """Every bench=comm point under `path` (a sweep folder or a folder of sweeps)."""
+    rows = []
+    for point_file in find_points(path):
+        point = read_json(point_file, "dlbench.point")
+        if point.get("bench") != "comm":
+            continue
+        pdir, world = point_file.parent, point["world_size"]
+        statuses, errors, meas, env = [], [], [], {}
+        for entry in sorted(os.listdir(pdir)):
+            m = REPEAT_DIR.match(entry)
+            if not (m and (pdir / entry).is_dir()):
+                continue
+            status, error, ranks = _read_repeat(pdir / entry, world)
+            statuses.append(status)
+            if status != "ok" and error:
+                errors.append(f"repeat {int(m.group(1))}: {error}")
+            for rank, rec in ranks.items():
+                env = env or rec.get("environment", {})
+                meas += [{**c, "repeat": int(m.group(1)), "rank": rank} for c in rec.get("comm") or []]
+        opts = point.get("bench_options") or {}
+        base = {"sweep": str(pdir.parent.parent), "point": point["point"],
+                "framework": point["framework"]["name"], "device": env.get("device"),
+                "backend": env.get("backend"), "nodes": point["nodes"],
+                "gpus_per_node": point["gpus_per_node"], "ranks": world,
+                "dtype": opts.get("dtype"), "status": _point_status(statuses, point["repeats"]),
+                "error": errors[0] if errors else None}
+        if not meas:
+            rows.append(base)
+            continue
+        for (op, nbytes, inplace), g in pd.DataFrame(meas).groupby(["op", "bytes", "inplace"], sort=False):
+            t = g.time_s.mean()
+            wrong = pd.to_numeric(g.wrong, errors="coerce").sum(min_count=1)
+            rows.append({**base, "op": op, "bytes": int(nbytes), "count": int(g["count"].iloc[0]),
+                         "dtype": g["dtype"].iloc[0], "inplace": bool(inplace),
+                         "iters": int(g.iters.iloc[0]), "repeats": g.repeat.nunique(), "time_s": t,
+                         "algbw_avg": busbw.algbw_gbps(nbytes, t), "algbw_min": g.algbw_gbps.min(),
+                         "algbw_max": g.algbw_gbps.max(),
+                         "busbw_avg": busbw.busbw_gbps(op, nbytes, t, world),
+                         "busbw_min": g.busbw_gbps.min(), "busbw_max": g.busbw_gbps.max(),
+                         "wrong": None if pd.isna(wrong) else int(wrong)})
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    if len(df):
+        df = df.assign(_o=df.op.map(_OP_ORDER)).sort_values(
+            ["_o", "nodes", "ranks", "point", "bytes", "inplace"], na_position="last")
+        df = df.drop(columns="_o").reset_index(drop=True)
+    return df
+
+
+def human_bytes(n) -> str:
+    """1048576 -> "1 MiB"; a size that is no whole number of its unit gets a "~"."""
+    n = int(n)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n // size} {unit}" if n % size == 0 else f"~{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def _layout(nodes, gpn) -> str:
+    return f"{nodes}x{gpn}"
+
+
+def _fmt(x, spec) -> str:
+    return "n/a" if x is None or pd.isna(x) else format(x, spec)
+
+
+def _op_table(rows: pd.DataFrame) -> str:
+    """One op of one point as nccl-tests prints it: out-of-place, then in-place, columns."""
+    places = [p for p in (False, True) if (rows.inplace == p).any()]
+    headers = ["size", "bytes", "count"]
+    for p in places:
+        tag = "in-place" if p else "out-of-place"
+        headers += [f"{tag} time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw min-max", "#wrong"]
+    body = []
+    for nbytes, g in rows.groupby("bytes", sort=True):
+        line = [human_bytes(nbytes), str(nbytes), str(g["count"].iloc[0])]
+        for p in places:
+            r = g[g.inplace == p]
+            if not len(r):
+                line += ["-"] * 5
+                continue
+            r = r.iloc[0]
+            line += [_fmt(r.time_s * 1e6, ".1f"), _fmt(r.algbw_avg, ".3f"), _fmt(r.busbw_avg, ".3f"),
+                     f"{_fmt(r.busbw_min, '.3f')}-{_fmt(r.busbw_max, '.3f')}",
+                     "n/a" if r.wrong is None or pd.isna(r.wrong) else str(int(r.wrong))]
+        body.append(line)
+    return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def avg_busbw(rows: pd.DataFrame) -> float:
+    """nccl-tests' "Avg bus bandwidth" of one op of one point: mean over sizes and variants."""
+    return busbw.avg_busbw(rows.busbw_avg)
+
+
+def render_comm(df: pd.DataFrame) -> str:
+    """Markdown: a summary of average bus bandwidth, then a table per collective and layout."""
+    if not len(df):
+        return ""
+    parts = ["## Collective communication (nccl-tests method, GB/s = 1e9 bytes/s)"]
+    data = df[df.op.notna()]
+    if len(data):
+        layouts = (data[["nodes", "gpus_per_node", "ranks"]].drop_duplicates()
+                   .sort_values(["ranks", "nodes"]))
+        cols = [_layout(n, g) for n, g in zip(layouts.nodes, layouts.gpus_per_node)]
+        grid = {}
+        for (fw, dtype, op, nodes, gpn), g in data.groupby(
+                ["framework", "dtype", "op", "nodes", "gpus_per_node"], sort=False):
+            per_point = [avg_busbw(p) for _, p in g.groupby("point")]
+            cell = f"{sum(per_point) / len(per_point):.3f}"
+            if (g.status != "ok").any():
+                cell += "!"
+            grid.setdefault((fw, dtype, op), {})[_layout(nodes, gpn)] = cell
+        body = [[fw, dtype, op] + [cells.get(c, "-") for c in cols]
+                for (fw, dtype, op), cells in sorted(grid.items(), key=lambda kv: (
+                    kv[0][0], kv[0][1], _OP_ORDER.get(kv[0][2], 99)))]
+        parts.append("### Average bus bandwidth (GB/s, mean over sizes and in/out-of-place; "
+                     "columns: nodes x ranks per node; ! = a repeat did not pass)")
+        parts.append(tabulate(body, headers=["framework", "dtype", "op"] + cols, tablefmt="github",
+                              disable_numparse=True))
+        for (op, nodes, ranks, point), rows in data.groupby(["op", "nodes", "ranks", "point"], sort=False):
+            r0 = rows.iloc[0]
+            where = ", ".join(str(x) for x in (r0["framework"], r0["backend"], r0["device"], r0["dtype"])
+                              if x is not None and not pd.isna(x))
+            title = (f"### {op}: {nodes} node(s) x {r0.gpus_per_node} = {ranks} ranks ({where}; "
+                     f"{r0.iters} iterations, {r0.repeats} repeat(s)) [{point}]")
+            if r0.status != "ok":
+                title += f" {str(r0.status).upper()}"
+            parts += [title, _op_table(rows), f"Avg bus bandwidth: {avg_busbw(rows):.3f} GB/s"]
+    bad = df[df.status != "ok"].drop_duplicates("point")
+    if len(bad):
+        lines = [f"- {r.point}: {r.status}: {r.error}" for r in bad.itertuples()]
+        parts.append("\n".join(["### Collective points failed, cut short or missing", *lines]))
+    return "\n\n".join(parts)
+
+
+def busbw_plots(df: pd.DataFrame, out_dir) -> list:
+    """Write busbw_<op>.png: bus bandwidth against message size (log2 axis), a line per
+    layout (nodes x ranks per node), the band between the slowest and fastest rank.
+    Out-of-place figures where the op has them, in-place otherwise. Returns the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display on cluster login nodes
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    paths = []
+    data = df[df.op.notna()]
+    for op in sorted(data.op.unique(), key=lambda o: _OP_ORDER.get(o, 99)):
+        rows = data[data.op == op]
+        place = False if (rows.inplace == False).any() else True  # noqa: E712
+        rows = rows[rows.inplace == place]
+        many = rows[["framework", "dtype"]].drop_duplicates().shape[0] > 1
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        for (fw, dtype, nodes, gpn, point), line in rows.groupby(
+                ["framework", "dtype", "nodes", "gpus_per_node", "point"], sort=False):
+            line = line.sort_values("bytes")
+            label = f"{nodes}x{gpn} ({nodes * gpn} ranks)" + (f" {fw} {dtype}" if many else "")
+            ax.plot(line.bytes, line.busbw_avg, "o-", ms=3, label=label)
+            ax.fill_between(line.bytes, line.busbw_min, line.busbw_max, alpha=0.15)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: human_bytes(x) if x >= 1 else ""))
+        ax.set(xlabel="message size", ylabel="bus bandwidth (GB/s)",
+               title=f"{op} ({'in' if place else 'out-of'}-place): bus bandwidth")
+        ax.tick_params(axis="x", labelrotation=45)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        path = os.path.join(str(out_dir), f"busbw_{op}.png")
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -1,0 +1,99 @@
+"""The arithmetic of the collective benchmarks (bench=comm), written once: message
+sizes, element counts, algorithm and bus bandwidth, as nccl-tests defines them
+(nccl-tests/doc/PERFORMANCE.md). The worker (frameworks/<name>/comm.py) and the
+analysis (analysis/comm.py) both import it. Standard library only: this runs in
+the framework's Python.
+
+- Size S of a measurement: the bytes of the op's whole buffer, as nccl-tests'
+  `size` column: the reduced or broadcast buffer; for all_gather the gathered
+  output, for reduce_scatter the input that is scattered, for all_to_all each
+  rank's send (= receive) buffer.
+- Algorithm bandwidth: algbw = S / t, in GB/s = 1e9 bytes/s, t = average time
+  of one iteration.
+- Bus bandwidth: busbw = algbw * factor, the factor making the figure comparable
+  to the hardware's link bandwidth whatever the rank count n:
+      all_reduce                            2(n-1)/n
+      reduce_scatter, all_gather, all_to_all (n-1)/n
+      broadcast, reduce                     1
+- A run's "Avg bus bandwidth" of one op: the mean of busbw over every
+  measurement of that op (all sizes, in-place and out-of-place), as nccl-tests
+  prints it; the min_busbw health gate compares that figure.
+"""
+import re
+import statistics
+
+OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all")
+# Ops whose buffer is split into one chunk per rank: their element count must
+# divide by the number of ranks.
+CHUNKED = ("all_gather", "reduce_scatter", "all_to_all")
+GB = 1e9  # nccl-tests' GB/s are 1e9 bytes/s
+_UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}  # as nccl-tests' -b/-e
+
+
+def bus_factor(op: str, nranks: int) -> float:
+    """nccl-tests' factor from algorithm to bus bandwidth for `op` on `nranks` ranks."""
+    if nranks < 1:
+        raise ValueError(f"nranks must be >= 1, got {nranks}")
+    if op == "all_reduce":
+        return 2 * (nranks - 1) / nranks
+    if op in CHUNKED:
+        return (nranks - 1) / nranks
+    if op in ("broadcast", "reduce"):
+        return 1.0
+    raise ValueError(f"unknown collective {op!r} (valid: {', '.join(OPS)})")
+
+
+def algbw_gbps(nbytes: int, seconds: float) -> float:
+    """Algorithm bandwidth in GB/s: the op's size S over the time of one iteration."""
+    if seconds <= 0:
+        raise ValueError(f"time must be positive, got {seconds}")
+    return nbytes / seconds / GB
+
+
+def busbw_gbps(op: str, nbytes: int, seconds: float, nranks: int) -> float:
+    """Bus bandwidth in GB/s: algbw times the op's factor for nranks."""
+    return algbw_gbps(nbytes, seconds) * bus_factor(op, nranks)
+
+
+def avg_busbw(values) -> float:
+    """nccl-tests' "Avg bus bandwidth": the plain mean over an op's measurements."""
+    values = list(values)
+    if not values:
+        raise ValueError("no measurements to average")
+    return statistics.fmean(values)
+
+
+def parse_bytes(value) -> int:
+    """An int, or a string like 1048576, "64K", "1M", "1G" (powers of 1024, as nccl-tests)."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a byte size: {value!r}")
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)i?B?\s*", str(value), re.IGNORECASE)
+    if not m:
+        raise ValueError(f"not a byte size: {value!r} (an integer, or e.g. 64K, 1M, 1G)")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def sizes(min_bytes, max_bytes, factor=2) -> list:
+    """Message sizes from min to max (inclusive when reached), each `factor` times the last."""
+    lo, hi = parse_bytes(min_bytes), parse_bytes(max_bytes)
+    if not isinstance(factor, int) or isinstance(factor, bool) or factor < 2:
+        raise ValueError(f"factor must be an integer >= 2, got {factor!r}")
+    if lo < 1 or hi < lo:
+        raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {lo} and {hi}")
+    out, size = [], lo
+    while size <= hi:
+        out.append(size)
+        size *= factor
+    return out
+
+
+def element_count(op: str, nbytes: int, element_size: int, nranks: int) -> int:
+    """Elements of an op's S-byte buffer: whole elements and, for a chunked op, whole
+    per-rank chunks (rounded down, as nccl-tests does), so the bytes measured are
+    element_count * element_size <= nbytes. 0 when S is too small for one element per rank."""
+    count = nbytes // element_size
+    if op in CHUNKED:
+        count -= count % nranks
+    return count

@@ -1,0 +1,211 @@
+"""MindSpore adapter: `build(spec, dist)` for the harness (stdlib + numpy + mindspore only).
+
+A functional training step: `mindspore.value_and_grad` over the network and
+loss, then the optimizer. `compile` selects GRAPH_MODE with the whole step under
+`mindspore.jit` (one compiled graph: forward, backward, all-reduce, update);
+without it the step runs op by op in PYNATIVE_MODE. AMP is
+`mindspore.amp.auto_mixed_precision` at level O2 in the spec's amp_dtype, with a
+dynamic loss scaler for fp16. MindSpore 2.10's CPU kernels have no bfloat16
+Conv2D, MatMul or Gather, so bf16 AMP fails on CPU with an error that says so;
+fp16 AMP trains (ops without an fp16 CPU kernel fall back to fp32).
+
+Data parallel (WORLD_SIZE > 1) uses MindSpore's dynamic cluster: every rank is an
+MS_WORKER whose MS_NODE_ID is its RANK, rank 0 starts the MS_SCHED scheduler as a
+subprocess on MASTER_ADDR:MASTER_PORT, MS_TOPO_TIMEOUT carries the rendezvous
+timeout, and `communication.init()` joins (mccl on CPU, nccl on GPUs, hccl on
+Ascend). Gradients are averaged with nn.DistributedGradReducer.
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import mindspore as ms
+from mindspore import nn
+
+try:
+    from mindspore.graph.api import _pynative_executor
+except ImportError:  # before 2.7 it lived in mindspore.common.api
+    from mindspore.common.api import _pynative_executor
+
+from frameworks.common import harness
+from frameworks.mindspore import models
+
+# The scheduler process of the dynamic cluster: it only networks the workers.
+_SCHEDULER = ("import mindspore as ms; from mindspore.communication import init; "
+              "ms.set_device('CPU'); init()")
+
+
+class AmpUnsupported(RuntimeError):
+    """The asked-for AMP dtype has no kernels on this device."""
+
+
+def _device_target(spec, options):
+    """CPU, GPU or Ascend: the option `device_target` wins, else the spec's device."""
+    if options.get("device_target"):
+        return options["device_target"]
+    device = spec.get("device", "auto")
+    if device == "cpu":
+        return "CPU"
+    if device == "cuda":
+        if not ms.hal.is_available("GPU"):
+            raise RuntimeError("device=cuda asked for, but this MindSpore build has no usable GPU backend")
+        return "GPU"
+    return "CPU"  # auto: a GPU or Ascend run names its target in options.device_target
+
+
+class MindSporeSession(harness.Session):
+    framework_version = ms.__version__
+
+    def __init__(self, spec, dist):
+        self.dist = dist
+        self.scheduler = None
+        options = spec.get("options") or {}
+        self.target = _device_target(spec, options)
+        self.compiled = bool(spec.get("compile"))
+        if self.target == "CPU":
+            ms.set_device("CPU")
+        else:
+            ms.set_device(self.target, dist.local_rank)
+        ms.set_context(mode=ms.GRAPH_MODE if self.compiled else ms.PYNATIVE_MODE)
+        if dist.distributed:
+            self._init_cluster(spec, options)
+        ms.set_seed(spec.get("seed", 0))  # the same initial weights on every rank
+
+        cfg = spec["model"]
+        net, loss_fn = models.build_model(cfg)
+        self.amp = spec["precision"] == "amp"
+        self.amp_dtype = (spec.get("amp_dtype") or "bf16") if self.amp else None
+        if self.amp:
+            dtype = {"bf16": ms.bfloat16, "fp16": ms.float16}[self.amp_dtype]
+            net = ms.amp.auto_mixed_precision(net, "O2", dtype=dtype)
+        net.set_train(True)
+        self.net = net
+        self.inputs, self.labels = models.synthetic_batch(
+            cfg, spec["batch_size"], spec.get("seed", 0) + dist.rank)
+        self.optimizer = models.build_optimizer(cfg, net.trainable_params())
+        params = self.optimizer.parameters
+        scaler = ms.amp.DynamicLossScaler(2.0 ** 16, 2, 1000) if self.amp_dtype == "fp16" else None
+        reducer = None
+        if dist.distributed:
+            from mindspore.communication import GlobalComm
+            reducer = nn.DistributedGradReducer(params, mean=True, degree=dist.world_size,
+                                                group=GlobalComm.WORLD_COMM_GROUP)
+        inputs, labels, optimizer = self.inputs, self.labels, self.optimizer
+
+        def forward():
+            loss = loss_fn(net(*inputs), *labels)
+            return (scaler.scale(loss), loss) if scaler is not None else (loss, loss)
+
+        grad_fn = ms.value_and_grad(forward, None, params, has_aux=True)
+
+        def train_step():
+            (_, loss), grads = grad_fn()
+            if reducer is not None:
+                grads = reducer(grads)
+            if scaler is not None:
+                grads = scaler.unscale(grads)
+                finite = ms.amp.all_finite(grads)
+                if finite:
+                    optimizer(grads)
+                scaler.adjust(finite)
+            else:
+                optimizer(grads)
+            return loss
+
+        self.train_step = ms.jit(train_step) if self.compiled else train_step
+        self.checked = False
+
+    def _init_cluster(self, spec, options):
+        dist = self.dist
+        timeout = int(spec.get("rendezvous_timeout_s", 300))
+        env = {"MS_WORKER_NUM": str(dist.world_size), "MS_SCHED_HOST": dist.master_addr,
+               "MS_SCHED_PORT": str(dist.master_port), "MS_TOPO_TIMEOUT": str(timeout)}
+        os.environ.update(env, MS_ROLE="MS_WORKER", MS_NODE_ID=str(dist.rank))
+        if dist.rank == 0:
+            sched_env = dict(os.environ, MS_ROLE="MS_SCHED", GLOG_v="3", **env)
+            sched_env.pop("MS_NODE_ID")
+            self.scheduler = subprocess.Popen([sys.executable, "-c", _SCHEDULER], env=sched_env)
+        from mindspore.communication import get_group_size, get_rank, init
+        init()
+        if get_group_size() != dist.world_size:
+            raise RuntimeError(f"MindSpore cluster has {get_group_size()} ranks, expected {dist.world_size}")
+        self.ms_rank = get_rank()
+
+    def step(self):
+        if self.checked:
+            return self.train_step()
+        try:
+            loss = self.train_step()
+            loss.asnumpy()  # the first step surfaces kernel-selection errors here
+        except (TypeError, RuntimeError) as exc:
+            op = re.search(r"Select \w+ operator\[(\w+)\] fail! Unsupported data type", str(exc))
+            if self.amp and op:
+                raise AmpUnsupported(
+                    f"MindSpore {ms.__version__} on {self.target} has no {self.amp_dtype} kernel "
+                    f"for {op.group(1)}: precision=amp with amp_dtype={self.amp_dtype} cannot train "
+                    f"here (precision.amp_dtype=fp16 does)") from exc
+            raise
+        self.checked = True
+        return loss
+
+    def loss_value(self, handle):
+        return float(handle.asnumpy())
+
+    def sync(self):
+        # PyNative queues ops to a pipeline; its executor's sync waits for them (what
+        # mindspore.train.Model does). runtime.synchronize() covers the device streams,
+        # and only exists for GPU and Ascend.
+        _pynative_executor.sync()
+        if self.target != "CPU":
+            ms.runtime.synchronize()
+
+    def barrier(self):
+        if self.dist.distributed:
+            from mindspore.communication.comm_func import barrier
+            barrier()
+
+    def environment(self):
+        env = {"device": self.target.lower(), "device_count": 1,
+               "mode": "GRAPH_MODE+jit" if self.compiled else "PYNATIVE_MODE",
+               "amp": f"O2 {self.amp_dtype}" if self.amp else None}
+        if self.dist.distributed:
+            env.update(comm_backend=self._comm_backend(), ms_rank=self.ms_rank)
+        if self.target == "GPU":
+            env.update(device=ms.hal.get_device_name(self.dist.local_rank),
+                       device_count=ms.hal.device_count())
+        return env
+
+    @staticmethod
+    def _comm_backend():
+        from mindspore.communication import GlobalComm
+        return GlobalComm.BACKEND
+
+    def peak_device_bytes(self):
+        return None if self.target == "CPU" else int(ms.runtime.max_memory_allocated())
+
+    def is_oom(self, exc):
+        text = str(exc)
+        return isinstance(exc, MemoryError) or (
+            isinstance(exc, RuntimeError) and ("Out of memory" in text or "Malloc device memory failed" in text))
+
+    def close(self):
+        if self.dist.distributed:
+            from mindspore.communication import release
+            try:
+                release()
+            except Exception:
+                pass
+        if self.scheduler is not None:
+            try:
+                self.scheduler.wait(timeout=30)  # it ends once every worker has left
+            except subprocess.TimeoutExpired:
+                self.scheduler.terminate()
+                self.scheduler.wait(timeout=10)
+
+
+build = MindSporeSession
+
+if __name__ == "__main__":
+    raise SystemExit(harness.main(build=MindSporeSession))

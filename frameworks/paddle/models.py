@@ -1,0 +1,210 @@
+"""ResNet-50 v1.5 and BERT-base pretraining in PaddlePaddle (paddle.nn, dynamic graph).
+
+Layer for layer the definitions of frameworks/pytorch/models.py: the same shapes,
+the same parameter counts (tests/integration/test_framework_paddle.py), the same
+losses. Paddle-specific points:
+- BatchNorm's running mean and variance are non-trainable *parameters* in Paddle,
+  so counts and the optimizer take the trainable parameters only;
+- `F.cross_entropy(..., ignore_index=-100, reduction="mean")` divides by all
+  positions, ignored ones included, so the MLM loss is a sum over the masked
+  positions divided by their number, as PyTorch's mean is;
+- `F.scaled_dot_product_attention` takes [batch, seq, heads, head_dim].
+"""
+import numpy as np
+import paddle
+from paddle import nn
+import paddle.nn.functional as F
+
+
+# --- ResNet-50 v1.5 -------------------------------------------------------------
+
+class Bottleneck(nn.Layer):
+    expansion = 4
+
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = width * self.expansion
+        self.conv1 = nn.Conv2D(cin, width, 1, bias_attr=False)
+        self.bn1 = nn.BatchNorm2D(width)
+        # v1.5: the stride sits on the 3x3 convolution, not the first 1x1.
+        self.conv2 = nn.Conv2D(width, width, 3, stride=stride, padding=1, bias_attr=False)
+        self.bn2 = nn.BatchNorm2D(width)
+        self.conv3 = nn.Conv2D(width, cout, 1, bias_attr=False)
+        self.bn3 = nn.BatchNorm2D(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2D(cin, cout, 1, stride=stride, bias_attr=False),
+                                      nn.BatchNorm2D(cout))
+
+    def forward(self, x):
+        identity = x if self.down is None else self.down(x)
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        x = self.bn3(self.conv3(x))
+        return F.relu(x + identity)
+
+
+class ResNet(nn.Layer):
+    def __init__(self, layers=(3, 4, 6, 3), width=64, num_classes=1000, **_):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2D(3, width, 7, stride=2, padding=3, bias_attr=False),
+                                  nn.BatchNorm2D(width), nn.ReLU(),
+                                  nn.MaxPool2D(3, stride=2, padding=1))
+        blocks, cin = [], width
+        for stage, n in enumerate(layers):
+            w = width * 2 ** stage
+            for i in range(n):
+                blocks.append(Bottleneck(cin, w, 2 if (i == 0 and stage > 0) else 1))
+                cin = w * Bottleneck.expansion
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.fc(paddle.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+# --- BERT pretraining (MLM + NSP) -------------------------------------------------
+
+_NORMAL = nn.initializer.Normal(std=0.02)
+
+
+def _linear(cin, cout):
+    """nn.Linear with BERT's init: N(0, 0.02) weights, zero biases."""
+    return nn.Linear(cin, cout, weight_attr=paddle.ParamAttr(initializer=_NORMAL),
+                     bias_attr=paddle.ParamAttr(initializer=nn.initializer.Constant(0.0)))
+
+
+class EncoderLayer(nn.Layer):
+    def __init__(self, hidden, heads, intermediate, dropout):
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.qkv = _linear(hidden, 3 * hidden)
+        self.out = _linear(hidden, hidden)
+        self.ln1 = nn.LayerNorm(hidden, epsilon=1e-12)
+        self.ff1 = _linear(hidden, intermediate)
+        self.ff2 = _linear(intermediate, hidden)
+        self.ln2 = nn.LayerNorm(hidden, epsilon=1e-12)
+
+    def forward(self, x, mask):
+        b, s, h = x.shape
+        qkv = self.qkv(x).reshape([b, s, 3, self.heads, h // self.heads])
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # [b, s, heads, head_dim]
+        p = self.dropout if self.training else 0.0
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
+                                           training=self.training)
+        a = a.reshape([b, s, h])
+        x = self.ln1(x + F.dropout(self.out(a), p, training=self.training))
+        y = self.ff2(F.gelu(self.ff1(x)))
+        return self.ln2(x + F.dropout(y, p, training=self.training))
+
+
+class BertForPretraining(nn.Layer):
+    def __init__(self, vocab_size=30522, hidden=768, layers=12, heads=12, intermediate=3072,
+                 max_position=512, type_vocab=2, dropout=0.1, **_):
+        super().__init__()
+        emb = paddle.ParamAttr(initializer=_NORMAL)
+        self.word = nn.Embedding(vocab_size, hidden, weight_attr=emb)
+        self.position = nn.Embedding(max_position, hidden, weight_attr=emb)
+        self.token_type = nn.Embedding(type_vocab, hidden, weight_attr=emb)
+        self.emb_ln = nn.LayerNorm(hidden, epsilon=1e-12)
+        self.dropout = dropout
+        self.layers = nn.LayerList([EncoderLayer(hidden, heads, intermediate, dropout)
+                                    for _ in range(layers)])
+        self.pooler = _linear(hidden, hidden)
+        self.mlm_dense = _linear(hidden, hidden)
+        self.mlm_ln = nn.LayerNorm(hidden, epsilon=1e-12)
+        # The decoder weight is tied to `word`; only its bias is a parameter of its own.
+        self.mlm_bias = self.create_parameter([vocab_size], is_bias=True,
+                                              default_initializer=nn.initializer.Constant(0.0))
+        self.nsp = _linear(hidden, 2)
+
+    def forward(self, tokens, token_types, attention_mask):
+        s = tokens.shape[1]
+        pos = paddle.arange(s, dtype="int64")
+        x = self.word(tokens) + self.position(pos).unsqueeze(0) + self.token_type(token_types)
+        x = F.dropout(self.emb_ln(x), self.dropout, training=self.training)
+        # Boolean key mask broadcast over heads and queries: True = attend.
+        mask = attention_mask.unsqueeze([1, 2]).astype("bool")
+        for layer in self.layers:
+            x = layer(x, mask)
+        pooled = paddle.tanh(self.pooler(x[:, 0]))
+        h = self.mlm_ln(F.gelu(self.mlm_dense(x)))
+        mlm_logits = paddle.matmul(h, self.word.weight, transpose_y=True) + self.mlm_bias
+        return mlm_logits, self.nsp(pooled)
+
+
+def bert_loss(outputs, mlm_labels, nsp_labels):
+    mlm_logits, nsp_logits = outputs
+    labels = mlm_labels.flatten()
+    logits = mlm_logits.flatten(0, 1).astype("float32")
+    # Paddle's "mean" counts ignored positions too; PyTorch's (the reference) does not.
+    total = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum")
+    mlm = total / (labels != -100).astype("float32").sum()
+    return mlm + F.cross_entropy(nsp_logits.astype("float32"), nsp_labels)
+
+
+def classification_loss(out, y):
+    return F.cross_entropy(out.astype("float32"), y)
+
+
+# --- synthetic batches ----------------------------------------------------------
+
+def synthetic_batch(model_cfg, batch_size, seed):
+    """Fixed random inputs, made once on the current device (paddle.set_device)."""
+    rng = np.random.default_rng(seed)
+    name = model_cfg["name"]
+    t = paddle.to_tensor
+    if name == "resnet50":
+        n = model_cfg["image_size"]
+        x = rng.standard_normal((batch_size, 3, n, n), dtype=np.float32)
+        y = rng.integers(0, model_cfg["num_classes"], (batch_size,), dtype=np.int64)
+        return (t(x),), (t(y),)
+    if name == "bert_base":
+        s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
+        tokens = rng.integers(0, vocab, (batch_size, s), dtype=np.int64)
+        types = np.broadcast_to((np.arange(s) >= s // 2).astype(np.int64), (batch_size, s)).copy()
+        mask = np.ones((batch_size, s), dtype=np.int64)
+        # Mask ~15% of positions for MLM (at least one per sequence); the rest are ignored.
+        masked = rng.random((batch_size, s)) < model_cfg["mask_prob"]
+        masked[:, 1] = True
+        mlm = np.where(masked, rng.integers(0, vocab, (batch_size, s), dtype=np.int64), -100)
+        nsp = rng.integers(0, 2, (batch_size,), dtype=np.int64)
+        return (t(tokens), t(types), t(mask)), (t(mlm), t(nsp))
+    raise ValueError(f"unknown model {name!r}")
+
+
+def build_model(model_cfg):
+    name = model_cfg["name"]
+    if name == "resnet50":
+        return ResNet(**model_cfg), classification_loss
+    if name == "bert_base":
+        return BertForPretraining(**model_cfg), bert_loss
+    raise ValueError(f"unknown model {name!r}")
+
+
+def trainable_parameters(model):
+    return [p for p in model.parameters() if not p.stop_gradient]
+
+
+def build_optimizer(model_cfg, params):
+    opt = model_cfg["optimizer"]
+    if opt["name"] == "sgd":
+        # Paddle's Momentum with a float weight_decay adds L2 to the gradient, as torch's SGD.
+        return paddle.optimizer.Momentum(learning_rate=opt["lr"], momentum=opt["momentum"],
+                                         parameters=params, weight_decay=opt["weight_decay"])
+    if opt["name"] == "adamw":
+        return paddle.optimizer.AdamW(learning_rate=opt["lr"], parameters=params,
+                                      weight_decay=opt["weight_decay"])
+    raise ValueError(f"unknown optimizer {opt['name']!r}")
+
+
+def count_parameters(model) -> int:
+    # Trainable only: BatchNorm's running statistics are parameters in Paddle, buffers in
+    # PyTorch. Tied weights are one parameter object, so they count once.
+    return sum(int(np.prod(p.shape)) for p in trainable_parameters(model))
+
+
+def parameter_count(model_cfg: dict) -> int:
+    """The count that must match frameworks.pytorch.models.parameter_count."""
+    return count_parameters(build_model(model_cfg)[0])

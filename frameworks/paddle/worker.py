@@ -1,0 +1,227 @@
+"""PaddlePaddle adapter: `build(spec, dist)` for the harness (stdlib + numpy + paddle only).
+
+Dynamic graph (eager) training. `compile` converts the forward pass and the loss to
+a static program with `paddle.jit.to_static` (Paddle's graph mode; the backward
+runs as that program's gradient, the optimizer update stays eager). AMP is
+`paddle.amp.auto_cast` at level O1: on a GPU fp16 with a GradScaler, or bf16, as the
+spec's amp_dtype says; on a CPU bf16, which Paddle 3.3 applies only inside a
+to_static program (in eager mode its amp_guard switches itself off on a CPU place),
+so precision=amp on a CPU needs compile=true and fails plainly without it.
+
+Data parallel when WORLD_SIZE > 1: paddle.DataParallel over the process group of
+`paddle.distributed.init_parallel_env`, gloo on CPU (PADDLE_DISTRI_BACKEND=gloo),
+NCCL on GPUs. Paddle's own rendezvous store waits 900 s, fixed; a TCPStore on
+MASTER_PORT with the spec's rendezvous_timeout_s comes first, so that a missing
+rank fails the run in time. Paddle reads the rank contract from PADDLE_TRAINER_ID,
+PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT and
+PADDLE_MASTER, which are derived here from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+"""
+import hashlib
+import os
+import signal
+import socket
+import time
+import warnings
+
+import numpy as np
+
+from frameworks.common import harness
+
+os.environ.setdefault("GLOG_minloglevel", "1")  # Paddle's C++ INFO lines drown the rank log
+_sigterm = signal.getsignal(signal.SIGTERM)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # "No ccache found": irrelevant to a training run
+    import paddle
+    import paddle.distributed as paddle_dist
+    from paddle import nn
+
+
+def _restore_sigterm():
+    """Paddle installs C++ handlers for SIGTERM that abort the process: give it back to
+    the harness (its SIGTERM ends a rank with a `cancelled` record)."""
+    if _sigterm not in (None, signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _sigterm)
+
+
+_restore_sigterm()
+
+from frameworks.paddle import models  # noqa: E402  (after paddle and the SIGTERM fix)
+
+AMP_CPU_EAGER = (
+    "PaddlePaddle {v} cannot run AMP on a CPU in dynamic-graph mode: paddle.amp.auto_cast "
+    "enables itself only on CUDA, XPU and custom places and on a CPU place silently runs "
+    "fp32 (amp_guard: 'can only be enabled on CUDAPlace, XPUPlace, and CustomPlace'); "
+    "bf16 AMP on a CPU works with compile=true (paddle.jit.to_static)")
+
+
+class TrainStep(nn.Layer):
+    """Forward and loss of one step, under auto_cast when AMP is on: the unit that
+    paddle.jit.to_static compiles and paddle.DataParallel wraps."""
+
+    def __init__(self, model, loss_fn, n_inputs, amp, amp_dtype):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+        self.n_inputs = n_inputs
+        self.amp = amp
+        self.amp_dtype = amp_dtype
+
+    def forward(self, *tensors):
+        with paddle.amp.auto_cast(enable=self.amp, dtype=self.amp_dtype, level="O1"):
+            out = self.model(*tensors[:self.n_inputs])
+            loss = self.loss_fn(out, *tensors[self.n_inputs:])
+        return loss
+
+
+def _paddle_env(dist) -> dict:
+    """Paddle's rank variables from the suite's contract. The gloo and NCCL process groups
+    meet through the TCP store at PADDLE_MASTER (MASTER_PORT + 1; MASTER_PORT itself
+    is the timed rendezvous below); the endpoints are only checked for presence by that
+    path and follow Paddle's convention that the first one is the master's."""
+    addr, port = dist.master_addr, dist.master_port
+    endpoints = [f"{addr}:{port + 1 + r}" for r in range(dist.world_size)]
+    return {"PADDLE_TRAINER_ID": str(dist.rank), "PADDLE_TRAINERS_NUM": str(dist.world_size),
+            "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints),
+            "PADDLE_CURRENT_ENDPOINT": endpoints[dist.rank],
+            "PADDLE_MASTER": f"{addr}:{port + 1}"}
+
+
+def timed_rendezvous(dist, timeout_s: float):
+    """Every rank meets at MASTER_ADDR:MASTER_PORT within timeout_s, or TimeoutError.
+
+    Rank 0 serves a paddle TCPStore that waits for the others with a time limit; the
+    others first wait for its port on their own clock, because Paddle's TCP client
+    retries a refused connection with no limit of its own."""
+    from paddle.base import core
+    deadline = time.monotonic() + timeout_s
+    where = f"{dist.master_addr}:{dist.master_port}"
+    if dist.rank != 0:
+        while True:
+            try:
+                socket.create_connection((dist.master_addr, dist.master_port), timeout=5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"rendezvous: rank 0 not listening at {where} "
+                                       f"after {timeout_s:.0f}s") from None
+                time.sleep(0.5)
+    left = max(1, int(deadline - time.monotonic()))
+    try:
+        return core.TCPStore(dist.master_addr, dist.master_port, dist.rank == 0,
+                             dist.world_size, left)
+    except Exception as exc:  # Paddle reports its store timeout as SystemError
+        raise TimeoutError(f"rendezvous at {where}: not all {dist.world_size} ranks within "
+                           f"{timeout_s:.0f}s ({str(exc).strip().splitlines()[0]})") from None
+
+
+class PaddleSession(harness.Session):
+    framework_version = paddle.__version__
+
+    def __init__(self, spec, dist):
+        self.dist = dist
+        want = spec.get("device", "auto")
+        gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
+        self.gpu = want in ("auto", "cuda") and gpus > 0
+        if want == "cuda" and not self.gpu:
+            raise RuntimeError("device=cuda asked for, but this Paddle build sees no CUDA device "
+                               "(paddlepaddle is the CPU build; paddlepaddle-gpu the CUDA one)")
+        self.place = f"gpu:{dist.local_rank % gpus}" if self.gpu else "cpu"
+        paddle.set_device(self.place)
+
+        self.amp = spec["precision"] == "amp"
+        self.compile = bool(spec.get("compile"))
+        if self.amp and not self.gpu and not self.compile:
+            raise RuntimeError(AMP_CPU_EAGER.format(v=paddle.__version__))
+        dtype = (spec.get("amp_dtype") or "bf16") if self.gpu else "bf16"  # CPU AMP is bf16
+        self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
+
+        self.group = self._rdv_store = None
+        if dist.distributed:
+            os.environ.update(_paddle_env(dist))
+            if not self.gpu:
+                os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
+            self._rdv_store = timed_rendezvous(dist, spec.get("rendezvous_timeout_s", 300))
+            self.group = paddle_dist.init_parallel_env()
+
+        seed = spec.get("seed", 0)
+        paddle.seed(seed)  # the same initial weights on every rank
+        cfg = spec["model"]
+        model, loss_fn = models.build_model(cfg)
+        self.model = model
+        self.inputs, self.labels = models.synthetic_batch(cfg, spec["batch_size"], seed + dist.rank)
+        self.params = models.trainable_parameters(model)
+        self.optimizer = models.build_optimizer(cfg, self.params)
+        net = TrainStep(model, loss_fn, len(self.inputs), self.amp, self.amp_dtype)
+        if self.compile:
+            net = paddle.jit.to_static(net, full_graph=True)
+        if dist.distributed:
+            net = paddle.DataParallel(net)  # broadcasts rank 0's weights, all-reduces gradients
+        self.net = net
+        self.scaler = (paddle.amp.GradScaler(init_loss_scaling=2.0 ** 16)
+                       if self.amp and self.amp_dtype == "float16" else None)
+        _restore_sigterm()
+
+    def step(self):
+        loss = self.net(*self.inputs, *self.labels)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        self.optimizer.clear_grad(set_to_zero=False)
+        return loss.detach()
+
+    def loss_value(self, handle):
+        return float(handle.item())
+
+    def sync(self):
+        if self.gpu:
+            paddle.device.synchronize()
+
+    def barrier(self):
+        if self.dist.distributed:
+            paddle_dist.barrier()
+
+    def environment(self):
+        env = {"device": "cpu", "device_count": 1, "paddle_commit": paddle.version.commit,
+               "mkl": paddle.version.with_mkl, "compile": "paddle.jit.to_static" if self.compile
+               else "eager", "amp": f"auto_cast O1 {self.amp_dtype}" if self.amp else None}
+        if self.gpu:
+            env.update(device=paddle.device.cuda.get_device_name(), device_count=paddle.device.cuda.device_count(),
+                       cuda=paddle.version.cuda(), cudnn=paddle.version.cudnn(),
+                       nccl=str(paddle.version.nccl()))
+        return env
+
+    def parameter_checksum(self) -> str:
+        """Sum and digest of the trainable weights: equal on every rank of a data-parallel run."""
+        digest, total = hashlib.sha1(), 0.0
+        for p in self.params:
+            a = np.ascontiguousarray(p.numpy())
+            digest.update(a.tobytes())
+            total += float(a.astype(np.float64).sum())
+        return f"sum={total:.10e} sha1={digest.hexdigest()}"
+
+    def peak_device_bytes(self):
+        return int(paddle.device.cuda.max_memory_allocated()) if self.gpu else None
+
+    def is_oom(self, exc):
+        text = str(exc)
+        return isinstance(exc, MemoryError) or "ResourceExhausted" in text \
+            or "Out of memory error" in text
+
+    def close(self):
+        try:  # read by tests/integration/test_framework_paddle.py from the rank's log
+            print(f"paddle rank {self.dist.rank} parameter checksum: {self.parameter_checksum()}",
+                  flush=True)
+        finally:
+            if self.group is not None:
+                paddle_dist.destroy_process_group()
+                self.group = None
+
+
+build = PaddleSession
+
+if __name__ == "__main__":
+    raise SystemExit(harness.main(build=build))

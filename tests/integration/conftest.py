@@ -1,0 +1,1 @@
+from tests.integration.conftest_slurm import *  # noqa: F401,F403

@@ -1,0 +1,50 @@
+"""The `slurm_cluster` fixture: a real local multi-node Slurm cluster.
+
+tests/integration/conftest.py does `from tests.integration.conftest_slurm import *`.
+See docs/slurm-test-cluster.md.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.slurm_cluster import LocalSlurmCluster, default_dir, skip_reason
+from tests.slurm_cluster.cluster import CLIENT_PREFIXES
+
+__all__ = ["slurm_cluster", "pytest_configure"]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slurm: needs the local multi-node Slurm test cluster (root)")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running LocalSlurmCluster; os.environ points Slurm clients at it.
+
+    Reuses a cluster already up in $DLBENCH_SLURM_DIR (e.g. from `make slurm-up`)
+    and then leaves it running; otherwise starts one (3 nodes x 2 fake GPUs)
+    and stops it at the end of the session.
+    """
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = LocalSlurmCluster.load(default_dir())
+    started = False
+    if cluster is None or not cluster.is_up():
+        cluster = LocalSlurmCluster(default_dir())
+        started = cluster.up()
+    # Clients (sbatch, srun, submitit) inherit os.environ: drop an outer job's
+    # SLURM_* variables, which would leak into nested submissions.
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith(CLIENT_PREFIXES)]:
+        del os.environ[key]
+    os.environ.update(cluster.env())
+    try:
+        yield cluster
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        if started:
+            cluster.down()

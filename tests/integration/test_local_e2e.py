@@ -1,0 +1,103 @@
+"""Real sweeps through `python -m launch` on this machine's CPU: real torch training."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import analysis
+from launchers.points import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def launch(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    res = launch("-m", "framework=pytorch", "model=resnet50,bert_base", "precision=fp32,amp",
+                 "gpus_per_node=1,2", "preset=smoke", f"hydra.sweep.dir={out}")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out
+
+
+def test_every_rank_of_every_repeat_recorded(sweep):
+    point_dirs = sorted(glob.glob(f"{sweep}/points/*"))
+    assert len(point_dirs) == 8
+    for pdir in point_dirs:
+        point = json.load(open(f"{pdir}/point.json"))
+        for r in range(point["repeats"]):
+            run = json.load(open(f"{pdir}/repeat-{r:02d}/run.json"))
+            assert run["status"] == "ok", run
+            for rank in range(point["world_size"]):
+                rec = json.load(open(f"{pdir}/repeat-{r:02d}/rank-{rank:05d}.json"))
+                assert rec["status"] == "ok" and rec["world_size"] == point["world_size"]
+                timed = [s for s in rec["steps"] if s["phase"] == "measure"]
+                assert len(timed) == point["measure_steps"] == 5
+                assert rec["framework"]["version"].startswith("2.13")
+                assert rec["spec"]["config"]["model"]["size"] == "tiny"
+
+
+def test_analysis_of_the_sweep(sweep):
+    res = analysis.load(sweep)
+    assert (res.points.status == "ok").all() and res.points.throughput.gt(0).all()
+    assert set(res.points.precision) == {"fp32", "amp"} and set(res.points.devices) == {1, 2}
+    one = res.points[res.points.devices == 1]
+    assert (one.speedup == 1.0).all()
+    assert res.steps.loss.notna().all()
+
+
+def test_report_cli(sweep):
+    out = subprocess.run([sys.executable, "-m", "analysis", "report", str(sweep)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for text in ("## resnet50 (tiny)", "## bert_base (tiny)", "Speedup over 1 device",
+                 "AMP over FP32", "| 1x1", "| 1x2"):
+        assert text in out.stdout
+    assert os.path.getsize(f"{sweep}/report/speedup_resnet50.png") > 1000
+
+
+def test_failing_rank_is_a_status_and_the_sweep_goes_on(tmp_path):
+    # rank 1 of every point fails; the 1-rank point after it still runs and succeeds
+    res = launch("-m", "gpus_per_node=2,1", "preset=smoke", "repeats=1",
+                 f"hydra.sweep.dir={tmp_path}", env={"DLBENCH_FAIL_RANK": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    pts = analysis.load(tmp_path).points.set_index("devices")
+    assert pts.loc[2].status == "failed" and "injected failure on rank 1" in pts.loc[2].error
+    assert pts.loc[1].status == "ok"
+
+
+def test_timeout_is_a_status(tmp_path):
+    # full-size BERT cannot finish 100 CPU steps in 5 s
+    res = launch("model=bert_base", "repeats=1", "timeout_s=5", f"hydra.run.dir={tmp_path}")
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = analysis.load(tmp_path).runs.iloc[0]
+    assert run.status == "timeout"
+
+
+def test_rerun_into_the_same_sweep_counts_nothing_twice(tmp_path):
+    args = ("preset=smoke", "repeats=2", f"hydra.run.dir={tmp_path}")
+    assert launch(*args).returncode == 0
+    second = launch(*args)
+    assert second.returncode == 0 and second.stdout.count("already recorded") == 2
+    assert len(analysis.load(tmp_path).runs) == 2
+
+
+@pytest.mark.parametrize("args,message", [
+    (["framework=nope"], "error: unknown framework 'nope' (valid: "),
+    (["model=resnet50", "batch_size=0"], "error: batch_size must be an integer >= 1"),
+    (["-m", "measure_steps=5,0"], "error: measure_steps must be an integer >= 1"),
+    (["nodes=2"], "error: launcher=local runs on one node"),
+    (["output_root=/proc/forbidden"], "error: output folder '/proc/forbidden' cannot be written"),
+])
+def test_bad_input_one_line_nonzero(args, message):
+    res = launch(*args, timeout=60)
+    assert res.returncode != 0
+    assert res.stderr.strip().startswith(message), res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1

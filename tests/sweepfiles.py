@@ -1,0 +1,47 @@
+"""Builds sweep folders by hand, through the suite's own writers, for analysis tests."""
+import os
+
+from frameworks.common import records
+from frameworks.common.distenv import DistEnv
+
+
+def write_point(sweep, name, *, framework="pytorch", model="resnet50", precision="fp32",
+                batch_size=8, nodes=1, gpus_per_node=1, repeats=3, compile=False):
+    pdir = os.path.join(sweep, "points", name)
+    os.makedirs(pdir, exist_ok=True)
+    point = {"schema": "dlbench.point", "version": 1, "point": name, "num": 0, "dir": pdir,
+             "bench": "train", "framework": {"name": framework}, "precision": precision,
+             "model": {"name": model, "size": "tiny"}, "amp_dtype": None, "compile": compile,
+             "batch_size": batch_size, "nodes": nodes, "gpus_per_node": gpus_per_node,
+             "world_size": nodes * gpus_per_node, "repeats": repeats}
+    records.write_json_atomic(os.path.join(pdir, "point.json"), point)
+    return point
+
+
+def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, run_json=True):
+    """One repeat whose rank r timed `steps` steps of the point's batch in windows[r] seconds."""
+    rdir = os.path.join(point["dir"], f"repeat-{repeat:02d}")
+    os.makedirs(rdir, exist_ok=True)
+    world = len(windows)
+    ranks = {}
+    for rank, window in enumerate(windows):
+        dist = DistEnv(rank, world, rank % point["gpus_per_node"], point["gpus_per_node"], "h", 1)
+        spec = {"point": point["point"], "repeat": repeat, "framework": point["framework"]["name"]}
+        rec = records.new_record(spec, dist, f"node{rank // point['gpus_per_node'] + 1}", 1e9)
+        rec.update(status=status, error=error, window={"start": 1.0, "end": 1.0 + window})
+        rec["framework"]["version"] = "9.9"
+        rec["environment"] = {"device": "cpu"}
+        dt = window / steps
+        rec["steps"] = [{"step": 0, "phase": "warmup", "start": 0.0, "end": 1.0,
+                         "samples": point["batch_size"], "loss": 1.0}]
+        rec["steps"] += [{"step": i + 1, "phase": "measure", "start": 1.0 + i * dt,
+                          "end": 1.0 + (i + 1) * dt, "samples": point["batch_size"], "loss": 1.0}
+                         for i in range(steps)]
+        records.write_json_atomic(os.path.join(rdir, records.record_name(rank)), rec)
+        ranks[rank] = rec
+    if run_json:
+        st, err = records.run_status(ranks, world)
+        records.write_json_atomic(os.path.join(rdir, "run.json"), {
+            "schema": records.RUN_SCHEMA, "version": 1, "point": point["point"], "repeat": repeat,
+            "status": st, "error": err, "world_size": world, "exit_codes": [0] * world})
+    return rdir

@@ -1,0 +1,61 @@
+"""Repeats: each runs once, a rerun or requeue skips what is recorded, an interrupted
+attempt is set aside whole."""
+import json
+import os
+
+from frameworks.common import records
+from launchers import driver, points
+from tests.unit.test_points import cfg_of
+
+
+def make(tmp_path, repeats=3):
+    point = points.make_point(cfg_of("preset=smoke", f"repeats={repeats}"), tmp_path, 0)
+    points.write_point(point)
+    return point
+
+
+def writer(calls, status="ok"):
+    """A start function whose single rank writes its record, as a worker would."""
+    def start(point, spec_path, rdir):
+        spec = records.read_spec(spec_path)
+        calls.append(spec["repeat"])
+        records.write_json_atomic(os.path.join(rdir, records.record_name(0)),
+                                  {"status": status, "error": None if status == "ok" else "x"})
+        return [0], None
+    return start
+
+
+def test_each_repeat_runs_once_and_rerun_skips(tmp_path):
+    point = make(tmp_path)
+    calls = []
+    assert driver.run_point(point["dir"], writer(calls), log=lambda m: None) == ["ok"] * 3
+    assert driver.run_point(point["dir"], writer(calls), log=lambda m: None) == ["ok"] * 3
+    assert calls == [0, 1, 2]
+
+
+def test_requeue_resumes_after_the_last_recorded_repeat(tmp_path):
+    point = make(tmp_path)
+    calls = []
+    driver.run_repeat(point, 0, writer(calls))
+    # repeat 1 was cut short: a rank record but no run.json
+    rdir = points.repeat_dir(point, 1)
+    os.makedirs(rdir)
+    open(os.path.join(rdir, "rank-00000.log"), "w").write("partial")
+    driver.run_point(point["dir"], writer(calls), log=lambda m: None)
+    assert calls == [0, 1, 2]
+    aside = [d for d in os.listdir(point["dir"]) if ".interrupted-" in d]
+    assert len(aside) == 1 and aside[0].startswith("repeat-01")
+
+
+def test_run_json_carries_status_and_timeout_wins(tmp_path):
+    point = make(tmp_path, repeats=1)
+    run = driver.run_repeat(point, 0, lambda p, s, r: ([None], "timeout"))
+    assert run["status"] == "timeout"
+    with open(os.path.join(points.repeat_dir(point, 0), "run.json")) as f:
+        assert json.load(f)["status"] == "timeout"
+
+
+def test_missing_rank_record_fails_the_repeat(tmp_path):
+    point = make(tmp_path, repeats=1)
+    run = driver.run_repeat(point, 0, lambda p, s, r: ([-9], None))
+    assert run["status"] == "failed" and run["error"] == "no record from rank(s) 0"

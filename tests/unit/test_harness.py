@@ -1,0 +1,85 @@
+"""The timed loop, with a pure-Python session standing in for a framework."""
+import math
+
+import pytest
+
+from frameworks.common import harness
+from frameworks.common.distenv import DistEnv
+
+SPEC = {"point": "p", "repeat": 0, "framework": "none", "batch_size": 4,
+        "warmup_steps": 2, "measure_steps": 5}
+
+
+class Counting(harness.Session):
+    framework_version = "0"
+
+    def __init__(self, spec, dist, losses=None, fail_at=None, exc=RuntimeError("boom")):
+        self.calls, self.losses, self.fail_at, self.exc = 0, losses, fail_at, exc
+        self.synced = []
+
+    def step(self):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise self.exc
+        return self.losses[self.calls - 1] if self.losses else 1.0 / self.calls
+
+    def sync(self):
+        self.synced.append(self.calls)
+
+
+def run(**kw):
+    return harness.run(lambda s, d: Counting(s, d, **kw), dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))
+
+
+def test_ok_record_has_warmup_then_timed_steps():
+    rec = run()
+    assert rec["status"] == "ok" and rec["error"] is None
+    phases = [s["phase"] for s in rec["steps"]]
+    assert phases == ["warmup"] * 2 + ["measure"] * 5
+    timed = [s for s in rec["steps"] if s["phase"] == "measure"]
+    assert rec["window"]["start"] <= timed[0]["start"] and timed[-1]["end"] <= rec["window"]["end"]
+    assert all(s["samples"] == 4 and s["loss"] is not None for s in rec["steps"])
+
+
+def test_no_sync_inside_the_timed_window():
+    sessions = []
+
+    def build(s, d):
+        sessions.append(Counting(s, d))
+        return sessions[-1]
+    harness.run(build, dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))
+    # syncs after each warm-up step (1, 2), before the window (2), and at its end (7) only
+    assert sessions[0].synced == [1, 2, 2, 7]
+
+
+def test_non_finite_loss_fails_the_run():
+    rec = run(losses=[1.0, 1.0, 1.0, math.nan, 1.0, 1.0, 1.0])
+    assert rec["status"] == "failed" and "non-finite loss nan at measure step 3" in rec["error"]
+
+
+def test_oom_and_failure_are_told_apart():
+    assert run(fail_at=4, exc=MemoryError("out of memory"))["status"] == "oom"
+    rec = run(fail_at=4)
+    assert rec["status"] == "failed" and rec["error"] == "RuntimeError: boom"
+
+
+def test_injected_rank_failure(monkeypatch):
+    monkeypatch.setenv("DLBENCH_FAIL_RANK", "0")
+    rec = run()
+    assert rec["status"] == "failed" and "injected failure on rank 0" in rec["error"]
+
+
+def test_a_framework_that_cannot_import_still_leaves_a_record():
+    spec = dict(SPEC, framework="no_such_framework")
+    rec = harness.run(None, spec, DistEnv(0, 1, 0, 1, "h", 1))
+    assert rec["status"] == "failed" and "ModuleNotFoundError" in rec["error"]
+
+
+def test_sigterm_becomes_cancelled():
+    rec = run(fail_at=3, exc=harness.Cancelled("terminated by SIGTERM"))
+    assert rec["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("key", ["peak_device_bytes", "peak_host_bytes"])
+def test_memory_fields_present(key):
+    assert key in run()["memory"]
