@@ -96,7 +96,8 @@ class JaxSession(harness.Session):
         put = lambda a: jax.make_array_from_process_local_data(sharded, a)
         self.inputs = tuple(map(put, inputs))
         self.labels = tuple(map(put, labels))
-        variables = models.init_variables(model, inputs, seed)  # same seed: same weights everywhere
+        # Same seed, same weights on every rank; jitted, as op-by-op init is slow.
+        variables = jax.jit(lambda: models.init_variables(model, inputs, seed))()
         params = variables["params"]
         stats = variables.get("batch_stats", {})
         tx = models.build_optimizer(cfg)

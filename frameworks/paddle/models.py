@@ -18,6 +18,18 @@ import paddle.nn.functional as F
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
 
+class BatchNorm2D(nn.BatchNorm2D):
+    """nn.BatchNorm2D that takes a bf16 input on a CPU. Paddle's CPU batch_norm kernel is
+    fp32/fp64 only, and bf16 AMP (to_static, level O1) hands it the bf16 output of the
+    convolution before it (the in-place batch_norm_ escapes AMP's black list), so the
+    input is cast up here, as AMP would for a black-listed op. Same parameters."""
+
+    def forward(self, x):
+        if x.dtype == paddle.bfloat16 and paddle.get_device() == "cpu":
+            x = x.astype("float32")
+        return super().forward(x)
+
+
 class Bottleneck(nn.Layer):
     expansion = 4
 
@@ -25,16 +37,16 @@ class Bottleneck(nn.Layer):
         super().__init__()
         cout = width * self.expansion
         self.conv1 = nn.Conv2D(cin, width, 1, bias_attr=False)
-        self.bn1 = nn.BatchNorm2D(width)
+        self.bn1 = BatchNorm2D(width)
         # v1.5: the stride sits on the 3x3 convolution, not the first 1x1.
         self.conv2 = nn.Conv2D(width, width, 3, stride=stride, padding=1, bias_attr=False)
-        self.bn2 = nn.BatchNorm2D(width)
+        self.bn2 = BatchNorm2D(width)
         self.conv3 = nn.Conv2D(width, cout, 1, bias_attr=False)
-        self.bn3 = nn.BatchNorm2D(cout)
+        self.bn3 = BatchNorm2D(cout)
         self.down = None
         if stride != 1 or cin != cout:
             self.down = nn.Sequential(nn.Conv2D(cin, cout, 1, stride=stride, bias_attr=False),
-                                      nn.BatchNorm2D(cout))
+                                      BatchNorm2D(cout))
 
     def forward(self, x):
         identity = x if self.down is None else self.down(x)
@@ -48,7 +60,7 @@ class ResNet(nn.Layer):
     def __init__(self, layers=(3, 4, 6, 3), width=64, num_classes=1000, **_):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2D(3, width, 7, stride=2, padding=3, bias_attr=False),
-                                  nn.BatchNorm2D(width), nn.ReLU(),
+                                  BatchNorm2D(width), nn.ReLU(),
                                   nn.MaxPool2D(3, stride=2, padding=1))
         blocks, cin = [], width
         for stage, n in enumerate(layers):

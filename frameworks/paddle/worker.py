@@ -44,6 +44,8 @@ def _restore_sigterm():
 
 
 _restore_sigterm()
+# Once per BatchNorm layer and step otherwise; it says that running statistics are kept.
+warnings.filterwarnings("ignore", message="When training, we now always track")
 
 from frameworks.paddle import models  # noqa: E402  (after paddle and the SIGTERM fix)
 
@@ -56,21 +58,31 @@ AMP_CPU_EAGER = (
 
 class TrainStep(nn.Layer):
     """Forward and loss of one step, under auto_cast when AMP is on: the unit that
-    paddle.jit.to_static compiles and paddle.DataParallel wraps."""
+    paddle.jit.to_static compiles and paddle.DataParallel wraps. to_static needs a
+    fixed signature (no *args), hence one subclass per model."""
 
-    def __init__(self, model, loss_fn, n_inputs, amp, amp_dtype):
+    def __init__(self, model, loss_fn, amp, amp_dtype):
         super().__init__()
         self.model = model
         self.loss_fn = loss_fn
-        self.n_inputs = n_inputs
         self.amp = amp
         self.amp_dtype = amp_dtype
 
-    def forward(self, *tensors):
+
+class ResNetStep(TrainStep):
+    def forward(self, images, labels):
         with paddle.amp.auto_cast(enable=self.amp, dtype=self.amp_dtype, level="O1"):
-            out = self.model(*tensors[:self.n_inputs])
-            loss = self.loss_fn(out, *tensors[self.n_inputs:])
-        return loss
+            return self.loss_fn(self.model(images), labels)
+
+
+class BertStep(TrainStep):
+    def forward(self, tokens, token_types, attention_mask, mlm_labels, nsp_labels):
+        with paddle.amp.auto_cast(enable=self.amp, dtype=self.amp_dtype, level="O1"):
+            return self.loss_fn(self.model(tokens, token_types, attention_mask),
+                                mlm_labels, nsp_labels)
+
+
+STEPS = {"resnet50": ResNetStep, "bert_base": BertStep}
 
 
 def _paddle_env(dist) -> dict:
@@ -105,7 +117,7 @@ def timed_rendezvous(dist, timeout_s: float):
                     raise TimeoutError(f"rendezvous: rank 0 not listening at {where} "
                                        f"after {timeout_s:.0f}s") from None
                 time.sleep(0.5)
-    left = max(1, int(deadline - time.monotonic()))
+    left = max(1, round(deadline - time.monotonic()))
     try:
         return core.TCPStore(dist.master_addr, dist.master_port, dist.rank == 0,
                              dist.world_size, left)
@@ -151,7 +163,7 @@ class PaddleSession(harness.Session):
         self.inputs, self.labels = models.synthetic_batch(cfg, spec["batch_size"], seed + dist.rank)
         self.params = models.trainable_parameters(model)
         self.optimizer = models.build_optimizer(cfg, self.params)
-        net = TrainStep(model, loss_fn, len(self.inputs), self.amp, self.amp_dtype)
+        net = STEPS[cfg["name"]](model, loss_fn, self.amp, self.amp_dtype)
         if self.compile:
             net = paddle.jit.to_static(net, full_graph=True)
         if dist.distributed:

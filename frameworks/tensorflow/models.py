@@ -8,6 +8,8 @@ settings. Differences that are only the framework's idiom:
   Paddings are explicit (ZeroPadding2D + "valid") where Keras' "same" would pad a
   strided convolution asymmetrically, so every output shape is PyTorch's.
 - BatchNormalization uses PyTorch's epsilon 1e-5 and momentum 0.1 (Keras: 0.9).
+- Initializers are PyTorch's defaults for the ResNet's convolutions and classifier
+  and normal(0.02) for BERT, as the reference's; biases start at zero.
 - Attention is written out (softmax(QK^T/sqrt(d)) V, dropout on the probabilities),
   which is what PyTorch's scaled_dot_product_attention computes.
 - Under the 'mixed_bfloat16' policy the layers compute in bfloat16 and keep float32
@@ -27,9 +29,15 @@ from keras import layers as kl
 _BN = dict(epsilon=1e-5, momentum=0.9)  # PyTorch's BatchNorm2d defaults, in Keras terms
 
 
+def _torch_default_init():
+    """PyTorch's default for Conv2d and Linear weights: kaiming_uniform(a=sqrt(5)),
+    i.e. uniform(+-1/sqrt(fan_in)), so initial losses are comparable across frameworks."""
+    return keras.initializers.VarianceScaling(1.0 / 3.0, "fan_in", "uniform")
+
+
 def _conv(filters, kernel, stride=1, padding="valid", name=None):
     return kl.Conv2D(filters, kernel, strides=stride, padding=padding, use_bias=False,
-                         kernel_initializer="he_normal", name=name)
+                     kernel_initializer=_torch_default_init(), name=name)
 
 
 def _bottleneck(x, cin, width, stride, name):
@@ -65,7 +73,7 @@ def resnet(layers=(3, 4, 6, 3), width=64, image_size=224, num_classes=1000, **_)
             x = _bottleneck(x, cin, w, 2 if (i == 0 and stage > 0) else 1, f"s{stage}b{i}")
             cin = w * 4
     x = kl.GlobalAveragePooling2D()(x)
-    logits = kl.Dense(num_classes, name="fc")(x)
+    logits = kl.Dense(num_classes, kernel_initializer=_torch_default_init(), name="fc")(x)
     return keras.Model(inputs, logits, name="resnet50_v1_5")
 
 

@@ -215,9 +215,11 @@ class TFSession(harness.Session):
         from tensorflow.python.distribute import collective_all_reduce_strategy as cars
         cars.CollectiveAllReduceExtended._check_health_initial_timeout = int(timeout)
         impl = tf.distribute.experimental.CommunicationImplementation
+        impl = impl.NCCL if self.gpu else impl.RING  # RING: gRPC ring all-reduce on CPU
+        self.communication = impl.name
         return tf.distribute.MultiWorkerMirroredStrategy(
             communication_options=tf.distribute.experimental.CommunicationOptions(
-                implementation=impl.NCCL if self.gpu else impl.RING))
+                implementation=impl))
 
     # -- the step
 
@@ -266,9 +268,11 @@ class TFSession(harness.Session):
                "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
                "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
                "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
-               "strategy": type(self.strategy).__name__, "replicas": self.replicas}
+               "strategy": "MultiWorkerMirroredStrategy" if self.dist.distributed else "default",
+               "replicas": self.replicas}
         if self.dist.distributed:
             env["tf_config"] = json.loads(self.tf_config)
+            env["communication"] = self.communication
         build = tf.sysconfig.get_build_info()
         if self.gpu:
             details = tf.config.experimental.get_device_details(
