@@ -27,7 +27,11 @@ def run_point(cfg) -> None:
                                   hc.overrides.task)
         launcher = launchers.get(cfg.launcher.name)
         launcher.check(point)
-        launcher.submit(point, dry_run=cfg.dry_run)
+        if point["search"] is not None:  # the largest value that trains: a loop of points
+            from launchers import search
+            search.submit(point, launcher, dry_run=cfg.dry_run)
+        else:
+            launcher.submit(point, dry_run=cfg.dry_run)
     except points.ConfigError as exc:
         _fail(str(exc))
     except OSError as exc:

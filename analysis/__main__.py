@@ -1,4 +1,6 @@
 """python -m analysis report PATH [--out DIR] [--no-plot]
+python -m analysis compare PATH --reference FILE      the regression gate (analysis/compare.py)
+python -m analysis reference PATH --out FILE          a reference file from a past run
 
 Prints the tables, and writes points.csv, runs.csv, steps.csv and the speedup
 plots to DIR (default PATH/report)."""
@@ -6,7 +8,7 @@ import argparse
 import os
 import sys
 
-from analysis import load, plot, report
+from analysis import compare, load, plot, report
 from analysis.load import RecordError
 
 
@@ -33,9 +35,10 @@ def main(argv=None) -> int:
     rep.add_argument("path", help="a sweep folder (or a folder of sweeps)")
     rep.add_argument("--out", help="where CSV and PNG go (default PATH/report)")
     rep.add_argument("--no-plot", action="store_true")
+    compare.add_commands(sub)
     args = parser.parse_args(argv)
     try:
-        return {"report": cmd_report}[args.command](args)
+        return {"report": cmd_report, **compare.COMMANDS}[args.command](args)
     except RecordError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 def speedup_plots(points, out_dir) -> list:
     """Write speedup_<model>.png files; returns their paths."""
     paths = []
-    train = points[(points.bench == "train") & points.speedup.notna()]
+    from analysis.special import OWN_SECTIONS  # their figures are not a scaling curve
+    train = points[(points.bench == "train") & points.speedup.notna()
+                   & ~points.model.isin(OWN_SECTIONS)]
     for model, pts in train.groupby("model"):
         fig, ax = plt.subplots(figsize=(6, 4.5))
         top = int(pts.devices.max())

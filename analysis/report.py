@@ -4,6 +4,8 @@ failed or have not run are shown as such, never dropped."""
 import pandas as pd
 from tabulate import tabulate
 
+from analysis import environment, special
+
 ROW_KEY = ["framework", "precision", "batch_size", "compile"]
 LABELS = {"failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT", "cancelled": "CANCELLED",
           "missing": "missing", "incomplete": "running?"}
@@ -73,6 +75,7 @@ def header(results) -> str:
     lines.append(f"points: {len(p)} ({(p.status == 'ok').sum()} ok, "
                  f"{(p.status == 'partial').sum()} partial, "
                  f"{(~p.status.isin(['ok', 'partial'])).sum()} without a result)")
+    lines.append("\n" + environment.environment_block(results))
     return "\n".join(lines)
 
 
@@ -85,7 +88,8 @@ def failures(results) -> str:
 
 
 def render(results) -> str:
-    train = results.points[results.points.bench == "train"]
+    train = results.points[(results.points.bench == "train")
+                           & ~results.points.model.isin(special.OWN_SECTIONS)]  # theirs: below
     parts = [header(results)]
     for model, pts in train.groupby("model", sort=True):
         sizes = ", ".join(sorted(pts.model_size.dropna().unique()))
@@ -98,6 +102,7 @@ def render(results) -> str:
         if pts.peak_device_bytes.notna().any():
             parts.append("### Peak device memory per rank (GiB)\n"
                          + table(pts.assign(mem=pts.peak_device_bytes / 2**30), "mem", ".2f"))
+    parts.append(special.render_special(results))
     if (train.status == "partial").any():
         parts.append("`*` some repeats of this point did not finish ok; see below.")
     parts.append(failures(results))

@@ -43,15 +43,16 @@ def validate(cfg) -> None:
                           f"(valid: {', '.join(sizes)})")
     if cfg.precision.name == "amp" and cfg.precision.amp_dtype not in ("bf16", "fp16"):
         raise ConfigError(f"precision.amp_dtype must be bf16 or fp16, got {cfg.precision.amp_dtype!r}")
+    if cfg.get("memory_limit_mb") is not None:
+        _positive(cfg, "memory_limit_mb")
 
 
 def resolve_model(model_cfg) -> dict:
     """The model's chosen size folded into one flat dict (what a worker builds)."""
     m = OmegaConf.to_container(model_cfg, resolve=True)
     sizes = m.pop("sizes", None)
-    if sizes is not None:
-        m.update(sizes[m["size"]])
-    return m
+    # A key set beside `sizes` (`+model.num_classes=10`) wins over the size's own.
+    return {**sizes[m["size"]], **m} if sizes is not None else m
 
 
 def point_name(cfg, num: int) -> str:
@@ -104,6 +105,9 @@ def make_point(cfg, sweep_dir, num: int, overrides=()) -> dict:
         "seed": cfg.seed,
         "timeout_s": cfg.timeout_s,
         "rendezvous_timeout_s": cfg.rendezvous_timeout_s,
+        "memory_limit_mb": cfg.get("memory_limit_mb"),
+        "search": (OmegaConf.to_container(cfg.search, resolve=True)  # checked in launchers/search.py
+                   if OmegaConf.is_config(cfg.get("search")) else cfg.get("search")),
         "launcher": OmegaConf.to_container(cfg.launcher, resolve=True),
         "cluster": OmegaConf.to_container(cfg.cluster, resolve=True),
         "overrides": list(overrides),
@@ -135,7 +139,8 @@ def run_spec(point: dict, repeat: int) -> dict:
     spec = {"schema": records.SPEC_SCHEMA, "version": records.SCHEMA_VERSION}
     spec.update({k: point[k] for k in keep})
     spec.update(framework=point["framework"]["name"], repeat=repeat,
-                record_dir=repeat_dir(point, repeat), options=point["framework"].get("options", {}))
+                record_dir=repeat_dir(point, repeat), options=point["framework"].get("options", {}),
+                memory_limit_mb=point.get("memory_limit_mb"))
     return spec
 
 

@@ -1,1 +1,165 @@
-"""`python -m launch status SWEEP`: placeholder replaced by the Slurm issue's status command."""
+"""`python -m launch status SWEEP [--wait] [--timeout S] [--interval S]`: where each point stands.
+
+One line per point: its state, its repeats (ok / recorded / expected), its Slurm job and
+a detail (the first error, or what is missing). The state combines Slurm's view of the
+point's allocation (squeue while the controller holds the job, else sacct; the job id is
+in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
+
+    PENDING, RUNNING                  the allocation's, while it lives
+    COMPLETED                         every repeat recorded and ok
+    FAILED, OOM, TIMEOUT, CANCELLED   the worst recorded repeat's status when every repeat is
+                                      recorded; else the allocation's end (a cancelled job,
+                                      a driver that died: FAILED)
+    INCOMPLETE                        a local-launcher point with repeats missing (the local
+                                      launcher runs synchronously: nothing more will come)
+
+Points of local-launcher sweeps have no slurm.json: their state comes from the records alone.
+Exit status: 0; with --wait, 0 when every point COMPLETED, 1 when one did not, 3 when
+--timeout passed first; 2 when SWEEP holds no points.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+from launchers import sacct
+
+RUN_STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
+             "cancelled": "CANCELLED"}
+FINAL = sacct.FINAL + ("INCOMPLETE",)
+WORST = ("failed", "oom", "timeout", "cancelled", "ok")
+
+
+def _json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_points(sweep: str) -> list:
+    """Every point of the sweep with its records: [{name, point, slurm, runs}]."""
+    out = []
+    for pfile in sorted(glob.glob(os.path.join(sweep, "points", "*", "point.json"))):
+        pdir = os.path.dirname(pfile)
+        point = _json(pfile) or {}
+        repeats = int(point.get("repeats") or 0)
+        runs = {}
+        for r in range(repeats):
+            run = _json(os.path.join(pdir, f"repeat-{r:02d}", "run.json"))
+            if run is not None:
+                runs[r] = run
+        out.append({"name": os.path.basename(pdir), "dir": pdir, "expected": repeats,
+                    "slurm": _json(os.path.join(pdir, "slurm.json")), "runs": runs,
+                    "running": [r for r in range(repeats) if r not in runs
+                                and os.path.isdir(os.path.join(pdir, f"repeat-{r:02d}"))]})
+    return out
+
+
+def point_state(p: dict, slurm_state):
+    """(state, detail) of one point from its Slurm state (None: unknown or local) and records."""
+    runs, expected = p["runs"], p["expected"]
+    ok = sum(run.get("status") == "ok" for run in runs.values())
+    bad = [runs[r] for r in sorted(runs) if runs[r].get("status") != "ok"]
+    first_error = next((f"repeat {b['repeat']}: {b.get('error') or b.get('status')}" for b in bad), "")
+    if p["slurm"] and slurm_state in ("PENDING", "RUNNING"):
+        detail = first_error or (f"repeat {p['running'][-1]} running"
+                                 if slurm_state == "RUNNING" and p["running"] else "")
+        return slurm_state, detail
+    if len(runs) == expected:
+        if ok == expected:
+            return "COMPLETED", ""
+        worst = min((b.get("status") for b in bad), key=lambda s: WORST.index(s) if s in WORST else 0)
+        return RUN_STATE.get(worst, "FAILED"), first_error
+    missing = expected - len(runs)
+    gone = f"{missing} repeat(s) not recorded"
+    if not p["slurm"]:
+        return "INCOMPLETE", first_error or gone
+    if slurm_state in ("CANCELLED", "TIMEOUT", "OOM", "FAILED"):
+        log = p["slurm"].get("log")
+        hint = f"; driver log: {log}" if slurm_state == "FAILED" and log else ""
+        return slurm_state, first_error or f"the job ended {slurm_state.lower()} with {gone}{hint}"
+    if slurm_state == "COMPLETED":
+        return "FAILED", first_error or f"the job completed with {gone}"
+    # The controller and accounting have both forgotten the job (no slurmdbd): records only.
+    return "INCOMPLETE", first_error or f"{gone}; Slurm no longer knows job {p['slurm'].get('job_id')}"
+
+
+def states(sweep: str) -> list:
+    pts = read_points(sweep)
+    ids = [p["slurm"]["job_id"] for p in pts if p["slurm"] and p["slurm"].get("job_id")]
+    slurm_states = sacct.job_states(ids) if ids else {}
+    rows = []
+    for p in pts:
+        job = (p["slurm"] or {}).get("job_id")
+        state, detail = point_state(p, slurm_states.get(job) if job else None)
+        ok = sum(run.get("status") == "ok" for run in p["runs"].values())
+        rows.append({"point": p["name"], "state": state, "ok": ok, "recorded": len(p["runs"]),
+                     "expected": p["expected"], "job": job or "-", "detail": detail})
+    return rows
+
+
+def render(rows: list) -> str:
+    head = ("point", "state", "ok/rec/exp", "job", "detail")
+    table = [(r["point"], r["state"], f"{r['ok']}/{r['recorded']}/{r['expected']}", str(r["job"]),
+              r["detail"]) for r in rows]
+    widths = [max(len(str(x[i])) for x in [head] + table) for i in range(4)]
+    lines = ["  ".join(str(x[i]).ljust(widths[i]) for i in range(4)) + "  " + x[4] for x in [head] + table]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def progress(rows: list, elapsed: float, width: int = 30) -> str:
+    done = sum(r["state"] in FINAL for r in rows)
+    counts = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    fill = int(width * done / max(1, len(rows)))
+    parts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
+    return f"[{'#' * fill}{'.' * (width - fill)}] {done}/{len(rows)} points final ({parts}) " \
+           f"{int(elapsed) // 60}:{int(elapsed) % 60:02d}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m launch status",
+                                     description="Where each point of a sweep stands.")
+    parser.add_argument("sweep", help="the sweep folder (SWEEP/points/*/point.json)")
+    parser.add_argument("--wait", action="store_true", help="wait until every point is final")
+    parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
+    parser.add_argument("--interval", type=float, default=5.0, help="with --wait: seconds between polls")
+    args = parser.parse_args(argv)
+    if not glob.glob(os.path.join(args.sweep, "points", "*", "point.json")):
+        print(f"error: no sweep points under {args.sweep} (expected SWEEP/points/*/point.json)",
+              file=sys.stderr)
+        return 2
+    rows = states(args.sweep)
+    if not args.wait:
+        print(render(rows))
+        return 0
+    t0 = time.monotonic()
+    tty = sys.stderr.isatty()
+    last = None
+    while True:
+        line = progress(rows, time.monotonic() - t0)
+        if tty:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        elif line.split(")")[0] != last:  # a new line only when the counts change
+            print(line, file=sys.stderr, flush=True)
+            last = line.split(")")[0]
+        if all(r["state"] in FINAL for r in rows):
+            break
+        if args.timeout is not None and time.monotonic() - t0 > args.timeout:
+            if tty:
+                print(file=sys.stderr)
+            print(render(rows))
+            print(f"timed out after {args.timeout:.0f}s: "
+                  f"{sum(r['state'] not in FINAL for r in rows)} point(s) not final", file=sys.stderr)
+            return 3
+        time.sleep(args.interval)
+        rows = states(args.sweep)
+    if tty:
+        print(file=sys.stderr)
+    print(render(rows))
+    return 0 if all(r["state"] == "COMPLETED" for r in rows) else 1

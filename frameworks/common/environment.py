@@ -6,6 +6,7 @@ Standard library only: this runs in the framework's Python.
 """
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -16,11 +17,14 @@ ENV_ALLOWLIST = ("NCCL_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_TH
                  "SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_CLUSTER_NAME",
                  "SLURM_JOB_PARTITION", "UCX_", "XLA_FLAGS", "TF_XLA_FLAGS", "TF_ENABLE_",
                  "TF_GPU_", "FLAGS_", "GLOO_", "JAX_", "MS_", "ONEFLOW_", "MXNET_")
+# Never kept, even under an allowed prefix (e.g. a hypothetical NCCL_..._TOKEN).
+SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|AUTH|COOKIE|SESSION|KEY", re.I)
 
 
 def allowed_env(env=None) -> dict:
     env = os.environ if env is None else env
-    return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_ALLOWLIST)}
+    return {k: v for k, v in sorted(env.items())
+            if k.startswith(ENV_ALLOWLIST) and not SECRET.search(k)}
 
 
 def cpu_model() -> str:
@@ -57,6 +61,47 @@ def infiniband_devices():
         return []
 
 
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def infiniband_ports(root="/sys/class/infiniband"):
+    """Each InfiniBand port's state, rate and link layer (InfiniBand or Ethernet/RoCE)."""
+    ports = []
+    try:
+        devices = sorted(os.listdir(root))
+    except OSError:
+        return []
+    for dev in devices:
+        try:
+            numbers = sorted(os.listdir(f"{root}/{dev}/ports"))
+        except OSError:
+            continue
+        for n in numbers:
+            base = f"{root}/{dev}/ports/{n}"
+            ports.append({"device": dev, "port": n, "state": _read(f"{base}/state"),
+                          "rate": _read(f"{base}/rate"), "link_layer": _read(f"{base}/link_layer")})
+    return ports
+
+
+def gpus():
+    """The node's GPUs as the driver sees them, whatever the framework: [{name, memory}]."""
+    out = _run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"])
+    return [dict(zip(("name", "memory"), (c.strip() for c in line.split(",", 1))))
+            for line in out.splitlines()] if out else []
+
+
+def memory_bytes():
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
 def capture(topology: bool = False) -> dict:
     """Host-level facts; frameworks add device and library versions beside these."""
     facts = {
@@ -65,8 +110,11 @@ def capture(topology: bool = False) -> dict:
         "platform": platform.platform(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "memory_bytes": memory_bytes(),
         "nvidia_driver": nvidia_driver(),
+        "gpus": gpus(),
         "infiniband": infiniband_devices(),
+        "infiniband_ports": infiniband_ports(),
         "env": allowed_env(),
     }
     if topology:  # one rank per node is enough for `nvidia-smi topo -m`

@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from . import distenv, environment, records
+from . import distenv, environment, memory, records
 
 
 class Cancelled(Exception):
@@ -126,18 +126,21 @@ def load_build(spec):
     return importlib.import_module(f"frameworks.{spec['framework']}.{module}").build
 
 
-def run(build, spec, dist, host=None) -> dict:
-    """Build the session, run the loop, and return the finished record.
+def run(build, spec, dist, host=None):
+    """Build the session and run the loop; return the finished record and the session
+    (None if it was never built), which the caller closes after saving the record.
 
     `build` is the adapter's constructor, or None to import it from the spec."""
     origin = time.perf_counter()
     record = records.new_record(spec, dist, host or socket.gethostname(), time.time())
-    session = None
+    session = limits = None
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)
         if os.environ.get("DLBENCH_FAIL_RANK") == str(dist.rank):  # fault injection for tests
             raise RuntimeError(f"injected failure on rank {dist.rank} (DLBENCH_FAIL_RANK)")
-        session = (build or load_build(spec))(spec, dist)
+        build = build or load_build(spec)
+        limits = memory.limit_memory(spec.get("memory_limit_mb"))  # after the framework's import
+        session = build(spec, dist)
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
         # A bench other than training (bench=comm) brings its own measuring loop.
@@ -147,18 +150,24 @@ def run(build, spec, dist, host=None) -> dict:
         record["error"] = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, Cancelled):
             record["status"] = "cancelled"
-        elif session is not None and session.is_oom(exc):
+        elif _is_oom(session, build, exc):
             record["status"] = "oom"
         else:
             record["status"] = "failed"
     finally:
+        memory.restore(limits)
         if session is not None:
             record["memory"]["peak_device_bytes"] = _safe(session.peak_device_bytes)
         record["memory"]["peak_host_bytes"] = environment.peak_host_bytes()
         record["ended_unix"] = time.time()
-    if session is not None:
-        _safe(session.close)
-    return record
+    return record, session
+
+
+def _is_oom(session, build, exc) -> bool:
+    """The adapter's verdict, also when its constructor is what ran out of memory."""
+    if session is None:
+        session = build.__new__(build) if isinstance(build, type) else Session()
+    return session.is_oom(exc)
 
 
 def _safe(fn):
@@ -180,10 +189,28 @@ def main(argv=None, build=None) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
-    record = run(build, spec, dist)
+    record, session = run(build, spec, dist)
     path = f"{spec['record_dir']}/{records.record_name(dist.rank)}"
-    records.write_json_atomic(path, record)
+    records.write_json_atomic(path, record)  # saved before teardown, which can hang
     if record["status"] != "ok":
         print(f"worker rank {dist.rank}: {record['status']}: {record['error']}", file=sys.stderr)
-        return 1
-    return 0
+    code = 0 if record["status"] == "ok" else 1
+    if session is not None:
+        close_within(session, CLOSE_TIMEOUT_S, code)
+    return code
+
+
+CLOSE_TIMEOUT_S = 60
+
+
+def close_within(session, seconds, code) -> None:
+    """Release the session, but never wait on a teardown that deadlocks (seen with gloo)."""
+    import threading
+    t = threading.Thread(target=_safe, args=(session.close,), daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        print(f"worker: teardown still running after {seconds} s; exiting", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # the record is saved

@@ -89,19 +89,19 @@ def run_status(rank_records: dict, world_size: int, ended_by=None):
 
     rank_records maps rank -> record (or None where the rank wrote none).
     ended_by is what stopped the repeat from outside ("timeout" or "cancelled"),
-    which wins over whatever the ranks said as they were being killed.
+    which wins over whatever the ranks said as they were being killed. Otherwise
+    the first rank to end badly names the status: its peers often fail only
+    because it left (a broken collective, a rendezvous timeout), and ranks stopped
+    by the launcher after it say `cancelled`.
     """
     if ended_by:
         return ended_by, f"repeat ended by {ended_by}"
+    bad = [(r, rec) for r, rec in rank_records.items() if rec is not None and rec["status"] != "ok"]
+    causes = [(r, rec) for r, rec in bad if rec["status"] != "cancelled"] or bad
+    if causes:
+        rank, rec = min(causes, key=lambda item: (item[1].get("ended_unix") or 0, item[0]))
+        return rec["status"], f"rank {rank}: {rec['error']}"
     missing = [r for r in range(world_size) if rank_records.get(r) is None]
-    bad = {r: rec for r, rec in rank_records.items() if rec is not None and rec["status"] != "ok"}
-    if bad:
-        status = worst(rec["status"] for rec in bad.values())
-        # The first rank to end with the worst status is the likeliest cause; the others
-        # often fail only because it left (a broken collective, a rendezvous timeout).
-        rank, rec = min(((r, rec) for r, rec in bad.items() if rec["status"] == status),
-                        key=lambda item: (item[1].get("ended_unix") or 0, item[0]))
-        return status, f"rank {rank}: {rec['error']}"
     if missing:
         return "failed", f"no record from rank(s) {', '.join(map(str, missing))}"
     return "ok", None

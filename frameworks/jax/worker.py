@@ -3,20 +3,29 @@
 Data parallel when WORLD_SIZE > 1: one JAX process per rank joined by
 `jax.distributed.initialize` (the spec's MASTER_ADDR:MASTER_PORT is the
 coordinator, `rendezvous_timeout_s` its timeout), a one-axis mesh with one device
-per process, and the step under `jax.shard_map`: each rank runs its own batch,
-and `jax.lax.pmean` averages the gradients (as DDP's all-reduce), the BatchNorm
-statistics (as DDP's buffer broadcast, they stay identical on every rank) and the
-loss over the ranks. CPU collectives go through gloo, NCCL on GPUs.
+per process, and the step under `jax.shard_map`: each rank runs its own batch
+(seed + rank) and `jax.lax.pmean` averages the gradients (DDP's all-reduce) and the
+BatchNorm running statistics (so they stay identical on every rank, as DDP's
+buffer broadcast keeps them); the loss a rank reports is its own, as DDP's. CPU
+collectives go through gloo (the `cpu_collectives` option), NCCL on GPUs. Each
+rank prints a parameter checksum when it closes, so that ranks can be compared.
 
 `compile` is XLA on or off, as DLPerf's and TensorFlow's switch: on, the whole
 training step (forward, backward, all-reduce, optimizer) is one `jax.jit`
 program that XLA fuses; off, the same Python step runs un-jitted, op by op, each
 primitive dispatched as its own small XLA computation (JAX's eager mode, like
-PyTorch eager or TensorFlow without jit_compile). AMP is Flax's mixed precision:
-bfloat16 compute, float32 master weights and optimizer state.
+PyTorch eager or TensorFlow without jit_compile); with several ranks only the
+gradient all-reduce is then a compiled collective. AMP is Flax's mixed precision:
+bfloat16 compute, float32 master weights and optimizer state. JAX dispatches
+asynchronously, so the per-step edges on the host clock are dispatch edges; the
+timed window (closed by `sync`) is what the throughput uses.
 """
 import importlib.util
 import os
+import signal
+import socket
+import struct
+import time
 
 import numpy as np
 
@@ -31,6 +40,8 @@ from frameworks.common import harness
 from frameworks.jax import models
 
 AXIS = "data"
+INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0,
+                         "xla_llvm_disable_expensive_passes": True}
 
 
 def _cuda_plugin_installed() -> bool:
@@ -45,6 +56,62 @@ def _cuda_plugin_installed() -> bool:
     return False
 
 
+def _local_gpu_ids(local_rank):
+    """This rank's one GPU among those the process sees (PyTorch's local_rank % count):
+    all of the node's, or the one Slurm's --gpus-per-task/--gpu-bind left visible."""
+    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return [local_rank % len(visible)] if visible else [local_rank]
+
+
+def tcp_rendezvous(addr, port, rank, world, timeout_s):
+    """Wait until all `world` ranks are up (rank 0 listens on addr:port), or raise.
+
+    Run before jax.distributed.initialize because JAX's coordination client aborts the
+    process (a C++ fatal error, no exception and so no record) when its own rendezvous
+    times out; after this one succeeds, every peer is known to be alive."""
+    deadline = time.monotonic() + timeout_s
+
+    def left(what):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"rendezvous: {what} within {timeout_s} s on {addr}:{port}")
+        return remaining
+
+    if rank == 0:
+        with socket.create_server(("", port)) as server:
+            peers = {}
+            try:
+                while len(peers) < world - 1:
+                    server.settimeout(left(f"{len(peers) + 1} of {world} ranks arrived"))
+                    try:
+                        conn, _ = server.accept()
+                    except socket.timeout:
+                        continue
+                    conn.settimeout(left("a rank connected but did not say who it is"))
+                    peers[struct.unpack("!I", conn.recv(4))[0]] = conn
+                for conn in peers.values():
+                    conn.sendall(b"go")
+            finally:
+                for conn in peers.values():
+                    conn.close()
+        return
+    while True:
+        try:
+            conn = socket.create_connection((addr, port), timeout=min(5.0, left("rank 0 not reached")))
+            break
+        except OSError:
+            time.sleep(0.2)
+    with conn:
+        conn.sendall(struct.pack("!I", rank))
+        conn.settimeout(left("not all ranks arrived"))
+        try:
+            if conn.recv(2) != b"go":
+                raise ConnectionError(f"rendezvous: rank 0 at {addr}:{port} went away")
+        except socket.timeout:
+            left("not all ranks arrived")
+            raise
+
+
 class JaxSession(harness.Session):
     framework_version = jax.__version__
 
@@ -57,15 +124,28 @@ class JaxSession(harness.Session):
             os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {opts['xla_flags']}".strip()
         if device == "cpu":
             jax.config.update("jax_platforms", "cpu")
+        if opts.get("prng_impl"):
+            jax.config.update("jax_default_prng_impl", opts["prng_impl"])
         if opts.get("cpu_collectives"):
             jax.config.update("jax_cpu_collectives_implementation", opts["cpu_collectives"])
         gpu = device != "cpu" and _cuda_plugin_installed()
         if dist.distributed:
+            timeout = spec.get("rendezvous_timeout_s", 300)
+            start = time.monotonic()
+            # Our own rendezvous first, on MASTER_PORT + 1 (see tcp_rendezvous).
+            tcp_rendezvous(dist.master_addr, dist.master_port + 1, dist.rank, dist.world_size,
+                           timeout)
+            # JAX's preemption service installs its own SIGTERM handler; without it (and
+            # with the harness's handler put back) a cancel still leaves a record.
+            jax.config.update("jax_enable_preemption_service", False)
+            on_sigterm = signal.getsignal(signal.SIGTERM)
             jax.distributed.initialize(
                 coordinator_address=f"{dist.master_addr}:{dist.master_port}",
                 num_processes=dist.world_size, process_id=dist.rank,
-                local_device_ids=[dist.local_rank] if gpu else None,
-                initialization_timeout=int(spec.get("rendezvous_timeout_s", 300)))
+                local_device_ids=_local_gpu_ids(dist.local_rank) if gpu else None,
+                initialization_timeout=max(30, int(timeout - (time.monotonic() - start))))
+            if callable(on_sigterm):
+                signal.signal(signal.SIGTERM, on_sigterm)
         self.platform = jax.default_backend()
         if device == "cuda" and self.platform != "gpu":
             raise RuntimeError(f"device=cuda asked for, but JAX's backend is {self.platform!r}")
@@ -74,13 +154,13 @@ class JaxSession(harness.Session):
             if len(devices) != dist.world_size:
                 raise RuntimeError(f"expected one device per rank, JAX sees {len(devices)} devices "
                                    f"for {dist.world_size} ranks")
+            self.device = jax.local_devices()[0]
         else:
             local = jax.local_devices()
-            devices = [local[dist.local_rank % len(local)]]
-        self.device = [d for d in devices if d.process_index == jax.process_index()][0]
+            self.device = local[dist.local_rank % len(local)]
+            devices = [self.device]
         self.mesh = Mesh(np.array(devices), (AXIS,))
-        replicated = NamedSharding(self.mesh, P())
-        sharded = NamedSharding(self.mesh, P(AXIS))
+        self.compile = bool(spec.get("compile"))
 
         cfg = spec["model"]
         self.amp = spec["precision"] == "amp"
@@ -92,50 +172,82 @@ class JaxSession(harness.Session):
         seed = spec.get("seed", 0)
         model, loss_of = models.build_model(cfg, dtype)
         inputs, labels = models.synthetic_batch(cfg, spec["batch_size"], seed + dist.rank)
-        # The synthetic batch, made once on the device: this rank's rows of a global batch.
-        put = lambda a: jax.make_array_from_process_local_data(sharded, a)
-        self.inputs = tuple(map(put, inputs))
-        self.labels = tuple(map(put, labels))
-        # Same seed, same weights on every rank; jitted, as op-by-op init is slow.
-        variables = jax.jit(lambda: models.init_variables(model, inputs, seed))()
-        params = variables["params"]
-        stats = variables.get("batch_stats", {})
-        tx = models.build_optimizer(cfg)
-        state = (params, stats, tx.init(params), jnp.zeros((), jnp.uint32))
-        self.state = jax.device_put(state, replicated)
+        with jax.default_device(self.device):
+            # Same seed, same weights on every rank. Jitted (op by op is slow), and on CPUs
+            # compiled without LLVM's optimizations: XLA:CPU takes 15-20 s to optimize the
+            # dozens of threefry random generators of an init that runs once (2 s without).
+            init = jax.jit(lambda: models.init_variables(model, inputs, seed)).lower()
+            init = init.compile(INIT_COMPILER_OPTIONS if self.platform == "cpu" else None)
+            variables = init()
+            params = variables["params"]
+            stats = variables.get("batch_stats", {})
+            tx = models.build_optimizer(cfg)
+            state = (params, stats, tx.init(params), jnp.zeros((), jnp.uint32))
         dropout_key = jax.random.PRNGKey(seed + 1)
         world = dist.world_size
 
-        def local_step(state, inputs, labels):
-            params, stats, opt_state, step = state
-            rng = jax.random.fold_in(dropout_key, step)
-            if world > 1:  # every rank its own dropout masks
-                rng = jax.random.fold_in(rng, jax.lax.axis_index(AXIS))
+        def make_step(reduce, rank_index, local=lambda p: p):
+            def local_step(state, inputs, labels):
+                params, stats, opt_state, step = state
+                rng = jax.random.fold_in(dropout_key, step)
+                if world > 1:  # every rank its own dropout masks
+                    rng = jax.random.fold_in(rng, rank_index())
 
-            def loss_fn(p):
-                variables = {"params": p, "batch_stats": stats} if stats else {"params": p}
-                out, mutated = model.apply(variables, *inputs, train=True, rngs={"dropout": rng},
-                                           mutable=["batch_stats"])
-                return loss_of(out, *labels), mutated.get("batch_stats", {})
+                def loss_fn(p):
+                    variables = {"params": p, "batch_stats": stats} if stats else {"params": p}
+                    out, mutated = model.apply(variables, *inputs, train=True,
+                                               rngs={"dropout": rng}, mutable=["batch_stats"])
+                    return loss_of(out, *labels), mutated.get("batch_stats", {})
 
-            (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-            if world > 1:
-                grads, new_stats, loss = jax.lax.pmean((grads, new_stats, loss), AXIS)
-            updates, opt_state = tx.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), new_stats, opt_state, step + 1), loss
+                # `local`: this rank's own gradient, not yet summed over ranks (see below).
+                (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(local(params))
+                if world > 1:  # mean over ranks: gradients and BatchNorm statistics
+                    grads, new_stats = reduce((grads, new_stats))
+                updates, opt_state = tx.update(grads, opt_state, params)
+                # The loss is this rank's own, as DDP's (shape (1,): one entry per rank).
+                return (optax.apply_updates(params, updates), new_stats, opt_state,
+                        step + 1), loss.reshape(1)
+            return local_step
 
-        step_fn = local_step
-        if world > 1:
-            step_fn = jax.shard_map(local_step, mesh=self.mesh, in_specs=(P(), P(AXIS), P(AXIS)),
-                                    out_specs=(P(), P()))
+        if world > 1 and self.compile:
+            # One XLA program over the global mesh: each rank's shard of the batch, the
+            # replicated state, and pmean as the all-reduce inside the step.
+            replicated, sharded = NamedSharding(self.mesh, P()), NamedSharding(self.mesh, P(AXIS))
+            put = lambda a: jax.make_array_from_process_local_data(sharded, a)
+            self.inputs, self.labels = tuple(map(put, inputs)), tuple(map(put, labels))
+            self.state = jax.device_put(state, replicated)
+            # Under shard_map the gradient of a replicated (rank-invariant) parameter comes
+            # back already summed over ranks; pcast makes the parameters rank-varying first,
+            # so the gradient is the rank's own and pmean is the one all-reduce (DDP's mean).
+            step_fn = jax.shard_map(make_step(lambda t: jax.lax.pmean(t, AXIS),
+                                              lambda: jax.lax.axis_index(AXIS),
+                                              lambda p: jax.lax.pcast(p, AXIS, to="varying")),
+                                    mesh=self.mesh, in_specs=(P(), P(AXIS), P(AXIS)),
+                                    out_specs=(P(), P(AXIS)))
         else:
-            # One process: the batch is whole on its device; run the step as is.
-            self.inputs = tuple(a.addressable_data(0) for a in self.inputs)
-            self.labels = tuple(a.addressable_data(0) for a in self.labels)
+            # This rank's batch and state on its own device. Without jit and with several
+            # ranks, the model and optimizer run op by op and only the all-reduce is a
+            # compiled collective, as DDP calls gloo/NCCL from an eager model.
+            put = lambda a: jax.device_put(a, self.device)
+            self.inputs, self.labels = tuple(map(put, inputs)), tuple(map(put, labels))
             self.state = jax.device_put(state, self.device)
-        self.compile = bool(spec.get("compile"))
+            step_fn = make_step(self._all_reduce_mean, lambda: dist.rank)
         self.step_fn = jax.jit(step_fn, donate_argnums=0) if self.compile else step_fn
+        self._reduce_fn = None
         self._last = None
+
+    def _all_reduce_mean(self, tree):
+        """Mean of a pytree of this rank's local arrays over all ranks (eager mode)."""
+        if self._reduce_fn is None:
+            self._reduce_fn = jax.jit(jax.shard_map(
+                lambda t: jax.lax.pmean(t, AXIS), mesh=self.mesh, in_specs=P(AXIS),
+                out_specs=P(AXIS)))
+        sharded = NamedSharding(self.mesh, P(AXIS))
+        world = self.dist.world_size
+        stack = lambda a: jax.make_array_from_single_device_arrays(
+            (world,) + a.shape, sharded, [jnp.expand_dims(a, 0)])
+        out = self._reduce_fn(jax.tree_util.tree_map(stack, tree))
+        return jax.tree_util.tree_map(lambda a: a.addressable_data(0)[0], out)
 
     def step(self):
         self.state, loss = self.step_fn(self.state, self.inputs, self.labels)
@@ -143,7 +255,7 @@ class JaxSession(harness.Session):
         return loss
 
     def loss_value(self, handle):
-        return float(handle.addressable_data(0))
+        return float(np.asarray(handle.addressable_data(0)).reshape(()))
 
     def sync(self):
         jax.block_until_ready((self.state, self._last))
@@ -155,12 +267,12 @@ class JaxSession(harness.Session):
 
     def environment(self):
         env = {"device": self.device.device_kind, "device_count": jax.local_device_count(),
-               "global_device_count": jax.device_count(), "platform": self.platform,
+               "global_device_count": jax.device_count(), "jax_backend": self.platform,
                "jaxlib": jaxlib.__version__,
                "flax": flax.__version__, "optax": optax.__version__,
                "jit": self.compile, "amp_dtype": self.amp_dtype,
                "xla_flags": os.environ.get("XLA_FLAGS")}
-        if self.dist.distributed:
+        if self.dist.distributed and self.platform == "cpu":
             env["cpu_collectives"] = jax.config.jax_cpu_collectives_implementation
         if self.platform == "gpu":
             try:
@@ -180,7 +292,22 @@ class JaxSession(harness.Session):
         return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text \
             or "Out of memory" in text
 
+    def checksum(self):
+        """(steps taken, sum of |w| over parameters and BatchNorm statistics) on this rank."""
+        params, stats, _, step = self.state
+        leaves = jax.tree_util.tree_leaves((params, stats))
+        total = sum(float(np.abs(np.asarray(x.addressable_data(0), np.float64)).sum())
+                    for x in leaves)
+        return int(np.asarray(step.addressable_data(0))), total
+
     def close(self):
+        # For tests and eyes: equal checksums on every rank mean the all-reduce worked.
+        try:
+            steps, total = self.checksum()
+            print(f"jax rank {self.dist.rank}: parameter checksum after {steps} steps: {total!r}",
+                  flush=True)
+        except Exception as exc:  # noqa: BLE001  (e.g. buffers donated to a step that failed)
+            print(f"jax rank {self.dist.rank}: no parameter checksum: {exc}", flush=True)
         if self.dist.distributed:
             jax.distributed.shutdown()
 

@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -34,9 +33,18 @@ except ImportError:  # before 2.7 it lived in mindspore.common.api
 from frameworks.common import harness
 from frameworks.mindspore import models
 
-# The scheduler process of the dynamic cluster: it only networks the workers.
-_SCHEDULER = ("import mindspore as ms; from mindspore.communication import init; "
-              "ms.set_device('CPU'); init()")
+# The scheduler process of the dynamic cluster: it only networks the workers. It lives
+# as long as rank 0 (its parent): MindSpore finalizes a cluster at process exit, so
+# rank 0 unregisters while the scheduler is still there, and then the scheduler leaves.
+_SCHEDULER = """
+import os, sys, time
+import mindspore as ms
+from mindspore.communication import init
+ms.set_device("CPU")
+init()
+while os.getppid() == int(sys.argv[1]):
+    time.sleep(0.2)
+"""
 
 
 class AmpUnsupported(RuntimeError):
@@ -128,7 +136,8 @@ class MindSporeSession(harness.Session):
         if dist.rank == 0:
             sched_env = dict(os.environ, MS_ROLE="MS_SCHED", GLOG_v="3", **env)
             sched_env.pop("MS_NODE_ID")
-            self.scheduler = subprocess.Popen([sys.executable, "-c", _SCHEDULER], env=sched_env)
+            self.scheduler = subprocess.Popen([sys.executable, "-c", _SCHEDULER, str(os.getpid())],
+                                              env=sched_env)
         from mindspore.communication import get_group_size, get_rank, init
         init()
         if get_group_size() != dist.world_size:
@@ -193,19 +202,22 @@ class MindSporeSession(harness.Session):
         return isinstance(exc, MemoryError) or (
             isinstance(exc, RuntimeError) and ("Out of memory" in text or "Malloc device memory failed" in text))
 
+    def parameter_checksum(self):
+        """Sum of all trainable weights: equal on every rank while data parallel keeps them in sync."""
+        return float(sum(np.asarray(p.asnumpy(), np.float64).sum() for p in self.net.trainable_params()))
+
     def close(self):
         if self.dist.distributed:
+            # The record has no field for the state after training, so the log carries it
+            # (tests/integration/test_framework_mindspore.py compares it across ranks).
+            print(f"mindspore rank {self.dist.rank}: parameter checksum {self.parameter_checksum():.10e}",
+                  flush=True)
             from mindspore.communication import release
             try:
                 release()
             except Exception:
                 pass
-        if self.scheduler is not None:
-            try:
-                self.scheduler.wait(timeout=30)  # it ends once every worker has left
-            except subprocess.TimeoutExpired:
-                self.scheduler.terminate()
-                self.scheduler.wait(timeout=10)
+        # The scheduler is not waited for here: it ends after this process has exited.
 
 
 build = MindSporeSession

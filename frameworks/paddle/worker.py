@@ -150,7 +150,9 @@ class PaddleSession(harness.Session):
         self.group = self._rdv_store = None
         if dist.distributed:
             os.environ.update(_paddle_env(dist))
-            if not self.gpu:
+            if self.gpu:  # init_parallel_env's NCCL path requires it
+                os.environ["FLAGS_selected_gpus"] = str(dist.local_rank % gpus)
+            else:
                 os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
             self._rdv_store = timed_rendezvous(dist, spec.get("rendezvous_timeout_s", 300))
             self.group = paddle_dist.init_parallel_env()

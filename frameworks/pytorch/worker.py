@@ -13,6 +13,9 @@ import torch.distributed as torch_dist
 from frameworks.common import harness
 from frameworks.pytorch import models
 
+# A CPU allocation refused (e.g. under the harness's memory_limit_mb) is out of memory too.
+CPU_OOM = ("DefaultCPUAllocator: can't allocate memory", "not enough memory")
+
 
 class CudaTimer:
     """Step edges as CUDA events, converted to seconds only after the window's sync."""
@@ -116,11 +119,15 @@ class TorchSession(harness.Session):
         return torch.cuda.max_memory_allocated(self.device) if self.cuda else None
 
     def is_oom(self, exc):
-        return isinstance(exc, (torch.OutOfMemoryError, MemoryError))
+        return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(m in str(exc) for m in CPU_OOM)
 
     def close(self):
         if torch_dist.is_initialized():
             torch_dist.destroy_process_group()
 
 
-build = TorchSession
+def build(spec, dist):
+    if spec["model"]["name"] in ("wide_deep", "gpt", "insightface"):  # DLPerf's special cases
+        from frameworks.pytorch import special  # it subclasses TorchSession: imported here
+        return special.build(spec, dist)
+    return TorchSession(spec, dist)

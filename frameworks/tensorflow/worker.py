@@ -117,6 +117,14 @@ class TFSession(harness.Session):
     framework_version = tf.__version__
 
     def __init__(self, spec, dist):
+        try:
+            self._build(spec, dist)
+        except tf.errors.ResourceExhaustedError as exc:
+            # Out of memory while building: the harness asks the base Session then (this
+            # instance does not exist yet), which knows MemoryError only.
+            raise MemoryError(f"ResourceExhaustedError: {exc.message}") from exc
+
+    def _build(self, spec, dist):
         self.dist = dist
         options = spec.get("options") or {}
         self._threads(options)

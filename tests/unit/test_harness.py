@@ -28,7 +28,7 @@ class Counting(harness.Session):
 
 
 def run(**kw):
-    return harness.run(lambda s, d: Counting(s, d, **kw), dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))
+    return harness.run(lambda s, d: Counting(s, d, **kw), dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
 
 
 def test_ok_record_has_warmup_then_timed_steps():
@@ -47,7 +47,7 @@ def test_no_sync_inside_the_timed_window():
     def build(s, d):
         sessions.append(Counting(s, d))
         return sessions[-1]
-    harness.run(build, dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))
+    harness.run(build, dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
     # syncs after each warm-up step (1, 2), before the window (2), and at its end (7) only
     assert sessions[0].synced == [1, 2, 2, 7]
 
@@ -71,7 +71,7 @@ def test_injected_rank_failure(monkeypatch):
 
 def test_a_framework_that_cannot_import_still_leaves_a_record():
     spec = dict(SPEC, framework="no_such_framework")
-    rec = harness.run(None, spec, DistEnv(0, 1, 0, 1, "h", 1))
+    rec = harness.run(None, spec, DistEnv(0, 1, 0, 1, "h", 1))[0]
     assert rec["status"] == "failed" and "ModuleNotFoundError" in rec["error"]
 
 

@@ -23,7 +23,14 @@ def test_run_status(ranks, ended_by, expected):
     assert records.run_status(ranks, 2, ended_by)[0] == expected
 
 
-def test_run_status_keeps_the_error_of_the_worst_rank():
+def test_the_first_rank_to_end_badly_names_the_status():
+    # rank 1 ran out of memory first; rank 0 then failed on the broken collective
+    oom = dict(rec("oom", "OutOfMemoryError"), ended_unix=10.0)
+    broken = dict(rec("failed", "gloo: connection closed"), ended_unix=12.0)
+    assert records.run_status({0: broken, 1: oom}, 2) == ("oom", "rank 1: OutOfMemoryError")
+
+
+def test_run_status_keeps_the_error_of_the_cause():
     status, error = records.run_status({0: rec("cancelled", "SIGTERM"), 1: rec("failed", "boom")}, 2)
     assert error == "rank 1: boom"
     assert records.run_status({0: rec("ok")}, 3)[1] == "no record from rank(s) 1, 2"

@@ -1,0 +1,282 @@
+"""The regression gate: a run's figures against reference figures kept as data.
+
+    python -m analysis reference RESULTS --out FILE [--tolerance 0.05] [--system NAME]
+    python -m analysis compare RESULTS --reference FILE [--system NAME]
+
+A reference file (YAML, or JSON when it ends in .json; benchmarks/references/) is
+
+    schema: dlbench.reference
+    version: 1
+    system: dgx-h100          # the default of each entry's `system`
+    tolerance: 0.05           # the default of each entry's relative tolerance
+    entries:
+      - config: {framework: pytorch, model: resnet50, size: full, precision: amp,
+                 batch_size: 256, nodes: 1, gpus_per_node: 8, compile: false}
+        metric: throughput    # see METRICS
+        value: 21500.0
+        unit: samples/s
+        tolerance: 0.05       # optional
+        lower_is_better: false  # optional; the metric's own sense by default
+
+An entry matches the one point whose configuration agrees on every key it gives (keys:
+CONFIG_KEYS, `model.<key>` for MODEL_KEYS, `search` for a search's key). The gate is
+one-sided: a figure fails when it is worse than the reference by more than the tolerance;
+better passes (say so, and refresh the reference). An entry without its point, or whose
+point did not finish ok, fails too. Exit 0: all pass; 1: one fails; 2: bad input.
+"""
+import json
+import math
+
+import yaml
+from tabulate import tabulate
+
+from analysis import load
+from analysis.load import RecordError
+from analysis.special import MODEL_KEYS, metrics, read_searches
+
+SCHEMA = "dlbench.reference"
+# metric -> (column of analysis.special.metrics, unit, lower is better)
+METRICS = {
+    "throughput": ("throughput", "samples/s", False),
+    "latency_ms": ("latency_ms", "ms", True),
+    "tokens_per_s": ("tokens_per_s", "tokens/s", False),
+    "tflops_per_device": ("tflops_per_device", "TFLOP/s", False),
+    "mfu": ("mfu", "fraction of peak", False),
+    "peak_memory_gib": ("peak_memory_gib", "GiB", True),
+    "largest_ok": ("largest_ok", "value of the searched key", False),
+}
+DEFAULT_METRIC = {"wide_deep": "latency_ms", "gpt": "tokens_per_s"}  # else throughput
+# The model setting that tells a special model's points apart in a reference made by `reference`.
+MODEL_KEY = {"wide_deep": "deep_vocab_size", "gpt": "seq_len", "insightface": "num_classes"}
+CONFIG_KEYS = {"framework": "framework", "model": "model", "size": "model_size",
+               "precision": "precision", "amp_dtype": "amp_dtype", "batch_size": "batch_size",
+               "nodes": "nodes", "gpus_per_node": "gpus_per_node", "compile": "compile"}
+
+
+def _bad(path, why):
+    return RecordError(f"corrupt reference file {path}: {why}")
+
+
+def read_reference(path, system=None) -> tuple:
+    """(system shown, entries with defaults filled), checked; RecordError on bad input."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise RecordError(f"cannot read reference file {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise _bad(path, str(exc).splitlines()[0]) from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise _bad(path, f"not a {SCHEMA} file")
+    if data.get("version") != 1:
+        raise _bad(path, f"version {data.get('version')!r} is not 1")
+    if not isinstance(data.get("entries"), list):
+        raise _bad(path, "no list of entries")
+    entries = []
+    for n, e in enumerate(data["entries"], 1):
+        if not isinstance(e, dict):
+            raise _bad(path, f"entry {n} is not a mapping")
+        e = {"system": data.get("system"), "tolerance": data.get("tolerance", 0.05), **e}
+        if e.get("metric") not in METRICS:
+            raise _bad(path, f"entry {n}: metric {e.get('metric')!r} is not one of {', '.join(METRICS)}")
+        if not isinstance(e.get("config"), dict) or not e["config"]:
+            raise _bad(path, f"entry {n}: no config")
+        unknown = [k for k in e["config"] if k not in CONFIG_KEYS and k != "search"
+                   and k not in {f"model.{m}" for m in MODEL_KEYS}]
+        if unknown:
+            raise _bad(path, f"entry {n}: unknown config key(s) {', '.join(unknown)}")
+        for key in ("value", "tolerance"):
+            v = e.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise _bad(path, f"entry {n}: {key} must be a number >= 0, got {v!r}")
+        e.setdefault("lower_is_better", METRICS[e["metric"]][2])
+        e.setdefault("unit", METRICS[e["metric"]][1])
+        e["n"] = n
+        entries.append(e)
+    systems = sorted({str(e["system"]) for e in entries})
+    if system is not None:
+        entries = [e for e in entries if str(e["system"]) == system]
+        if not entries:
+            raise RecordError(f"reference file {path} has no entries for system {system!r} "
+                              f"(it has: {', '.join(systems) or 'none'})")
+    elif len(systems) > 1:
+        raise RecordError(f"reference file {path} holds systems {', '.join(systems)}: "
+                          "choose one with --system")
+    return (system or (systems[0] if systems else None)), entries
+
+
+def _search_rows(results) -> list:
+    return [{"framework": s["framework"], "model": s["model"], "model_size": s.get("model_size"),
+             "precision": s["precision"], "amp_dtype": None, "batch_size": s["batch_size"],
+             "nodes": s["nodes"], "gpus_per_node": s["gpus_per_node"], "compile": s["compile"],
+             "search": s["key"], "point": f"{s['point']} (search {s['key']})", "kind": "search",
+             "status": "ok" if s.get("done") and not s.get("stopped") and s["largest_ok"] is not None
+             else "failed", "largest_ok": s["largest_ok"]}
+            for s in read_searches(results.root)]
+
+
+def figures(results) -> list:
+    """Per-point figures (tries of a search left out) plus one row per search."""
+    m = metrics(results)
+    m = m[m.search.isna()] if len(m) else m
+    rows = m.to_dict("records")
+    for r in rows:
+        r["kind"] = "point"
+        r["peak_memory_gib"] = r["peak_memory_bytes"] / 2**30 if r["peak_memory_bytes"] else None
+    return rows + _search_rows(results)
+
+
+def _matches(row: dict, config: dict) -> bool:
+    for key, want in config.items():
+        if key == "search":
+            have = row.get("search")
+        elif key.startswith("model."):
+            have = row.get(key[len("model."):])
+        else:
+            have = row.get(CONFIG_KEYS[key])
+        if have is None or (isinstance(have, float) and math.isnan(have)) or not _same(have, want):
+            return False
+    return True
+
+
+def _same(have, want) -> bool:
+    """Equal as numbers where both are (1000.0 from a table is 1000), else as text."""
+    if hasattr(have, "item"):
+        have = have.item()
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (have, want))
+    return have == want if numbers else str(have).lower() == str(want).lower()
+
+
+def _describe(config: dict) -> str:
+    """pytorch resnet50/full amp bs256 1x8 model.seq_len=2048: the entry's keys, briefly."""
+    c = dict(config)
+    name = "/".join(str(c.pop(k)) for k in ("model", "size") if k in c)
+    words = [str(c.pop(k)) for k in ("framework",) if k in c] + ([name] if name else [])
+    words += [str(c.pop(k)) for k in ("precision", "amp_dtype") if k in c]
+    if "batch_size" in c:
+        words.append(f"bs{c.pop('batch_size')}")
+    if "nodes" in c and "gpus_per_node" in c:
+        words.append(f"{c.pop('nodes')}x{c.pop('gpus_per_node')}")
+    if "compile" in c:
+        words += ["compile"] if c.pop("compile") else []
+    return " ".join(words + [f"{k}={v}" for k, v in c.items()])
+
+
+def verdicts(results, entries) -> list:
+    """[(entry, value, delta, verdict)]: PASS, FAIL, MISSING, or the point's status."""
+    rows = figures(results)
+    out = []
+    for e in entries:
+        kind = "search" if e["metric"] == "largest_ok" else "point"
+        found = [r for r in rows if r["kind"] == kind and _matches(r, e["config"])]
+        if len(found) > 1:
+            raise RecordError(f"reference entry {e['n']} ({_describe(e['config'])}) matches "
+                              f"{len(found)} points: add configuration keys, or compare one sweep")
+        if not found:
+            out.append((e, None, None, "MISSING"))
+            continue
+        row = found[0]
+        value = row.get(METRICS[e["metric"]][0])
+        if row["status"] not in ("ok", "partial") or value is None or value != value:
+            out.append((e, None, None, f"FAIL ({row['status']})"))
+            continue
+        ref = e["value"]
+        delta = (value - ref) / ref if ref else (0.0 if value == ref else math.inf)
+        worse = delta if e["lower_is_better"] else -delta
+        out.append((e, value, delta, "PASS" if worse <= e["tolerance"] + 1e-12 else "FAIL"))
+    return out
+
+
+def _num(v) -> str:
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def cmd_compare(args) -> int:
+    results = load(args.path)
+    system, entries = read_reference(args.reference, args.system)
+    table = []
+    for e, value, delta, verdict in verdicts(results, entries):
+        table.append([_describe(e["config"]), e["metric"],
+                      "-" if value is None else _num(value), f"{_num(e['value'])} {e['unit']}",
+                      "-" if delta is None else f"{delta:+.1%}", f"{e['tolerance']:.0%}"
+                      + (" (lower is better)" if e["lower_is_better"] else ""), verdict])
+    print(f"# Regression gate: {args.path} against {args.reference} (system {system})\n")
+    print(tabulate(table, headers=["configuration", "metric", "value", "reference", "delta",
+                                   "tolerance", "verdict"], tablefmt="github", disable_numparse=True))
+    failed = sum(not row[-1].startswith("PASS") for row in table)
+    print(f"\n{len(table) - failed} of {len(table)} within tolerance"
+          + (f"; {failed} failed or missing" if failed else ""))
+    return 1 if failed else 0
+
+
+def make_reference(results, tolerance=0.05, system=None) -> dict:
+    """A reference file's content from a past run: one entry per ok point and per search."""
+    if not 0 <= tolerance < 1:
+        raise RecordError(f"--tolerance must be a fraction in [0, 1), got {tolerance}")
+    if system is None:
+        devices = sorted(set(results.runs.get("device", []).dropna().astype(str))) if len(results.runs) else []
+        system = " + ".join(devices) or "unknown"
+    entries, seen = [], {}
+    for r in figures(results):
+        if r["status"] != "ok":
+            continue
+        config = {k: r[col] for k, col in CONFIG_KEYS.items()
+                  if r.get(col) is not None and not (k == "amp_dtype" and r["precision"] != "amp")}
+        config = {k: (v.item() if hasattr(v, "item") else v) for k, v in config.items()}
+        if r["kind"] == "search":
+            config["search"] = r["search"]
+            metric = "largest_ok"
+        else:
+            k = MODEL_KEY.get(r["model"])
+            if k and r.get(k) is not None and r[k] == r[k]:
+                config[f"model.{k}"] = int(r[k])
+            metric = DEFAULT_METRIC.get(r["model"], "throughput")
+        value = r.get(METRICS[metric][0])
+        if value is None or value != value:
+            continue
+        key = json.dumps(config, sort_keys=True, default=str) + metric
+        if key in seen:
+            raise RecordError(f"points {seen[key]} and {r['point']} share a configuration: "
+                              "make a reference from one sweep")
+        seen[key] = r["point"]
+        unit = r["search"].split(".")[-1] if metric == "largest_ok" else METRICS[metric][1]
+        entries.append({"config": config, "metric": metric, "value": float(f"{value:.6g}"),
+                        "unit": unit})
+    if not entries:
+        raise RecordError(f"no ok point under {results.root} to make a reference from")
+    return {"schema": SCHEMA, "version": 1, "system": system, "tolerance": tolerance,
+            "source": str(results.root), "entries": entries}
+
+
+
+def cmd_reference(args) -> int:
+    ref = make_reference(load(args.path), args.tolerance, args.system)
+    try:
+        with open(args.out, "w") as f:
+            if args.out.endswith(".json"):
+                json.dump(ref, f, indent=1)
+            else:
+                yaml.safe_dump(ref, f, sort_keys=False, default_flow_style=None, width=100)
+    except OSError as exc:
+        raise RecordError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    print(f"reference: {args.out}: {len(ref['entries'])} entries, system {ref['system']!r}, "
+          f"tolerance {ref['tolerance']:.0%}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    """The `compare` and `reference` subcommands of `python -m analysis`."""
+    cmp = sub.add_parser("compare", help="the regression gate: figures against a reference file")
+    cmp.add_argument("path", help="a sweep folder (or a folder of sweeps)")
+    cmp.add_argument("--reference", required=True, help="a reference file (YAML or JSON)")
+    cmp.add_argument("--system", help="the entries of this system (when the file holds several)")
+    ref = sub.add_parser("reference", help="a reference file from a past run")
+    ref.add_argument("path", help="a sweep folder (or a folder of sweeps)")
+    ref.add_argument("--out", required=True, help="the file to write (.yaml, or .json)")
+    ref.add_argument("--tolerance", type=float, default=0.05, help="relative (default 0.05)")
+    ref.add_argument("--system", help="the system's name (default: the devices of the run)")
+
+
+COMMANDS = {"compare": cmd_compare, "reference": cmd_reference}

@@ -1,0 +1,280 @@
+"""MXNet adapter: `build(spec, dist)` for the harness (stdlib + numpy + mxnet only).
+
+Gluon HybridBlocks trained imperatively (autograd.record). `compile` is
+`hybridize(static_alloc=True, static_shape=True)`: MXNet's graph mode, which turns
+the forward pass and the loss into one cached symbolic graph. AMP is
+`mxnet.contrib.amp` with target bf16 on a CPU (oneDNN kernels); on a GPU fp16 with
+its dynamic loss scaling (bf16 AMP in MXNet 1.9 is CPU-only).
+
+Data parallel when WORLD_SIZE > 1: a `dist_sync` KVStore (ps-lite). It needs a
+scheduler and servers besides the workers: global rank 0 starts the scheduler on
+MASTER_ADDR:MASTER_PORT, and local rank 0 of every node starts one server, each as a
+child process (`python -c "import mxnet"` with DMLC_ROLE set, which is how MXNet's
+own launcher starts them). The ranks are the workers; each step pushes every
+gradient to the servers, which sum them, and pulls the sum back, and every worker
+applies the same update, as all-reduce data parallel does. The push and the pull
+are separate calls on purpose: the Trainer's own path (`pushpull`, one request
+that the server answers with the merged value) let a rank receive a stale sum now
+and then in our 2-rank runs, and the weights of the ranks drifted apart; with
+push then pull (MXNet's older Module path) they stay bitwise equal. ps-lite's start
+has no time limit of its own, so it runs in a thread that rendezvous_timeout_s bounds.
+"""
+import gc
+import hashlib
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+from frameworks.common import harness
+
+os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
+import mxnet as mx  # noqa: E402
+from mxnet import autograd, gluon  # noqa: E402
+
+from frameworks.mxnet import models  # noqa: E402
+
+SHUTDOWN_S = 30  # how long close() waits for ps-lite's orderly stop
+
+
+def ps_env(dist) -> dict:
+    """ps-lite's variables from the suite's contract: the scheduler at the master, one
+    server per node, every rank a worker."""
+    nodes = max(1, dist.world_size // dist.local_world_size)
+    return {"DMLC_PS_ROOT_URI": dist.master_addr, "DMLC_PS_ROOT_PORT": str(dist.master_port),
+            "DMLC_NUM_WORKER": str(dist.world_size), "DMLC_NUM_SERVER": str(nodes)}
+
+
+def start_ps_processes(dist) -> list:
+    """The scheduler (global rank 0) and this node's server (local rank 0), as children."""
+    roles = (["scheduler"] if dist.rank == 0 else []) + (["server"] if dist.local_rank == 0 else [])
+    env = dict(os.environ, **ps_env(dist), OMP_NUM_THREADS="1")
+    return [subprocess.Popen([sys.executable, "-c", "import mxnet"], env=dict(env, DMLC_ROLE=role))
+            for role in roles]
+
+
+def create_kvstore(kind: str, timeout_s: float):
+    """mx.kv.create(kind), or TimeoutError when not every node joins in time."""
+    box = {}
+
+    def target():
+        try:
+            box["kv"] = mx.kv.create(kind)
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="kvstore-rendezvous", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(f"rendezvous: the {kind} kvstore did not gather its scheduler, "
+                           f"servers and workers within {timeout_s:.0f}s")
+    if "error" in box:
+        raise box["error"]
+    return box["kv"]
+
+
+class EngineTimer:
+    """Step edges as MXNet's engine completes them, not as Python enqueues them.
+
+    MXNet runs every operator asynchronously, on the CPU too, so a step() returns long
+    before its work is done and host edges would time the enqueueing. Each step hands
+    over a marker: a one-element copy of the weight the trainer updates last, which the
+    engine can only compute after that update. A watcher thread waits on the markers in
+    order (waiting is a C call that releases the GIL, so it never blocks the stepping
+    thread) and stamps their completion. A step spans from its start, or the previous
+    step's completion if later, to its own completion: what CUDA events give elsewhere.
+    """
+
+    def __init__(self):
+        self.begins, self.done = [], []
+        self.markers = queue.Queue()
+        self.watcher = threading.Thread(target=self._watch, name="mxnet-step-timer", daemon=True)
+        self.watcher.start()
+
+    def _watch(self):
+        while True:
+            marker = self.markers.get()
+            if marker is None:
+                return
+            marker.wait_to_read()
+            self.done.append(time.perf_counter())
+
+    def begin(self, i):
+        self.begins.append(time.perf_counter())
+
+    def end(self, i):
+        pass  # the step's marker arrives through mark()
+
+    def mark(self, marker):
+        self.markers.put(marker)
+
+    def read(self, window_start, origin):
+        self.markers.put(None)
+        self.watcher.join()
+        edges, previous = [], float("-inf")
+        for begin, done in zip(self.begins, self.done):
+            edges.append((max(begin, previous) - origin, done - origin))
+            previous = done
+        return edges
+
+
+class MXNetSession(harness.Session):
+    framework_version = mx.__version__
+
+    def __init__(self, spec, dist):
+        self.dist = dist
+        self.children, self.kv, self.trainer = [], None, None
+        want = spec.get("device", "auto")
+        gpus = mx.context.num_gpus()
+        self.gpu = want in ("auto", "cuda") and gpus > 0
+        if want == "cuda" and not self.gpu:
+            raise RuntimeError("device=cuda asked for, but this MXNet build sees no CUDA device "
+                               "(`mxnet` is the CPU build; `mxnet-cu112` and kin the CUDA ones)")
+        self.ctx = mx.gpu(dist.local_rank % gpus) if self.gpu else mx.cpu()
+
+        self.amp = spec["precision"] == "amp"
+        dtype = (spec.get("amp_dtype") or "bf16") if self.gpu else "bf16"  # CPU AMP is bf16
+        if self.amp and self.gpu and dtype == "bf16":
+            raise RuntimeError("MXNet 1.9's bf16 AMP runs on oneDNN CPU kernels only; "
+                               "on a GPU use amp_dtype=fp16")
+        self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
+        if self.amp:
+            from mxnet.contrib import amp
+            self.amp_mod = amp
+            amp.init(target_dtype=self.amp_dtype)  # before the model exists: it wraps the ops
+
+        if dist.distributed:
+            os.environ.update(ps_env(dist), DMLC_ROLE="worker")
+            self.children = start_ps_processes(dist)
+            self.kv = create_kvstore("dist_sync", spec.get("rendezvous_timeout_s", 300))
+
+        seed = spec.get("seed", 0)
+        mx.random.seed(seed)  # the same initial weights everywhere (and the kvstore's init wins)
+        np.random.seed(seed)
+        cfg = spec["model"]
+        model, loss, init = models.build_model(cfg)
+        self.inputs, self.labels = models.synthetic_batch(cfg, spec["batch_size"],
+                                                          seed + dist.rank, self.ctx)
+        self.net = models.TrainStep(model, loss, len(self.inputs))
+        self.net.initialize(init, ctx=self.ctx)
+        self.compile = bool(spec.get("compile"))
+        if self.compile:
+            self.net.hybridize(static_alloc=True, static_shape=True)
+        name, kwargs = models.optimizer_args(cfg)
+        self.params = models.trainable_parameters(self.net)
+        # The Trainer updates locally; across ranks the gradients go through self.kv.
+        self.trainer = gluon.Trainer(self.params, name, kwargs, kvstore=None)
+        self.weights = [p.data(self.ctx) for p in self.trainer._params]
+        self.grads = [p.grad(self.ctx) for p in self.trainer._params]
+        if self.kv is not None:
+            n = len(self.grads)
+            self.kv.init(list(range(n)), self.grads)
+            # Keys n.. carry the weights once: every rank starts from the first worker's.
+            self.kv.init(list(range(n, 2 * n)), self.weights)
+            self.kv.pull(list(range(n, 2 * n)), out=self.weights)
+            mx.nd.waitall()
+        self.scale_loss = self.amp and self.amp_dtype == "float16"
+        if self.scale_loss:
+            self.amp_mod.init_trainer(self.trainer)
+        # Gradients are summed over workers; dividing by their number averages them
+        # (each rank's loss is already the mean over its own batch).
+        self.grad_divisor = dist.world_size
+        self.last_weight = self.weights[-1]  # the trainer updates it last
+        self.step_timer = None
+
+    def timer(self):
+        self.step_timer = EngineTimer()
+        return self.step_timer
+
+    def step(self):
+        with autograd.record():
+            loss = self.net(*self.inputs, *self.labels)
+            if self.scale_loss:
+                with self.amp_mod.scale_loss(loss, self.trainer) as scaled:
+                    autograd.backward(scaled)
+        if not self.scale_loss:
+            loss.backward()
+        if self.kv is not None:
+            for i, grad in enumerate(self.grads):  # the sum over ranks, in place
+                self.kv.push(i, grad, priority=-i)
+                self.kv.pull(i, out=grad, priority=-i)
+        self.trainer.step(self.grad_divisor)
+        if self.step_timer is not None:
+            self.step_timer.mark(mx.nd.slice_axis(self.last_weight, axis=0, begin=0, end=1))
+        return loss
+
+    def loss_value(self, handle):
+        return float(handle.asscalar())
+
+    def sync(self):
+        mx.nd.waitall()  # MXNet's engine is asynchronous on the CPU too
+
+    def barrier(self):
+        if self.kv is not None:
+            self.kv._barrier()  # KVStore's only barrier (a private name in 1.9)
+
+    def environment(self):
+        features = mx.runtime.Features()
+        env = {"device": "cpu", "device_count": 1,
+               "mxnet_features": sorted(f.name for f in features.values() if f.enabled),
+               "compile": "hybridize" if self.compile else "imperative",
+               "amp": f"contrib.amp {self.amp_dtype}" if self.amp else None,
+               "kvstore": self.kv.type if self.kv is not None else None}
+        if self.gpu:
+            env.update(device=f"gpu({self.ctx.device_id})", device_count=mx.context.num_gpus(),
+                       cuda=features.is_enabled("CUDA"), cudnn=features.is_enabled("CUDNN"),
+                       nccl=features.is_enabled("NCCL"))
+        return env
+
+    def parameter_checksum(self) -> str:
+        """Sum of the trainable weights, in float64: equal on every rank of a data-parallel run."""
+        digest, total = hashlib.sha1(), 0.0
+        for _, p in sorted(self.params.items()):
+            a = np.ascontiguousarray(p.data(self.ctx).asnumpy())
+            digest.update(a.tobytes())
+            total += float(a.astype(np.float64).sum())
+        return f"sum={total:.10e} sha1={digest.hexdigest()}"
+
+    def peak_device_bytes(self):
+        return None  # MXNet 1.9 has no peak-memory query (only free/total per GPU)
+
+    def is_oom(self, exc):
+        text = str(exc)
+        return isinstance(exc, MemoryError) or "out of memory" in text.lower()
+
+    def close(self):
+        try:  # read by tests/integration/test_framework_mxnet.py from the rank's log
+            print(f"mxnet rank {self.dist.rank} parameter checksum: {self.parameter_checksum()}",
+                  flush=True)
+        finally:
+            self._stop_ps()
+
+    def _stop_ps(self):
+        """Free the kvstore (its destructor is ps-lite's stop: a barrier of every node, then
+        the servers' stop command), then reap this rank's scheduler and server."""
+        if self.kv is None and not self.children:
+            return
+        self.kv = self.trainer = self.net = self.params = None
+        self.weights = self.grads = self.last_weight = None
+        done = threading.Event()
+        threading.Thread(target=lambda: (gc.collect(), done.set()), daemon=True).start()
+        done.wait(SHUTDOWN_S)
+        deadline = time.monotonic() + SHUTDOWN_S
+        for child in self.children:
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        self.children = []
+
+
+build = MXNetSession
+
+if __name__ == "__main__":
+    raise SystemExit(harness.main(build=build))

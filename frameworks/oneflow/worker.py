@@ -1,0 +1,226 @@
+"""OneFlow adapter: `build(spec, dist)` for the harness (stdlib + numpy + oneflow only).
+
+OneFlow's eager API mirrors PyTorch's, so the step is the reference's: zero_grad,
+forward, loss, backward, optimizer step. `compile` runs the step as a
+`oneflow.nn.Graph` (OneFlow's static-graph compiler, its counterpart of XLA).
+
+Data parallel (WORLD_SIZE > 1): OneFlow builds its process group when it is
+imported, from MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and LOCAL_RANK, which
+this module exports (from frameworks.common.distenv, so srun's SLURM_* names
+work) before importing it. Eager runs wrap the model in
+oneflow.nn.parallel.DistributedDataParallel; graph runs use OneFlow's global
+view instead (weights broadcast over all ranks, the batch split along dim 0).
+OneFlow's own rendezvous retries forever, so a standard-library rendezvous on
+MASTER_PORT, bounded by spec.rendezvous_timeout_s, runs first: OneFlow is only
+imported once every rank has arrived.
+
+AMP is oneflow.autocast (+ GradScaler for fp16) in eager runs and
+Graph.config.enable_amp in graph runs, on CUDA only: OneFlow 0.9 has no CPU
+autocast (it warns and runs float32) and no bf16 CPU matmul, so precision=amp
+fails on CPU with an error that says so.
+
+The 0.9.0 wheel is a CUDA 11.7 build for Python <= 3.10 that loads cuDNN 8 and
+cuBLAS 11 at import: requirements.txt pins the nvidia-cudnn-cu11 and
+nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
+"""
+import os
+import socket
+import time
+
+from frameworks.common import harness
+
+
+class AmpUnsupported(RuntimeError):
+    """precision=amp asked for where OneFlow has no mixed precision."""
+
+
+def rendezvous(dist, timeout_s):
+    """Every rank meets on MASTER_ADDR:MASTER_PORT before OneFlow's own, unbounded, rendezvous.
+
+    Rank 0 accepts world_size-1 connections and answers each; the others connect,
+    retrying, until the deadline. The clients close first, so the port is free
+    again (no TIME_WAIT on rank 0's side) when OneFlow's control server binds it."""
+    deadline = time.monotonic() + timeout_s
+    left = lambda: max(0.1, deadline - time.monotonic())
+    if dist.rank == 0:
+        with socket.create_server(("", dist.master_port)) as server:
+            conns = []
+            try:
+                while len(conns) < dist.world_size - 1:
+                    server.settimeout(left())
+                    try:
+                        conns.append(server.accept()[0])
+                    except socket.timeout:
+                        raise TimeoutError(
+                            f"rendezvous: {len(conns) + 1} of {dist.world_size} ranks reached "
+                            f"port {dist.master_port} within {timeout_s} s") from None
+                for c in conns:
+                    c.sendall(b"go")
+                for c in conns:
+                    c.settimeout(left())
+                    c.recv(16)  # EOF: the peer has closed its end
+            finally:
+                for c in conns:
+                    c.close()
+        return
+    while True:
+        try:
+            conn = socket.create_connection((dist.master_addr, dist.master_port), timeout=5)
+            break
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"rendezvous: rank 0 at {dist.master_addr}:{dist.master_port} "
+                                   f"not reached within {timeout_s} s ({exc})") from None
+            time.sleep(0.5)
+    with conn:
+        conn.settimeout(left())
+        if conn.recv(2) != b"go":
+            raise ConnectionError("rendezvous: rank 0 closed the connection before all ranks arrived")
+
+
+class OneFlowSession(harness.Session):
+    framework_version = None  # set once oneflow is imported
+
+    def __init__(self, spec, dist):
+        self.dist = dist
+        if dist.distributed:
+            os.environ.update(MASTER_ADDR=dist.master_addr, MASTER_PORT=str(dist.master_port),
+                              WORLD_SIZE=str(dist.world_size), RANK=str(dist.rank),
+                              LOCAL_RANK=str(dist.local_rank))
+            rendezvous(dist, spec.get("rendezvous_timeout_s", 300))
+        import oneflow as flow  # joins the process group when WORLD_SIZE > 1
+        import oneflow.sysconfig
+        from frameworks.oneflow import models
+        self.flow = flow
+        self.framework_version = flow.__version__
+        if dist.distributed and flow.env.get_world_size() != dist.world_size:
+            raise RuntimeError(f"OneFlow sees {flow.env.get_world_size()} ranks, expected {dist.world_size}")
+
+        cuda = spec.get("device", "auto") in ("auto", "cuda") and flow.cuda.is_available()
+        if spec.get("device") == "cuda" and not cuda:
+            raise RuntimeError("device=cuda asked for, but OneFlow sees no CUDA device")
+        self.cuda = cuda
+        self.device = flow.device("cuda", dist.local_rank % flow.cuda.device_count()) if cuda \
+            else flow.device("cpu")
+        self.compiled = bool(spec.get("compile"))
+        self.amp = spec["precision"] == "amp"
+        self.amp_dtype = (spec.get("amp_dtype") or "bf16") if self.amp else None
+        if self.amp and not cuda:
+            raise AmpUnsupported(
+                f"OneFlow {flow.__version__} has no CPU autocast (oneflow.autocast('cpu') warns "
+                "'CPU autocast is not supported currently' and runs float32) and no bfloat16 CPU "
+                "matmul kernel: precision=amp cannot run on CPU")
+        dtype = {"bf16": flow.bfloat16, "fp16": flow.float16, None: None}[self.amp_dtype]
+        fp16 = self.amp_dtype == "fp16"
+
+        flow.manual_seed(spec.get("seed", 0))  # the same initial weights on every rank
+        cfg = spec["model"]
+        model, self.loss_fn = models.build_model(cfg)
+        model = model.to(self.device)
+        model.train()
+        self.net = model
+        self.inputs, self.labels = models.synthetic_batch(
+            cfg, spec["batch_size"], self.device, spec.get("seed", 0) + dist.rank)
+        loss_fn = self.loss_fn
+
+        if self.compiled:
+            if dist.distributed:  # global view: one model over all ranks, the batch split
+                placement = flow.placement(self.device.type, ranks=list(range(dist.world_size)))
+                model.to_global(placement=placement, sbp=flow.sbp.broadcast)
+                to_split = lambda ts: tuple(t.to_global(placement=placement, sbp=flow.sbp.split(0))
+                                            for t in ts)
+                self.inputs, self.labels = to_split(self.inputs), to_split(self.labels)
+            self.optimizer = models.build_optimizer(cfg, model.parameters())
+            inputs, labels, optimizer = self.inputs, self.labels, self.optimizer
+
+            class TrainGraph(flow.nn.Graph):
+                def __init__(self):
+                    super().__init__()
+                    self.model = model
+                    self.add_optimizer(optimizer)
+                    if dtype is not None:
+                        self.config.enable_amp(True, dtype=dtype)
+                        if fp16:
+                            self.set_grad_scaler(flow.amp.GradScaler(init_scale=2.0 ** 16))
+
+                def build(self):
+                    loss = loss_fn(self.model(*inputs), *labels)
+                    loss.backward()
+                    return loss
+
+            self.graph = TrainGraph()
+        else:
+            self.optimizer = models.build_optimizer(cfg, model.parameters())
+            self.model = flow.nn.parallel.DistributedDataParallel(model) if dist.distributed else model
+            self.scaler = flow.amp.GradScaler(init_scale=2.0 ** 16) if fp16 else None
+            self.autocast_dtype = dtype
+
+    def step(self):
+        if self.compiled:
+            return self.graph()
+        flow = self.flow
+        self.optimizer.zero_grad()
+        with flow.autocast(self.device.type, dtype=self.autocast_dtype or flow.float32,
+                           enabled=self.amp):
+            loss = self.loss_fn(self.model(*self.inputs), *self.labels)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss.detach()
+
+    def loss_value(self, handle):
+        if handle.is_global:  # graph-mode data parallel: the loss over the global batch
+            handle = handle.to_global(sbp=self.flow.sbp.broadcast).to_local()
+        return handle.item()
+
+    def sync(self):
+        # OneFlow's eager ops run on its virtual machine, behind the Python thread.
+        self.flow._oneflow_internal.eager.Sync()
+        if self.cuda:
+            self.flow.cuda.synchronize()
+
+    def barrier(self):
+        if self.dist.distributed:
+            self.flow.comm.barrier()
+
+    def environment(self):
+        flow = self.flow
+        env = {"device": "cpu", "device_count": 1,
+               "mode": "nn.Graph" if self.compiled else "eager",
+               "oneflow_cuda_build": flow.sysconfig.get_cuda_version() if flow.sysconfig.with_cuda() else None}
+        if self.cuda:
+            env.update(device=flow.cuda.get_device_name(self.device),
+                       device_count=flow.cuda.device_count(), cuda=flow.sysconfig.get_cuda_version())
+        return env
+
+    def parameter_checksum(self):
+        """Sum of all weights: equal on every rank while data parallel keeps them in sync."""
+        total = 0.0
+        for p in self.net.parameters():
+            p = p.to_local() if p.is_global else p
+            total += float(p.detach().to(self.flow.float64).sum().item())
+        return total
+
+    def peak_device_bytes(self):
+        return None  # OneFlow 0.9 exposes no peak-allocation counter
+
+    def is_oom(self, exc):
+        text = str(exc).lower()
+        return isinstance(exc, MemoryError) or "out of memory" in text
+
+    def close(self):
+        if self.dist.distributed:
+            # The record has no field for the state after training, so the log carries it
+            # (tests/integration/test_framework_oneflow.py compares it across ranks).
+            print(f"oneflow rank {self.dist.rank}: parameter checksum {self.parameter_checksum():.10e}",
+                  flush=True)
+
+
+build = OneFlowSession
+
+if __name__ == "__main__":
+    raise SystemExit(harness.main(build=OneFlowSession))

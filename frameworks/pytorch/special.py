@@ -1,0 +1,321 @@
+"""DLPerf's special cases in PyTorch (docs/special.md): Wide & Deep (CTR), a Megatron-style
+GPT decoder, and InsightFace-style face classification whose very large softmax is sharded
+across ranks (partial FC, model parallel).
+
+frameworks/pytorch/worker.py's `build` hands these models here. The sessions reuse
+worker.TorchSession's step, timer, sync and memory figures; only what they build differs.
+Standard library + torch only: this runs in the framework's Python.
+"""
+import datetime
+import time
+
+import torch
+import torch.distributed as torch_dist
+import torch.distributed.nn.functional as dist_nn
+import torch.nn.functional as F
+from torch import nn
+
+from frameworks.pytorch import models, worker
+
+MODELS = ("wide_deep", "gpt", "insightface")
+
+
+# --- Wide & Deep ----------------------------------------------------------------
+
+class WideDeep(nn.Module):
+    """Wide: one learned weight per hashed sparse feature (its own table), summed.
+    Deep: the sparse features' embeddings and the dense features through an MLP."""
+
+    def __init__(self, deep_vocab_size, wide_vocab_size, deep_embedding_size, hidden_units,
+                 hidden_layers, dense_fields, sparse_fields, dropout, **_):
+        super().__init__()
+        self.wide = nn.Embedding(wide_vocab_size, 1)
+        self.wide_bias = nn.Parameter(torch.zeros(1))
+        self.deep = nn.Embedding(deep_vocab_size, deep_embedding_size)
+        for table in (self.wide, self.deep):
+            nn.init.uniform_(table.weight, -0.05, 0.05)
+        layers, cin = [], dense_fields + sparse_fields * deep_embedding_size
+        for _ in range(hidden_layers):
+            layers += [nn.Linear(cin, hidden_units), nn.ReLU(inplace=True), nn.Dropout(dropout)]
+            cin = hidden_units
+        layers.append(nn.Linear(cin, 1))
+        self.mlp = nn.Sequential(*layers)
+
+    def forward(self, dense, sparse_deep, sparse_wide):
+        wide = self.wide(sparse_wide).sum(dim=(1, 2)) + self.wide_bias
+        deep = self.mlp(torch.cat([dense, self.deep(sparse_deep).flatten(1)], dim=1)).squeeze(1)
+        return wide + deep
+
+
+def wide_deep_loss(logits, clicks):
+    return F.binary_cross_entropy_with_logits(logits.float(), clicks)
+
+
+# --- GPT (Megatron-style decoder) ---------------------------------------------------
+
+class DecoderLayer(nn.Module):
+    """Pre-LayerNorm block: causal self-attention, then a GELU MLP of 4 x hidden."""
+
+    def __init__(self, hidden, heads, dropout):
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.ln1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, 4 * hidden)
+        self.fc2 = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        p = self.dropout if self.training else 0.0
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        x = x + F.dropout(self.out(a.transpose(1, 2).reshape(b, s, h)), p, self.training)
+        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), p, self.training)
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab_size, hidden, layers, heads, seq_len, dropout=0.1, **_):
+        super().__init__()
+        self.word = nn.Embedding(vocab_size, hidden)
+        self.position = nn.Embedding(seq_len, hidden)
+        self.dropout = dropout
+        self.layers = nn.ModuleList(DecoderLayer(hidden, heads, dropout) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(hidden)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def forward(self, tokens):
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        x = F.dropout(self.word(tokens) + self.position(pos)[None], self.dropout, self.training)
+        for layer in self.layers:
+            x = layer(x)
+        return self.ln_f(x) @ self.word.weight.t()  # output layer tied to the embedding
+
+
+def gpt_loss(logits, labels):
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+
+
+# --- InsightFace: partial FC ------------------------------------------------------
+
+def shard_rows(num_classes: int, world: int, rank: int):
+    """(first row, rows) of rank's classifier shard: num_classes split as evenly as can be."""
+    base, extra = divmod(num_classes, world)
+    return rank * base + min(rank, extra), base + (rank < extra)
+
+
+class _ShardedSoftmaxCE(torch.autograd.Function):
+    """Mean softmax cross-entropy over logits whose class columns are split across ranks.
+
+    Forward: the row max and the sum of exponentials are all-reduced (MAX, SUM); the target's
+    logit comes from the rank that holds it. Backward needs no collective: the gradient of
+    the local columns is (softmax - one-hot) / rows. (InsightFace's DistCrossEntropy.)
+    `target` is the local column of each row's class, -1 where another rank holds it; no
+    boolean indexing, which would wait for the device inside the timed step."""
+
+    @staticmethod
+    def forward(ctx, logits, target, group):
+        distributed = group is not None
+        rows = torch.arange(logits.shape[0], device=logits.device)
+        mine = (target >= 0).to(logits.dtype)
+        top = logits.max(dim=1).values
+        if distributed:
+            torch_dist.all_reduce(top, torch_dist.ReduceOp.MAX, group=group)
+        shifted = logits - top[:, None]
+        picked = shifted[rows, target.clamp(min=0)] * mine
+        prob = shifted.exp_()
+        total = prob.sum(dim=1)
+        if distributed:
+            torch_dist.all_reduce(total, group=group)
+            torch_dist.all_reduce(picked, group=group)
+        prob.div_(total[:, None])
+        ctx.save_for_backward(prob, target)
+        return (total.log() - picked).mean()
+
+    @staticmethod
+    def backward(ctx, grad):
+        prob, target = ctx.saved_tensors
+        rows = torch.arange(prob.shape[0], device=prob.device)
+        prob.index_put_((rows, target.clamp(min=0)), -(target >= 0).to(prob.dtype), accumulate=True)
+        return prob.mul_(grad / prob.shape[0]), None, None
+
+
+class _ScaleGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor, None
+
+
+class PartialFC(nn.Module):
+    """The classifier rows [first, first + rows) of num_classes, CosFace logits and the
+    sharded softmax cross-entropy over the embeddings of every rank's batch.
+
+    On one rank (no process group) it is a plain FC with the same loss. With `data_parallel`,
+    the gradient reaching each rank's backbone is scaled by the number of ranks: each rank's
+    embedding gradient already is its share of the global loss's gradient, so the backbone
+    gradients must be summed over ranks, and DDP averages them."""
+
+    def __init__(self, embedding_size, num_classes, rank=0, world=1, scale=64.0, margin=0.4,
+                 data_parallel=True):
+        super().__init__()
+        self.first, rows = shard_rows(num_classes, world, rank)
+        self.world, self.scale, self.margin, self.data_parallel = world, scale, margin, data_parallel
+        self.weight = nn.Parameter(torch.empty(rows, embedding_size).normal_(0.0, 0.01))
+
+    def forward(self, embeddings, labels):
+        group = torch_dist.group.WORLD if self.world > 1 else None
+        if group is not None:
+            if self.data_parallel:
+                embeddings = _ScaleGrad.apply(embeddings, float(self.world))
+            embeddings = torch.cat(dist_nn.all_gather(embeddings), dim=0)  # autograd: grads come back
+            gathered = [torch.empty_like(labels) for _ in range(self.world)]
+            torch_dist.all_gather(gathered, labels)
+            labels = torch.cat(gathered)
+        cosine = F.linear(F.normalize(embeddings), F.normalize(self.weight)).float()
+        local = labels - self.first
+        target = torch.where((local >= 0) & (local < self.weight.shape[0]), local,
+                             torch.full_like(local, -1))
+        if self.margin:  # CosFace: the target's cosine less the margin, on the rank that holds it
+            rows = torch.arange(cosine.shape[0], device=cosine.device)
+            cosine = cosine.index_put((rows, target.clamp(min=0)),
+                                      -self.margin * (target >= 0).to(cosine.dtype), accumulate=True)
+        return _ShardedSoftmaxCE.apply(cosine * self.scale, target, group)
+
+
+class FaceModel(nn.Module):
+    """The backbone: a ResNet trunk whose last layer gives the embedding."""
+
+    def __init__(self, layers, width, embedding_size, **_):
+        super().__init__()
+        self.trunk = models.ResNet(layers=layers, width=width, num_classes=embedding_size)
+
+    def forward(self, images):
+        return self.trunk(images)
+
+
+# --- synthetic data and optimizers ---------------------------------------------------
+
+def synthetic_batch(cfg, batch_size, device, gen):
+    """Fixed random inputs made once on the device, as DLPerf's synthetic-data runs."""
+    name = cfg["name"]
+    if name == "wide_deep":
+        dense = torch.rand(batch_size, cfg["dense_fields"], generator=gen)
+        deep = torch.randint(0, cfg["deep_vocab_size"], (batch_size, cfg["sparse_fields"]), generator=gen)
+        wide = torch.randint(0, cfg["wide_vocab_size"], (batch_size, cfg["sparse_fields"]), generator=gen)
+        clicks = torch.randint(0, 2, (batch_size,), generator=gen).float()
+        return tuple(t.to(device) for t in (dense, deep, wide)), (clicks.to(device),)
+    if name == "gpt":
+        tokens = torch.randint(0, cfg["vocab_size"], (batch_size, cfg["seq_len"] + 1), generator=gen)
+        return (tokens[:, :-1].contiguous().to(device),), (tokens[:, 1:].contiguous().to(device),)
+    if name == "insightface":
+        n = cfg["image_size"]
+        images = torch.randn(batch_size, 3, n, n, generator=gen)
+        labels = torch.randint(0, cfg["num_classes"], (batch_size,), generator=gen)
+        return (images.to(device),), (labels.to(device),)
+    raise ValueError(f"unknown model {name!r}")
+
+
+def build_optimizer(cfg, params):
+    opt = dict(cfg["optimizer"])
+    name = opt.pop("name")
+    if name == "adam":
+        return torch.optim.Adam(params, **opt)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=opt["lr"], momentum=opt.get("momentum", 0.0),
+                               weight_decay=opt.get("weight_decay", 0.0))
+    return models.build_optimizer(cfg, params)
+
+
+# --- sessions ------------------------------------------------------------------------
+
+class SpecialSession(worker.TorchSession):
+    """worker.TorchSession's step with this module's models: device, process group, DDP,
+    AMP and compile set up as TorchSession does (kept in step with it)."""
+
+    def __init__(self, spec, dist):
+        self.dist = dist
+        cuda = spec.get("device", "auto") in ("auto", "cuda") and torch.cuda.is_available()
+        if spec.get("device") == "cuda" and not cuda:
+            raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
+        self.cuda = cuda
+        self.device = torch.device("cuda", dist.local_rank % torch.cuda.device_count()) if cuda \
+            else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(self.device)
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+            torch.backends.cudnn.benchmark = True
+        if dist.distributed:
+            torch_dist.init_process_group(
+                "nccl" if cuda else "gloo", rank=dist.rank, world_size=dist.world_size,
+                init_method=f"tcp://{dist.master_addr}:{dist.master_port}",
+                timeout=datetime.timedelta(seconds=spec.get("rendezvous_timeout_s", 300)))
+        torch.manual_seed(spec.get("seed", 0))
+        gen = torch.Generator().manual_seed(spec.get("seed", 0) + dist.rank)
+        cfg = spec["model"]
+        model, self.loss_fn, params = self.build(cfg)
+        self.inputs, self.labels = synthetic_batch(cfg, spec["batch_size"], self.device, gen)
+        self.optimizer = build_optimizer(cfg, params)
+        if dist.distributed:
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.device.index] if cuda else None)
+        self.model = torch.compile(model) if spec.get("compile") else model
+        self.amp = spec["precision"] == "amp"
+        dtype = spec.get("amp_dtype", "bf16") if cuda else "bf16"
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp and self.amp_dtype == torch.float16)
+
+    def close(self):
+        # Seen here: ~ProcessGroupGloo joins its worker thread while holding the GIL, and
+        # that thread, dropping its last work, waits for the GIL: a deadlock at exit. Let
+        # every rank finish, and the workers drop their work, before destroying the group.
+        if torch_dist.is_initialized():
+            torch_dist.barrier()
+            time.sleep(0.2)
+            torch_dist.destroy_process_group()
+
+    def build(self, cfg):
+        """(data-parallel model on the device, loss_fn(outputs, *labels), all parameters).
+        Parameters are made on the device itself: a table of 10^8 rows never visits the host."""
+        with self.device:
+            model = {"wide_deep": WideDeep, "gpt": GPT}[cfg["name"]](**cfg)
+        return model, {"wide_deep": wide_deep_loss, "gpt": gpt_loss}[cfg["name"]], list(model.parameters())
+
+
+class FaceSession(SpecialSession):
+    """The backbone is data parallel (DDP); the classifier shard is this rank's alone."""
+
+    def build(self, cfg):
+        with self.device:
+            backbone = FaceModel(**cfg)
+            head = PartialFC(cfg["embedding_size"], cfg["num_classes"], self.dist.rank,
+                             self.dist.world_size, cfg["scale"], cfg["margin"])
+        self.head = head
+        return backbone, head, list(backbone.parameters()) + list(head.parameters())
+
+
+SESSIONS = {"wide_deep": SpecialSession, "gpt": SpecialSession, "insightface": FaceSession}
+
+
+def build(spec, dist):
+    """The session for a special model. Running out of memory while building (a huge table
+    or classifier) is raised as MemoryError, so that the harness records `oom`, not `failed`."""
+    try:
+        return SESSIONS[spec["model"]["name"]](spec, dist)
+    except RuntimeError as exc:
+        if isinstance(exc, torch.OutOfMemoryError) or any(m in str(exc) for m in worker.CPU_OOM):
+            raise MemoryError(f"{type(exc).__name__}: {exc}") from exc
+        raise

@@ -1,0 +1,76 @@
+"""Job states from Slurm: squeue (the controller, current) and sacct (accounting, final).
+
+Every call is an argument list with a time limit. States are reduced to the suite's few:
+PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, OOM, CANCELLED.
+"""
+import subprocess
+
+FINAL = ("COMPLETED", "FAILED", "TIMEOUT", "OOM", "CANCELLED")
+_STATES = {
+    "PENDING": "PENDING", "REQUEUED": "PENDING", "REQUEUE_FED": "PENDING",
+    "REQUEUE_HOLD": "PENDING", "RESV_DEL_HOLD": "PENDING", "CONFIGURING": "PENDING",
+    "RUNNING": "RUNNING", "COMPLETING": "RUNNING", "SIGNALING": "RUNNING",
+    "STAGE_OUT": "RUNNING", "RESIZING": "RUNNING", "SUSPENDED": "RUNNING", "STOPPED": "RUNNING",
+    "COMPLETED": "COMPLETED",
+    "FAILED": "FAILED", "NODE_FAIL": "FAILED", "BOOT_FAIL": "FAILED", "DEADLINE": "FAILED",
+    "SPECIAL_EXIT": "FAILED",
+    "TIMEOUT": "TIMEOUT",
+    "OUT_OF_MEMORY": "OOM",
+    "CANCELLED": "CANCELLED", "PREEMPTED": "CANCELLED", "REVOKED": "CANCELLED",
+}
+
+
+def normalize(raw: str):
+    """'CANCELLED by 0' -> CANCELLED, 'OUT_OF_MEMORY' -> OOM, 'REQUEUED' -> PENDING."""
+    word = (raw or "").strip().split(" ")[0].rstrip("+").upper()
+    return _STATES.get(word, word or None)
+
+
+def _run(argv, timeout):
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def squeue_states(job_ids, timeout: float = 30) -> dict:
+    """job id -> state for the jobs the controller still holds (pending, running, or ended
+    within MinJobAge); jobs it has forgotten are absent."""
+    ids = sorted({str(j) for j in job_ids})
+    if not ids:
+        return {}
+    out = _run(["squeue", "-h", "--states=all", "-j", ",".join(ids), "-o", "%i|%T"], timeout)
+    if out is None and len(ids) > 1:  # one unknown id can fail the whole call: ask one by one
+        out = "".join(_run(["squeue", "-h", "--states=all", "-j", j, "-o", "%i|%T"], timeout) or ""
+                      for j in ids)
+    states = {}
+    for line in (out or "").splitlines():
+        job, _, state = line.partition("|")
+        if job in ids:
+            states[job] = normalize(state)
+    return states
+
+
+def sacct_states(job_ids, timeout: float = 60) -> dict:
+    """job id -> final-or-not state from accounting; {} where accounting is off."""
+    ids = sorted({str(j) for j in job_ids})
+    if not ids:
+        return {}
+    out = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(ids)], timeout)
+    states = {}
+    for line in (out or "").splitlines():
+        job, _, state = line.partition("|")
+        if job in ids:
+            states[job] = normalize(state)
+    return states
+
+
+def job_states(job_ids) -> dict:
+    """job id -> state: the controller's while it holds the job (sacct lags it by seconds
+    and learns a start late), else accounting's; None where neither knows the job."""
+    ids = [str(j) for j in job_ids]
+    states = squeue_states(ids)
+    missing = [j for j in ids if j not in states]
+    states.update(sacct_states(missing) if missing else {})
+    return {j: states.get(j) for j in ids}

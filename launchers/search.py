@@ -1,0 +1,195 @@
+"""The largest value of one config key that still trains, found by running it: OOM is data.
+
+    python -m launch model=insightface gpus_per_node=2 \\
+        'search={key:model.num_classes,start:1024,max:16777216,tolerance:0.05}'
+
+A driver-level loop: the value doubles from `start` until a try ends `oom` (or `max` is
+reached), then bisection between the largest value that trained and the smallest that did
+not, until they are within `tolerance` (relative) of each other. Each try is a real run, a
+point of its own (SWEEP/points/<point>-<name>=<value>/) whose repeats the driver runs as it
+runs any point's, so a rerun into the same sweep runs nothing twice. The tries and the
+answer are kept in SWEEP/searches/<point>.json, rewritten after every try.
+
+A try is `ok` when all its repeats are; `oom` when one ended `oom`, or failed because a rank
+ran out of memory (its peers then fail on a broken collective); anything else stops the
+search, since it says nothing about memory. `key` is any integer setting of the point:
+`model.num_classes`, `model.deep_vocab_size`, or `batch_size` (issue 6's batch_size=max).
+"""
+import copy
+import os
+import time
+from pathlib import Path
+
+from frameworks.common import records
+from launchers import driver, points
+
+SCHEMA = "dlbench.search"
+DEFAULTS = {"start": None, "max": None, "tolerance": 0.05}
+
+
+def settings(point: dict) -> dict:
+    """The point's search settings, checked; raises points.ConfigError."""
+    s = point.get("search")
+    if not isinstance(s, dict) or not isinstance(s.get("key"), str):
+        raise points.ConfigError("search needs a key, e.g. search={key:model.num_classes,start:1024}")
+    unknown = set(s) - {"key", *DEFAULTS}
+    if unknown:
+        raise points.ConfigError(f"unknown search setting(s) {', '.join(sorted(unknown))} "
+                                 f"(valid: key, {', '.join(DEFAULTS)})")
+    s = {**DEFAULTS, **s}
+    current = _get(point, s["key"])
+    if not isinstance(current, int) or isinstance(current, bool):
+        raise points.ConfigError(f"search key {s['key']!r} is not an integer setting of this point")
+    s["start"] = current if s["start"] is None else s["start"]
+    s["max"] = s["start"] * 2**20 if s["max"] is None else s["max"]
+    for name in ("start", "max"):
+        if not isinstance(s[name], int) or isinstance(s[name], bool) or s[name] < 1:
+            raise points.ConfigError(f"search.{name} must be an integer >= 1, got {s[name]!r}")
+    if s["max"] < s["start"]:
+        raise points.ConfigError(f"search.max ({s['max']}) is below search.start ({s['start']})")
+    if not isinstance(s["tolerance"], (int, float)) or not 0 < s["tolerance"] < 1:
+        raise points.ConfigError(f"search.tolerance must be a fraction in (0, 1), got {s['tolerance']!r}")
+    return s
+
+
+def _path(key: str):
+    return key.split(".")
+
+
+def _get(point: dict, key: str):
+    node = point
+    for part in _path(key):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _set(tree: dict, key: str, value) -> None:
+    *parents, leaf = _path(key)
+    for part in parents:
+        tree = tree.setdefault(part, {})
+    tree[leaf] = value
+
+
+def find_largest(attempt, start: int, maximum: int, tolerance: float) -> dict:
+    """Run `attempt(value) -> 'ok' | 'oom' | other` to find the largest value that is ok.
+
+    Returns {largest_ok, smallest_oom, stopped}: `stopped` says why the search ended early
+    (a try that was neither ok nor oom), else None."""
+    ok, oom = None, None
+
+    def verdict(value):
+        outcome = attempt(value)
+        return outcome if outcome in ("ok", "oom") else None, outcome
+
+    value = start
+    while True:  # doubling up (or halving down when even `start` does not fit)
+        v, outcome = verdict(value)
+        if v is None:
+            return {"largest_ok": ok, "smallest_oom": oom, "stopped": f"{value}: {outcome}"}
+        if v == "ok":
+            ok = value
+            if oom is not None or value >= maximum:
+                break
+            value = min(value * 2, maximum)
+        else:
+            oom = value
+            if ok is not None or value == 1:
+                break
+            value //= 2
+    while ok is not None and oom is not None and oom - ok > max(1, tolerance * ok):
+        value = (ok + oom) // 2
+        v, outcome = verdict(value)
+        if v is None:
+            return {"largest_ok": ok, "smallest_oom": oom, "stopped": f"{value}: {outcome}"}
+        if v == "ok":
+            ok = value
+        else:
+            oom = value
+    return {"largest_ok": ok, "smallest_oom": oom, "stopped": None}
+
+
+def try_point(base: dict, s: dict, value: int) -> dict:
+    """The base point with the searched key set to value, as a point of its own."""
+    p = copy.deepcopy(base)
+    _set(p, s["key"], value)
+    _set(p["config"], s["key"], value)
+    leaf = _path(s["key"])[-1]
+    p["point"] = f"{base['point']}-{leaf}={value}"
+    p["dir"] = str(Path(base["dir"]).parent / p["point"])
+    p["search"] = {**s, "base": base["point"], "value": value}
+    return p
+
+
+def outcome(point: dict, statuses: list) -> str:
+    """ok, oom, or the worst other status of a try's repeats."""
+    if statuses and all(st == "ok" for st in statuses):
+        return "ok"
+    if "oom" in statuses:
+        return "oom"
+    for repeat, st in enumerate(statuses):
+        if st == "failed":  # a rank out of memory, its peers failing on the broken collective
+            ranks = driver.read_rank_records(points.repeat_dir(point, repeat), point["world_size"])
+            if any(r is not None and r["status"] == "oom" for r in ranks.values()):
+                return "oom"
+    return records.worst(statuses) if statuses else "failed"
+
+
+def ledger_path(base: dict) -> str:
+    return str(Path(base["dir"]).parent.parent / "searches" / f"{base['point']}.json")
+
+
+def run(base: dict, start, log=print) -> dict:
+    """Run the search of a point with the driver's `start(point, spec_path, rdir)`."""
+    s = settings(base)
+    ledger = {"schema": SCHEMA, "version": 1, "point": base["point"], "key": s["key"],
+              "start": s["start"], "max": s["max"], "tolerance": s["tolerance"],
+              "framework": base["framework"]["name"], "model": base["model"]["name"],
+              "model_size": base["model"].get("size"), "precision": base["precision"],
+              "batch_size": base["batch_size"], "nodes": base["nodes"],
+              "gpus_per_node": base["gpus_per_node"], "world_size": base["world_size"],
+              "compile": base["compile"], "tries": [], "done": False,
+              "largest_ok": None, "smallest_oom": None, "stopped": None}
+    path = ledger_path(base)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def attempt(value):
+        p = try_point(base, s, value)
+        points.write_point(p)
+        statuses = driver.run_point(p["dir"], start, log)
+        result = outcome(p, statuses)
+        ledger["tries"].append({"value": value, "point": p["point"], "outcome": result,
+                                "statuses": statuses})
+        records.write_json_atomic(path, ledger)
+        log(f"search {s['key']}={value}: {result}")
+        return result
+
+    ledger.update(find_largest(attempt, s["start"], s["max"], s["tolerance"]), done=True,
+                  ended_unix=time.time())
+    records.write_json_atomic(path, ledger)
+    found = ledger["largest_ok"]
+    log(f"search {s['key']}: largest that trains {found if found is not None else 'none'}"
+        + (f", smallest out of memory {ledger['smallest_oom']}" if ledger["smallest_oom"] else "")
+        + (f" (stopped at {ledger['stopped']})" if ledger["stopped"] else ""))
+    return ledger
+
+
+def submit(point: dict, launcher, dry_run: bool = False) -> None:
+    """launch.py's hook: run the search where the launcher can wait for each try."""
+    s = settings(point)
+    if dry_run:
+        print(f"{point['point']}: search {s['key']} from {s['start']}, doubling to at most "
+              f"{s['max']}, then bisection to {s['tolerance']:.0%}; each try a point of its own")
+        return
+    if hasattr(launcher, "submit_search"):  # a launcher that runs the loop inside its allocation
+        launcher.submit_search(point)
+        return
+    if launcher.__name__ != "launchers.local":
+        raise points.ConfigError(f"search runs with launcher=local here; {launcher.__name__} has no "
+                                 "submit_search hook (it would call launchers.search.run(point, start) "
+                                 "inside its allocation)")
+    from launchers import local
+    local.check(point)
+    run(point, local.start_ranks)
+
