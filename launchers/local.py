@@ -22,10 +22,20 @@ def check(point: dict) -> None:
                                  "needs launcher=slurm")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(span: int = 1) -> int:
+    """A port p such that p .. p+span-1 are all free now (adapters may use MASTER_PORT+k)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        try:
+            for port in range(base, base + span):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise OSError("no run of free ports found")
 
 
 def rank_env(point: dict, rank: int, port: int, base=None) -> dict:
@@ -73,7 +83,7 @@ def wait_ranks(procs, timeout_s: float):
 
 def start_ranks(point: dict, spec_path: str, rdir: str):
     argv = points.worker_argv(point, spec_path, sys.executable)
-    port = free_port()
+    port = free_port(span=point["world_size"] + 2)
     procs = []
     for rank in range(point["world_size"]):
         with open(os.path.join(rdir, f"rank-{rank:05d}.log"), "w") as log:

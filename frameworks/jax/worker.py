@@ -23,8 +23,6 @@ timed window (closed by `sync`) is what the throughput uses.
 import importlib.util
 import os
 import signal
-import socket
-import struct
 import time
 
 import numpy as np
@@ -37,6 +35,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from frameworks.common import harness
+from frameworks.common.rendezvous import rendezvous
 from frameworks.jax import models
 
 AXIS = "data"
@@ -63,55 +62,6 @@ def _local_gpu_ids(local_rank):
     return [local_rank % len(visible)] if visible else [local_rank]
 
 
-def tcp_rendezvous(addr, port, rank, world, timeout_s):
-    """Wait until all `world` ranks are up (rank 0 listens on addr:port), or raise.
-
-    Run before jax.distributed.initialize because JAX's coordination client aborts the
-    process (a C++ fatal error, no exception and so no record) when its own rendezvous
-    times out; after this one succeeds, every peer is known to be alive."""
-    deadline = time.monotonic() + timeout_s
-
-    def left(what):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"rendezvous: {what} within {timeout_s} s on {addr}:{port}")
-        return remaining
-
-    if rank == 0:
-        with socket.create_server(("", port)) as server:
-            peers = {}
-            try:
-                while len(peers) < world - 1:
-                    server.settimeout(left(f"{len(peers) + 1} of {world} ranks arrived"))
-                    try:
-                        conn, _ = server.accept()
-                    except socket.timeout:
-                        continue
-                    conn.settimeout(left("a rank connected but did not say who it is"))
-                    peers[struct.unpack("!I", conn.recv(4))[0]] = conn
-                for conn in peers.values():
-                    conn.sendall(b"go")
-            finally:
-                for conn in peers.values():
-                    conn.close()
-        return
-    while True:
-        try:
-            conn = socket.create_connection((addr, port), timeout=min(5.0, left("rank 0 not reached")))
-            break
-        except OSError:
-            time.sleep(0.2)
-    with conn:
-        conn.sendall(struct.pack("!I", rank))
-        conn.settimeout(left("not all ranks arrived"))
-        try:
-            if conn.recv(2) != b"go":
-                raise ConnectionError(f"rendezvous: rank 0 at {addr}:{port} went away")
-        except socket.timeout:
-            left("not all ranks arrived")
-            raise
-
-
 class JaxSession(harness.Session):
     framework_version = jax.__version__
 
@@ -132,9 +82,9 @@ class JaxSession(harness.Session):
         if dist.distributed:
             timeout = spec.get("rendezvous_timeout_s", 300)
             start = time.monotonic()
-            # Our own rendezvous first, on MASTER_PORT + 1 (see tcp_rendezvous).
-            tcp_rendezvous(dist.master_addr, dist.master_port + 1, dist.rank, dist.world_size,
-                           timeout)
+            # Our own, bounded, rendezvous first, on MASTER_PORT + 1: JAX's own aborts the
+            # process (no exception, so no record) when it times out.
+            rendezvous(dist, timeout, port=dist.master_port + 1)
             # JAX's preemption service installs its own SIGTERM handler; without it (and
             # with the harness's handler put back) a cancel still leaves a record.
             jax.config.update("jax_enable_preemption_service", False)

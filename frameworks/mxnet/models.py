@@ -16,7 +16,6 @@ import math
 
 import mxnet as mx
 import numpy as np
-from mxnet import gluon
 from mxnet.gluon import nn
 
 

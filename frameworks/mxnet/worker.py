@@ -14,11 +14,12 @@ own launcher starts them). The ranks are the workers; each step pushes every
 gradient to the servers, which sum them, and pulls the sum back, and every worker
 applies the same update, as all-reduce data parallel does. The push and the pull
 are separate calls on purpose: the Trainer's own path (`pushpull`, one request
-that the server answers with the merged value) let a rank receive a stale sum now
-and then in our 2-rank runs, and the weights of the ranks drifted apart; with
-push then pull (MXNet's older Module path) they stay bitwise equal. ps-lite's start
-has no time limit of its own, so it runs in a thread that rendezvous_timeout_s bounds.
+that the server answers with the merged value) now and then left the two ranks'
+weights a few keys apart in our 2-rank runs; with push then pull (MXNet's older
+Module path) they stay bitwise equal. ps-lite's start has no time limit of its
+own, so it runs in a thread that rendezvous_timeout_s bounds.
 """
+import collections
 import gc
 import hashlib
 import os
@@ -38,7 +39,14 @@ from mxnet import autograd, gluon  # noqa: E402
 
 from frameworks.mxnet import models  # noqa: E402
 
-SHUTDOWN_S = 30  # how long close() waits for ps-lite's orderly stop
+# How long close() waits for ps-lite's orderly stop before it kills this rank's scheduler
+# and server: below the local launcher's 10 s between SIGTERM and SIGKILL, so that a
+# cancelled rank still writes its record.
+SHUTDOWN_S = 8
+# MXNet's engine queues work without limit: a Python loop can enqueue hundreds of steps
+# ahead of the computation (holding their memory). Like a GPU's bounded launch queue,
+# step() lets at most this many steps be queued or running, then waits for the oldest.
+MAX_IN_FLIGHT = 2
 
 
 def ps_env(dist) -> dict:
@@ -103,6 +111,11 @@ class EngineTimer:
                 return
             marker.wait_to_read()
             self.done.append(time.perf_counter())
+            self.markers.task_done()
+
+    def drain(self):
+        """Wait until every step handed over so far is stamped."""
+        self.markers.join()
 
     def begin(self, i):
         self.begins.append(time.perf_counter())
@@ -151,6 +164,14 @@ class MXNetSession(harness.Session):
         if dist.distributed:
             os.environ.update(ps_env(dist), DMLC_ROLE="worker")
             self.children = start_ps_processes(dist)
+        try:
+            self._build(spec, dist)
+        except BaseException:
+            self._kill_children()  # close() is never called on a session that failed to build
+            raise
+
+    def _build(self, spec, dist):
+        if dist.distributed:
             self.kv = create_kvstore("dist_sync", spec.get("rendezvous_timeout_s", 300))
 
         seed = spec.get("seed", 0)
@@ -185,6 +206,7 @@ class MXNetSession(harness.Session):
         # (each rank's loss is already the mean over its own batch).
         self.grad_divisor = dist.world_size
         self.last_weight = self.weights[-1]  # the trainer updates it last
+        self.in_flight = collections.deque()
         self.step_timer = None
 
     def timer(self):
@@ -204,8 +226,13 @@ class MXNetSession(harness.Session):
                 self.kv.push(i, grad, priority=-i)
                 self.kv.pull(i, out=grad, priority=-i)
         self.trainer.step(self.grad_divisor)
+        # A one-element copy of the weight updated last: ready once this step is done.
+        marker = mx.nd.slice_axis(self.last_weight, axis=0, begin=0, end=1)
         if self.step_timer is not None:
-            self.step_timer.mark(mx.nd.slice_axis(self.last_weight, axis=0, begin=0, end=1))
+            self.step_timer.mark(marker)
+        self.in_flight.append(marker)
+        if len(self.in_flight) > MAX_IN_FLIGHT:
+            self.in_flight.popleft().wait_to_read()
         return loss
 
     def loss_value(self, handle):
@@ -213,6 +240,8 @@ class MXNetSession(harness.Session):
 
     def sync(self):
         mx.nd.waitall()  # MXNet's engine is asynchronous on the CPU too
+        if self.step_timer is not None:
+            self.step_timer.drain()  # so the window's end is after every step's end
 
     def barrier(self):
         if self.kv is not None:
@@ -261,10 +290,15 @@ class MXNetSession(harness.Session):
             return
         self.kv = self.trainer = self.net = self.params = None
         self.weights = self.grads = self.last_weight = None
+        deadline = time.monotonic() + SHUTDOWN_S
         done = threading.Event()
         threading.Thread(target=lambda: (gc.collect(), done.set()), daemon=True).start()
         done.wait(SHUTDOWN_S)
-        deadline = time.monotonic() + SHUTDOWN_S
+        self._kill_children(grace_s=deadline - time.monotonic())
+
+    def _kill_children(self, grace_s=0.0):
+        """Wait up to grace_s for this rank's scheduler and server to end, then kill them."""
+        deadline = time.monotonic() + grace_s
         for child in self.children:
             try:
                 child.wait(max(0.1, deadline - time.monotonic()))

@@ -24,58 +24,13 @@ cuBLAS 11 at import: requirements.txt pins the nvidia-cudnn-cu11 and
 nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
 """
 import os
-import socket
-import time
 
 from frameworks.common import harness
+from frameworks.common.rendezvous import rendezvous
 
 
 class AmpUnsupported(RuntimeError):
     """precision=amp asked for where OneFlow has no mixed precision."""
-
-
-def rendezvous(dist, timeout_s):
-    """Every rank meets on MASTER_ADDR:MASTER_PORT before OneFlow's own, unbounded, rendezvous.
-
-    Rank 0 accepts world_size-1 connections and answers each; the others connect,
-    retrying, until the deadline. The clients close first, so the port is free
-    again (no TIME_WAIT on rank 0's side) when OneFlow's control server binds it."""
-    deadline = time.monotonic() + timeout_s
-    left = lambda: max(0.1, deadline - time.monotonic())
-    if dist.rank == 0:
-        with socket.create_server(("", dist.master_port)) as server:
-            conns = []
-            try:
-                while len(conns) < dist.world_size - 1:
-                    server.settimeout(left())
-                    try:
-                        conns.append(server.accept()[0])
-                    except socket.timeout:
-                        raise TimeoutError(
-                            f"rendezvous: {len(conns) + 1} of {dist.world_size} ranks reached "
-                            f"port {dist.master_port} within {timeout_s} s") from None
-                for c in conns:
-                    c.sendall(b"go")
-                for c in conns:
-                    c.settimeout(left())
-                    c.recv(16)  # EOF: the peer has closed its end
-            finally:
-                for c in conns:
-                    c.close()
-        return
-    while True:
-        try:
-            conn = socket.create_connection((dist.master_addr, dist.master_port), timeout=5)
-            break
-        except OSError as exc:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"rendezvous: rank 0 at {dist.master_addr}:{dist.master_port} "
-                                   f"not reached within {timeout_s} s ({exc})") from None
-            time.sleep(0.5)
-    with conn:
-        conn.settimeout(left())
-        if conn.recv(2) != b"go":
-            raise ConnectionError("rendezvous: rank 0 closed the connection before all ranks arrived")
 
 
 class OneFlowSession(harness.Session):

@@ -200,10 +200,12 @@ class PaddleSession(harness.Session):
 
     def environment(self):
         env = {"device": "cpu", "device_count": 1, "paddle_commit": paddle.version.commit,
-               "mkl": paddle.version.with_mkl, "compile": "paddle.jit.to_static" if self.compile
-               else "eager", "amp": f"auto_cast O1 {self.amp_dtype}" if self.amp else None}
+               "mkl": paddle.version.with_mkl,
+               "compile": "paddle.jit.to_static" if self.compile else "eager",
+               "amp": f"auto_cast O1 {self.amp_dtype}" if self.amp else None}
         if self.gpu:
-            env.update(device=paddle.device.cuda.get_device_name(), device_count=paddle.device.cuda.device_count(),
+            env.update(device=paddle.device.cuda.get_device_name(),
+                       device_count=paddle.device.cuda.device_count(),
                        cuda=paddle.version.cuda(), cudnn=paddle.version.cudnn(),
                        nccl=str(paddle.version.nccl()))
         return env

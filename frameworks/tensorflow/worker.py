@@ -21,8 +21,6 @@ the repository root may be on sys.path (as with `python -m frameworks`), else
 """
 import json
 import os
-import socket
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # keep warnings and errors, drop INFO
 
@@ -31,66 +29,11 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 from frameworks.common import harness  # noqa: E402
+from frameworks.common.rendezvous import rendezvous  # noqa: E402
 from frameworks.tensorflow import models  # noqa: E402
 
 
 # --- rendezvous and TF_CONFIG -----------------------------------------------------
-
-def _recv_line(conn) -> bytes:
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = conn.recv(4096)
-        if not chunk:
-            raise ConnectionError("rendezvous peer closed the connection")
-        buf += chunk
-    return buf
-
-
-def rendezvous(dist, timeout_s: float) -> list:
-    """Every rank's address as rank 0 sees it; raises TimeoutError past the deadline.
-
-    Rank 0 listens on MASTER_PORT (all interfaces); the others connect to
-    MASTER_ADDR:MASTER_PORT (retrying until the deadline) and send their rank; once
-    all have come, rank 0 answers each with the JSON list of addresses."""
-    deadline = time.monotonic() + timeout_s
-    left = lambda: max(0.05, deadline - time.monotonic())  # noqa: E731
-    if dist.rank == 0:
-        hosts = {0: dist.master_addr}
-        conns = []
-        with socket.create_server(("", dist.master_port)) as srv:
-            while len(hosts) < dist.world_size:
-                if time.monotonic() >= deadline:
-                    missing = sorted(set(range(dist.world_size)) - set(hosts))
-                    raise TimeoutError(f"rendezvous: ranks {missing} did not reach rank 0 on port "
-                                       f"{dist.master_port} within {timeout_s:g} s")
-                srv.settimeout(min(1.0, left()))
-                try:
-                    conn, (addr, _) = srv.accept()
-                except socket.timeout:
-                    continue
-                conn.settimeout(left())
-                rank = int(json.loads(_recv_line(conn))["rank"])
-                hosts[rank] = addr
-                conns.append(conn)
-        listing = [hosts[r] for r in range(dist.world_size)]
-        for conn in conns:
-            with conn:
-                conn.sendall((json.dumps(listing) + "\n").encode())
-        return listing
-    while True:
-        try:
-            with socket.create_connection((dist.master_addr, dist.master_port),
-                                          timeout=min(5.0, left())) as conn:
-                conn.sendall((json.dumps({"rank": dist.rank}) + "\n").encode())
-                conn.settimeout(left())
-                return json.loads(_recv_line(conn))
-        except (ConnectionRefusedError, ConnectionResetError, socket.timeout, OSError) as exc:
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"rendezvous: rank {dist.rank} could not reach rank 0 at "
-                                   f"{dist.master_addr}:{dist.master_port} within "
-                                   f"{timeout_s:g} s ({exc})") from None
-            time.sleep(0.2)
-
 
 def worker_hosts(dist, learned: list, env=os.environ) -> list:
     """One host per rank: DLBENCH_RANK_HOSTS (per rank or per node), else the learned ones."""

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -161,3 +162,27 @@ def test_two_ranks_agree(jax_python, tmp_path):
     steps = r0["spec"]["warmup_steps"] + r0["spec"]["measure_steps"]
     assert sums[0][0] == sums[1][0] == steps
     assert sums[0][1] == sums[1][1], sums
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_lone_rank_times_out_with_a_record(jax_python, eager_sweep, tmp_path, rank):
+    """A rank whose peer never comes fails after rendezvous_timeout_s with a record
+    (JAX's own rendezvous would abort the process, leaving none: see the worker)."""
+    with open(os.path.join(eager_sweep["jax-bert_base-fp32-1x1-bs4"], "spec.json")) as f:
+        spec = json.load(f)
+    spec.update(rendezvous_timeout_s=3, record_dir=str(tmp_path))
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), RANK=str(rank), WORLD_SIZE="2",
+               LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(port))
+    out = subprocess.run([jax_python, "-m", "frameworks", "--spec", str(tmp_path / "spec.json")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr[-2000:]
+    with open(tmp_path / f"rank-{rank:05d}.json") as f:
+        rec = json.load(f)
+    assert rec["status"] == "failed"
+    assert rec["error"].startswith("TimeoutError: rendezvous: "), rec["error"]
+    assert f"within 3 s on 127.0.0.1:{port + 1}" in rec["error"]
