@@ -12,6 +12,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
 from mindspore.common.initializer import Normal
+from frameworks.common import synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -153,27 +154,9 @@ def resnet_loss(logits, labels):
 # --- synthetic batches ----------------------------------------------------------
 
 def synthetic_batch(model_cfg, batch_size, seed):
-    """Fixed random inputs (the reference's shapes and dtypes), made once as device tensors."""
-    rng = np.random.default_rng(seed)
-    name = model_cfg["name"]
-    if name == "resnet50":
-        n = model_cfg["image_size"]
-        x = rng.standard_normal((batch_size, 3, n, n), dtype=np.float32)
-        y = rng.integers(0, model_cfg["num_classes"], batch_size).astype(np.int32)
-        return (ms.Tensor(x),), (ms.Tensor(y),)
-    if name == "bert_base":
-        s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
-        tokens = rng.integers(0, vocab, (batch_size, s)).astype(np.int32)
-        types = np.broadcast_to((np.arange(s) >= s // 2).astype(np.int32), (batch_size, s)).copy()
-        mask = np.ones((batch_size, s), np.int32)
-        # Mask ~15% of positions for MLM (at least one per sequence); the rest are ignored.
-        masked = rng.random((batch_size, s)) < model_cfg["mask_prob"]
-        masked[:, 1] = True
-        mlm = np.where(masked, rng.integers(0, vocab, (batch_size, s)), -100).astype(np.int32)
-        nsp = rng.integers(0, 2, batch_size).astype(np.int32)
-        t = lambda *a: tuple(ms.Tensor(x) for x in a)
-        return t(tokens, types, mask), t(mlm, nsp)
-    raise ValueError(f"unknown model {name!r}")
+    """Fixed random inputs (frameworks/common/synthetic.py), made once as device tensors."""
+    inputs, labels = synthetic.arrays(model_cfg, batch_size, seed, int_dtype="int32")
+    return tuple(ms.Tensor(a) for a in inputs), tuple(ms.Tensor(a) for a in labels)
 
 
 def build_model(model_cfg):

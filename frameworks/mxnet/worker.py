@@ -7,9 +7,10 @@ the forward pass and the loss into one cached symbolic graph. AMP is
 its dynamic loss scaling (bf16 AMP in MXNet 1.9 is CPU-only).
 
 Data parallel when WORLD_SIZE > 1: a `dist_sync` KVStore (ps-lite). It needs a
-scheduler and servers besides the workers: global rank 0 starts the scheduler on
-MASTER_ADDR:MASTER_PORT, and local rank 0 of every node starts one server, each as a
-child process (`python -c "import mxnet"` with DMLC_ROLE set, which is how MXNet's
+scheduler and servers besides the workers. The ranks first meet through the suite's
+bounded rendezvous (frameworks/common/rendezvous.py on MASTER_PORT); then global
+rank 0 starts the scheduler on MASTER_ADDR:MASTER_PORT+1, and local rank 0 of every
+node starts one server, each as a child process (`python -c "import mxnet"` with DMLC_ROLE set, which is how MXNet's
 own launcher starts them). The ranks are the workers; each step pushes every
 gradient to the servers, which sum them, and pulls the sum back, and every worker
 applies the same update, as all-reduce data parallel does. The push and the pull
@@ -17,7 +18,7 @@ are separate calls on purpose: the Trainer's own path (`pushpull`, one request
 that the server answers with the merged value) now and then left the two ranks'
 weights a few keys apart in our 2-rank runs; with push then pull (MXNet's older
 Module path) they stay bitwise equal. ps-lite's start has no time limit of its
-own, so it runs in a thread that rendezvous_timeout_s bounds.
+own, so it runs in a thread bounded by what is left of rendezvous_timeout_s.
 """
 import collections
 import gc
@@ -32,6 +33,7 @@ import time
 import numpy as np
 
 from frameworks.common import harness
+from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
 import mxnet as mx  # noqa: E402
@@ -39,9 +41,8 @@ from mxnet import autograd, gluon  # noqa: E402
 
 from frameworks.mxnet import models  # noqa: E402
 
-# How long close() waits for ps-lite's orderly stop before it kills this rank's scheduler
-# and server: below the local launcher's 10 s between SIGTERM and SIGKILL, so that a
-# cancelled rank still writes its record.
+# How long close() waits for ps-lite's orderly stop (a barrier of every node) before it
+# kills this rank's scheduler and server: a peer that died must not hold the teardown.
 SHUTDOWN_S = 8
 # MXNet's engine queues work without limit: a Python loop can enqueue hundreds of steps
 # ahead of the computation (holding their memory). Like a GPU's bounded launch queue,
@@ -53,7 +54,7 @@ def ps_env(dist) -> dict:
     """ps-lite's variables from the suite's contract: the scheduler at the master, one
     server per node, every rank a worker."""
     nodes = max(1, dist.world_size // dist.local_world_size)
-    return {"DMLC_PS_ROOT_URI": dist.master_addr, "DMLC_PS_ROOT_PORT": str(dist.master_port),
+    return {"DMLC_PS_ROOT_URI": dist.master_addr, "DMLC_PS_ROOT_PORT": str(dist.master_port + 1),
             "DMLC_NUM_WORKER": str(dist.world_size), "DMLC_NUM_SERVER": str(nodes)}
 
 
@@ -161,18 +162,20 @@ class MXNetSession(harness.Session):
             self.amp_mod = amp
             amp.init(target_dtype=self.amp_dtype)  # before the model exists: it wraps the ops
 
+        deadline = time.monotonic() + spec.get("rendezvous_timeout_s", 300)
         if dist.distributed:
+            rendezvous(dist, deadline - time.monotonic())  # every rank is up, or TimeoutError
             os.environ.update(ps_env(dist), DMLC_ROLE="worker")
             self.children = start_ps_processes(dist)
         try:
-            self._build(spec, dist)
+            self._build(spec, dist, deadline)
         except BaseException:
             self._kill_children()  # close() is never called on a session that failed to build
             raise
 
-    def _build(self, spec, dist):
+    def _build(self, spec, dist, deadline):
         if dist.distributed:
-            self.kv = create_kvstore("dist_sync", spec.get("rendezvous_timeout_s", 300))
+            self.kv = create_kvstore("dist_sync", max(30.0, deadline - time.monotonic()))
 
         seed = spec.get("seed", 0)
         mx.random.seed(seed)  # the same initial weights everywhere (and the kvstore's init wins)

@@ -8,11 +8,11 @@ path computes it.
 """
 import math
 
-import numpy as np
 
 import oneflow as flow
 from oneflow import nn
 import oneflow.nn.functional as F
+from frameworks.common import synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -146,27 +146,10 @@ def resnet_loss(logits, labels):
 # --- synthetic batches ----------------------------------------------------------
 
 def synthetic_batch(model_cfg, batch_size, device, seed):
-    """Fixed random inputs (the reference's shapes and dtypes), made once on the device."""
-    rng = np.random.default_rng(seed)
-    name = model_cfg["name"]
-    t = lambda *a: tuple(flow.tensor(x, device=device) for x in a)
-    if name == "resnet50":
-        n = model_cfg["image_size"]
-        x = rng.standard_normal((batch_size, 3, n, n), dtype=np.float32)
-        y = rng.integers(0, model_cfg["num_classes"], batch_size).astype(np.int64)
-        return t(x), t(y)
-    if name == "bert_base":
-        s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
-        tokens = rng.integers(0, vocab, (batch_size, s)).astype(np.int64)
-        types = np.broadcast_to((np.arange(s) >= s // 2).astype(np.int64), (batch_size, s)).copy()
-        mask = np.ones((batch_size, s), np.int64)
-        # Mask ~15% of positions for MLM (at least one per sequence); the rest are ignored.
-        masked = rng.random((batch_size, s)) < model_cfg["mask_prob"]
-        masked[:, 1] = True
-        mlm = np.where(masked, rng.integers(0, vocab, (batch_size, s)), -100).astype(np.int64)
-        nsp = rng.integers(0, 2, batch_size).astype(np.int64)
-        return t(tokens, types, mask), t(mlm, nsp)
-    raise ValueError(f"unknown model {name!r}")
+    """Fixed random inputs (frameworks/common/synthetic.py), made once on the device."""
+    inputs, labels = synthetic.arrays(model_cfg, batch_size, seed)
+    t = lambda arrays: tuple(flow.tensor(a, device=device) for a in arrays)  # noqa: E731
+    return t(inputs), t(labels)
 
 
 def build_model(model_cfg):

@@ -10,22 +10,22 @@ so precision=amp on a CPU needs compile=true and fails plainly without it.
 
 Data parallel when WORLD_SIZE > 1: paddle.DataParallel over the process group of
 `paddle.distributed.init_parallel_env`, gloo on CPU (PADDLE_DISTRI_BACKEND=gloo),
-NCCL on GPUs. Paddle's own rendezvous store waits 900 s, fixed; a TCPStore on
-MASTER_PORT with the spec's rendezvous_timeout_s comes first, so that a missing
-rank fails the run in time. Paddle reads the rank contract from PADDLE_TRAINER_ID,
-PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT and
-PADDLE_MASTER, which are derived here from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+NCCL on GPUs. Paddle's own rendezvous store waits 900 s, fixed; the suite's bounded
+rendezvous (frameworks/common/rendezvous.py, on MASTER_PORT, within the spec's
+rendezvous_timeout_s) comes first, so that a missing rank fails the run in time.
+Paddle reads the rank contract from PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM,
+PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT and PADDLE_MASTER, which are
+derived here from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
 """
 import hashlib
 import os
 import signal
-import socket
-import time
 import warnings
 
 import numpy as np
 
 from frameworks.common import harness
+from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("GLOG_minloglevel", "1")  # Paddle's C++ INFO lines drown the rank log
 _sigterm = signal.getsignal(signal.SIGTERM)
@@ -88,7 +88,7 @@ STEPS = {"resnet50": ResNetStep, "bert_base": BertStep}
 def _paddle_env(dist) -> dict:
     """Paddle's rank variables from the suite's contract. The gloo and NCCL process groups
     meet through the TCP store at PADDLE_MASTER (MASTER_PORT + 1; MASTER_PORT itself
-    is the timed rendezvous below); the endpoints are only checked for presence by that
+    is the suite's bounded rendezvous); the endpoints are only checked for presence by that
     path and follow Paddle's convention that the first one is the master's."""
     addr, port = dist.master_addr, dist.master_port
     endpoints = [f"{addr}:{port + 1 + r}" for r in range(dist.world_size)]
@@ -96,34 +96,6 @@ def _paddle_env(dist) -> dict:
             "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints),
             "PADDLE_CURRENT_ENDPOINT": endpoints[dist.rank],
             "PADDLE_MASTER": f"{addr}:{port + 1}"}
-
-
-def timed_rendezvous(dist, timeout_s: float):
-    """Every rank meets at MASTER_ADDR:MASTER_PORT within timeout_s, or TimeoutError.
-
-    Rank 0 serves a paddle TCPStore that waits for the others with a time limit; the
-    others first wait for its port on their own clock, because Paddle's TCP client
-    retries a refused connection with no limit of its own."""
-    from paddle.base import core
-    deadline = time.monotonic() + timeout_s
-    where = f"{dist.master_addr}:{dist.master_port}"
-    if dist.rank != 0:
-        while True:
-            try:
-                socket.create_connection((dist.master_addr, dist.master_port), timeout=5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"rendezvous: rank 0 not listening at {where} "
-                                       f"after {timeout_s:.0f}s") from None
-                time.sleep(0.5)
-    left = max(1, round(deadline - time.monotonic()))
-    try:
-        return core.TCPStore(dist.master_addr, dist.master_port, dist.rank == 0,
-                             dist.world_size, left)
-    except Exception as exc:  # Paddle reports its store timeout as SystemError
-        raise TimeoutError(f"rendezvous at {where}: not all {dist.world_size} ranks within "
-                           f"{timeout_s:.0f}s ({str(exc).strip().splitlines()[0]})") from None
 
 
 class PaddleSession(harness.Session):
@@ -147,14 +119,14 @@ class PaddleSession(harness.Session):
         dtype = (spec.get("amp_dtype") or "bf16") if self.gpu else "bf16"  # CPU AMP is bf16
         self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
 
-        self.group = self._rdv_store = None
+        self.group = None
         if dist.distributed:
             os.environ.update(_paddle_env(dist))
             if self.gpu:  # init_parallel_env's NCCL path requires it
                 os.environ["FLAGS_selected_gpus"] = str(dist.local_rank % gpus)
             else:
                 os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
-            self._rdv_store = timed_rendezvous(dist, spec.get("rendezvous_timeout_s", 300))
+            rendezvous(dist, spec.get("rendezvous_timeout_s", 300))  # all here, or TimeoutError
             self.group = paddle_dist.init_parallel_env()
 
         seed = spec.get("seed", 0)

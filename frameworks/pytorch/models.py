@@ -7,6 +7,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from frameworks.common import synthetic
+
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
 
@@ -128,28 +130,12 @@ def bert_loss(outputs, mlm_labels, nsp_labels):
 
 # --- synthetic batches ----------------------------------------------------------
 
-def synthetic_batch(model_cfg, batch_size, device, generator):
-    """Fixed random inputs made once on the device, as DLPerf's synthetic-data runs."""
-    name = model_cfg["name"]
-    if name == "resnet50":
-        n = model_cfg["image_size"]
-        x = torch.randn(batch_size, 3, n, n, generator=generator).to(device)
-        y = torch.randint(0, model_cfg["num_classes"], (batch_size,), generator=generator).to(device)
-        return (x,), (y,)
-    if name == "bert_base":
-        s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
-        tokens = torch.randint(0, vocab, (batch_size, s), generator=generator)
-        types = (torch.arange(s) >= s // 2).long().expand(batch_size, s).contiguous()
-        mask = torch.ones(batch_size, s, dtype=torch.long)
-        # Mask ~15% of positions for MLM (at least one per sequence); the rest are ignored.
-        masked = torch.rand(batch_size, s, generator=generator) < model_cfg["mask_prob"]
-        masked[:, 1] = True
-        mlm = torch.where(masked, torch.randint(0, vocab, (batch_size, s), generator=generator),
-                          torch.full((batch_size, s), -100))
-        nsp = torch.randint(0, 2, (batch_size,), generator=generator)
-        move = lambda *ts: tuple(t.to(device) for t in ts)
-        return move(tokens, types, mask), move(mlm, nsp)
-    raise ValueError(f"unknown model {name!r}")
+def synthetic_batch(model_cfg, batch_size, device, seed):
+    """Fixed random inputs made once on the device (frameworks/common/synthetic.py: the
+    same values in every framework), as DLPerf's synthetic-data runs."""
+    inputs, labels = synthetic.arrays(model_cfg, batch_size, seed)
+    t = lambda arrays: tuple(torch.from_numpy(a).to(device) for a in arrays)  # noqa: E731
+    return t(inputs), t(labels)
 
 
 def build_model(model_cfg):

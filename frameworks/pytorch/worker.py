@@ -62,14 +62,14 @@ class TorchSession(harness.Session):
                 init_method=f"tcp://{dist.master_addr}:{dist.master_port}",
                 timeout=datetime.timedelta(seconds=spec.get("rendezvous_timeout_s", 300)))
         torch.manual_seed(spec.get("seed", 0))
-        gen = torch.Generator().manual_seed(spec.get("seed", 0) + dist.rank)
         cfg = spec["model"]
         model, self.loss_fn = models.build_model(cfg)
         model = model.to(self.device)
         self.channels_last = cuda and cfg.get("channels_last", False)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        self.inputs, self.labels = models.synthetic_batch(cfg, spec["batch_size"], self.device, gen)
+        self.inputs, self.labels = models.synthetic_batch(cfg, spec["batch_size"], self.device,
+                                                          spec.get("seed", 0) + dist.rank)
         if self.channels_last:
             self.inputs = (self.inputs[0].contiguous(memory_format=torch.channels_last),)
         self.optimizer = models.build_optimizer(cfg, model.parameters())

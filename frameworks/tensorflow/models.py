@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 from keras import layers as kl
+from frameworks.common import synthetic
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
 
@@ -179,27 +180,8 @@ def bert_loss(outputs, mlm_labels, nsp_labels):
 # --- synthetic batches ----------------------------------------------------------
 
 def synthetic_batch(model_cfg, batch_size, seed):
-    """Fixed random inputs as numpy arrays (the worker places them on its device once)."""
-    rng = np.random.default_rng(seed)
-    name = model_cfg["name"]
-    if name == "resnet50":
-        n = model_cfg["image_size"]
-        x = rng.standard_normal((batch_size, n, n, 3), dtype=np.float32)  # NHWC
-        y = rng.integers(0, model_cfg["num_classes"], (batch_size,), dtype=np.int32)
-        return (x,), (y,)
-    if name == "bert_base":
-        s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
-        tokens = rng.integers(0, vocab, (batch_size, s), dtype=np.int32)
-        types = np.broadcast_to((np.arange(s) >= s // 2).astype(np.int32), (batch_size, s)).copy()
-        mask = np.ones((batch_size, s), dtype=np.int32)
-        # Mask ~15% of positions for MLM (at least one per sequence); the rest are ignored.
-        masked = rng.random((batch_size, s)) < model_cfg["mask_prob"]
-        masked[:, 1] = True
-        mlm = np.where(masked, rng.integers(0, vocab, (batch_size, s), dtype=np.int32),
-                       np.int32(-100)).astype(np.int32)
-        nsp = rng.integers(0, 2, (batch_size,), dtype=np.int32)
-        return (tokens, types, mask), (mlm, nsp)
-    raise ValueError(f"unknown model {name!r}")
+    """Fixed random inputs as numpy arrays, NHWC (the worker places them on its device once)."""
+    return synthetic.arrays(model_cfg, batch_size, seed, channels_last=True, int_dtype="int32")
 
 
 def build_model(model_cfg):

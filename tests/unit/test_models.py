@@ -32,7 +32,7 @@ def test_tiny_models_train_one_step():
         cfg = model_cfg(name, "tiny")
         model, loss_fn = models.build_model(cfg)
         opt = models.build_optimizer(cfg, model.parameters())
-        x, y = models.synthetic_batch(cfg, 2, "cpu", torch.Generator().manual_seed(0))
+        x, y = models.synthetic_batch(cfg, 2, "cpu", 0)
         before = [p.detach().clone() for p in model.parameters()]
         loss = loss_fn(model(*x), *y)
         loss.backward()
@@ -45,3 +45,15 @@ def test_decoder_is_tied_to_word_embeddings():
     m = models.BertForPretraining(**model_cfg("bert_base", "tiny"))
     names = [n for n, _ in m.named_parameters()]
     assert not any("decoder" in n for n in names) and "word.weight" in names
+
+
+def test_every_framework_gets_the_same_batch():
+    """The adapters share frameworks/common/synthetic.py: NHWC is a transpose of NCHW."""
+    from frameworks.common import synthetic
+    cfg = model_cfg("resnet50", "tiny")
+    (nchw,), (y1,) = synthetic.arrays(cfg, 2, 5)
+    (nhwc,), (y2,) = synthetic.arrays(cfg, 2, 5, channels_last=True, int_dtype="int32")
+    assert (nhwc == nchw.transpose(0, 2, 3, 1)).all() and (y1 == y2).all()
+    (tokens, types, mask), (mlm, nsp) = synthetic.arrays(model_cfg("bert_base", "tiny"), 3, 1)
+    assert tokens.shape == (3, 128) and types[:, 64:].all() and not types[:, :64].any()
+    assert ((mlm == -100) | ((mlm >= 0) & (mlm < 1000))).all() and (mlm[:, 1] != -100).all()
