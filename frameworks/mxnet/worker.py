@@ -87,6 +87,30 @@ def create_kvstore(kind: str, timeout_s: float):
     return box["kv"]
 
 
+def interruptible(wait, *args):
+    """Run a blocking MXNet wait in a helper thread and join it in short slices.
+
+    A C call in the main thread holds off Python's signal handlers until it returns;
+    when a peer rank has stopped, a wait on a kvstore result never returns, and the
+    harness's SIGTERM (-> a `cancelled` record) would never run. Joining with a
+    timeout is interruptible, so SIGTERM still ends the rank with its record."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = wait(*args)
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the caller)
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="mxnet-wait", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.2)
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 class EngineTimer:
     """Step edges as MXNet's engine completes them, not as Python enqueues them.
 
@@ -197,11 +221,12 @@ class MXNetSession(harness.Session):
         self.grads = [p.grad(self.ctx) for p in self.trainer._params]
         if self.kv is not None:
             n = len(self.grads)
-            self.kv.init(list(range(n)), self.grads)
+            # (init ends in a barrier of all workers: a C wait, hence interruptible)
+            interruptible(self.kv.init, list(range(n)), self.grads)
             # Keys n.. carry the weights once: every rank starts from the first worker's.
-            self.kv.init(list(range(n, 2 * n)), self.weights)
+            interruptible(self.kv.init, list(range(n, 2 * n)), self.weights)
             self.kv.pull(list(range(n, 2 * n)), out=self.weights)
-            mx.nd.waitall()
+            interruptible(mx.nd.waitall)
         self.scale_loss = self.amp and self.amp_dtype == "float16"
         if self.scale_loss:
             self.amp_mod.init_trainer(self.trainer)
@@ -235,20 +260,20 @@ class MXNetSession(harness.Session):
             self.step_timer.mark(marker)
         self.in_flight.append(marker)
         if len(self.in_flight) > MAX_IN_FLIGHT:
-            self.in_flight.popleft().wait_to_read()
+            interruptible(self.in_flight.popleft().wait_to_read)
         return loss
 
     def loss_value(self, handle):
-        return float(handle.asscalar())
+        return float(interruptible(handle.asscalar))
 
     def sync(self):
-        mx.nd.waitall()  # MXNet's engine is asynchronous on the CPU too
+        interruptible(mx.nd.waitall)  # MXNet's engine is asynchronous on the CPU too
         if self.step_timer is not None:
-            self.step_timer.drain()  # so the window's end is after every step's end
+            interruptible(self.step_timer.drain)  # the window ends after every step's end
 
     def barrier(self):
         if self.kv is not None:
-            self.kv._barrier()  # KVStore's only barrier (a private name in 1.9)
+            interruptible(self.kv._barrier)  # KVStore's only barrier (a private name in 1.9)
 
     def environment(self):
         features = mx.runtime.Features()

@@ -101,3 +101,11 @@ def test_bad_input_one_line_nonzero(args, message):
     assert res.returncode != 0
     assert res.stderr.strip().startswith(message), res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_compile_switch_is_torch_compile(tmp_path):
+    res = launch("preset=smoke", "repeats=1", "compile=true", f"hydra.run.dir={tmp_path}")
+    assert res.returncode == 0, res.stderr[-3000:]
+    points = analysis.load(tmp_path).points
+    assert points.iloc[0].status == "ok" and bool(points.iloc[0].compile)
+    assert points.iloc[0].point.endswith("-compile")
