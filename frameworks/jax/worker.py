@@ -263,6 +263,3 @@ class JaxSession(harness.Session):
 
 
 build = JaxSession
-
-if __name__ == "__main__":
-    raise SystemExit(harness.main(build=JaxSession))

@@ -221,6 +221,3 @@ class MindSporeSession(harness.Session):
 
 
 build = MindSporeSession
-
-if __name__ == "__main__":
-    raise SystemExit(harness.main(build=MindSporeSession))

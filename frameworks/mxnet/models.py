@@ -18,6 +18,8 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import nn
 
+from frameworks.common import synthetic
+
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
 
@@ -194,27 +196,11 @@ class TrainStep(nn.HybridBlock):
 # --- synthetic batches ----------------------------------------------------------
 
 def synthetic_batch(model_cfg, batch_size, seed, ctx):
-    """Fixed random inputs made once on ctx; ids and labels as float32 (Gluon's convention)."""
-    rng = np.random.default_rng(seed)
-    name = model_cfg["name"]
+    """The suite's synthetic batch (frameworks/common/synthetic.py: the same values in
+    every framework), made once on ctx; ids and labels as float32 (Gluon's convention)."""
+    inputs, labels = synthetic.arrays(model_cfg, batch_size, seed, int_dtype="float32")
     arr = lambda a: mx.nd.array(a, ctx=ctx, dtype="float32")  # noqa: E731
-    if name == "resnet50":
-        n = model_cfg["image_size"]
-        x = rng.standard_normal((batch_size, 3, n, n), dtype=np.float32)
-        y = rng.integers(0, model_cfg["num_classes"], (batch_size,))
-        return (arr(x),), (arr(y),)
-    if name == "bert_base":
-        s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
-        tokens = rng.integers(0, vocab, (batch_size, s))
-        types = np.broadcast_to((np.arange(s) >= s // 2), (batch_size, s))
-        mask = np.ones((batch_size, s))
-        # Mask ~15% of positions for MLM (at least one per sequence); the rest are ignored.
-        masked = rng.random((batch_size, s)) < model_cfg["mask_prob"]
-        masked[:, 1] = True
-        mlm = np.where(masked, rng.integers(0, vocab, (batch_size, s)), -100)
-        nsp = rng.integers(0, 2, (batch_size,))
-        return (arr(tokens), arr(types), arr(mask)), (arr(mlm), arr(nsp))
-    raise ValueError(f"unknown model {name!r}")
+    return tuple(map(arr, inputs)), tuple(map(arr, labels))
 
 
 def build_model(model_cfg):

@@ -20,6 +20,7 @@ weights a few keys apart in our 2-rank runs; with push then pull (MXNet's older
 Module path) they stay bitwise equal. ps-lite's start has no time limit of its
 own, so it runs in a thread bounded by what is left of rendezvous_timeout_s.
 """
+import atexit
 import collections
 import gc
 import hashlib
@@ -44,6 +45,7 @@ from frameworks.mxnet import models  # noqa: E402
 # How long close() waits for ps-lite's orderly stop (a barrier of every node) before it
 # kills this rank's scheduler and server: a peer that died must not hold the teardown.
 SHUTDOWN_S = 8
+CHECKSUM_S = 5  # how long close() waits for the final weights it prints a checksum of
 # MXNet's engine queues work without limit: a Python loop can enqueue hundreds of steps
 # ahead of the computation (holding their memory). Like a GPU's bounded launch queue,
 # step() lets at most this many steps be queued or running, then waits for the oldest.
@@ -306,23 +308,39 @@ class MXNetSession(harness.Session):
 
     def close(self):
         try:  # read by tests/integration/test_framework_mxnet.py from the rank's log
-            print(f"mxnet rank {self.dist.rank} parameter checksum: {self.parameter_checksum()}",
-                  flush=True)
+            # Bounded: after a peer stopped, the weights wait on a pull that never comes.
+            box = []
+            reader = threading.Thread(target=lambda: box.append(self.parameter_checksum()),
+                                      daemon=True)
+            reader.start()
+            reader.join(CHECKSUM_S)
+            text = box[0] if box else f"unavailable (weights not ready after {CHECKSUM_S} s)"
+            print(f"mxnet rank {self.dist.rank} parameter checksum: {text}", flush=True)
         finally:
-            self._stop_ps()
+            stopped = self._stop_ps()
+            if not (box and stopped):
+                # The engine holds work that can never finish (a peer is gone); MXNet's
+                # exit hook would wait for it forever, so the process could not end.
+                atexit.unregister(mx.base._notify_shutdown)
 
     def _stop_ps(self):
         """Free the kvstore (its destructor is ps-lite's stop: a barrier of every node, then
         the servers' stop command), then reap this rank's scheduler and server."""
         if self.kv is None and not self.children:
-            return
-        self.kv = self.trainer = self.net = self.params = None
-        self.weights = self.grads = self.last_weight = None
+            return True
         deadline = time.monotonic() + SHUTDOWN_S
         done = threading.Event()
-        threading.Thread(target=lambda: (gc.collect(), done.set()), daemon=True).start()
-        done.wait(SHUTDOWN_S)
+
+        def release():  # the kvstore's destructor runs here, where the last reference goes
+            self.kv = self.trainer = self.net = self.params = None
+            self.weights = self.grads = self.last_weight = None
+            gc.collect()
+            done.set()
+
+        threading.Thread(target=release, name="mxnet-ps-stop", daemon=True).start()
+        stopped = done.wait(SHUTDOWN_S)
         self._kill_children(grace_s=deadline - time.monotonic())
+        return stopped
 
     def _kill_children(self, grace_s=0.0):
         """Wait up to grace_s for this rank's scheduler and server to end, then kill them."""
@@ -337,6 +355,3 @@ class MXNetSession(harness.Session):
 
 
 build = MXNetSession
-
-if __name__ == "__main__":
-    raise SystemExit(harness.main(build=build))

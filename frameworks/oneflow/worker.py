@@ -176,6 +176,3 @@ class OneFlowSession(harness.Session):
 
 
 build = OneFlowSession
-
-if __name__ == "__main__":
-    raise SystemExit(harness.main(build=OneFlowSession))

@@ -15,6 +15,8 @@ import paddle
 from paddle import nn
 import paddle.nn.functional as F
 
+from frameworks.common import synthetic
+
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
 
@@ -163,27 +165,10 @@ def classification_loss(out, y):
 # --- synthetic batches ----------------------------------------------------------
 
 def synthetic_batch(model_cfg, batch_size, seed):
-    """Fixed random inputs, made once on the current device (paddle.set_device)."""
-    rng = np.random.default_rng(seed)
-    name = model_cfg["name"]
-    t = paddle.to_tensor
-    if name == "resnet50":
-        n = model_cfg["image_size"]
-        x = rng.standard_normal((batch_size, 3, n, n), dtype=np.float32)
-        y = rng.integers(0, model_cfg["num_classes"], (batch_size,), dtype=np.int64)
-        return (t(x),), (t(y),)
-    if name == "bert_base":
-        s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
-        tokens = rng.integers(0, vocab, (batch_size, s), dtype=np.int64)
-        types = np.broadcast_to((np.arange(s) >= s // 2).astype(np.int64), (batch_size, s)).copy()
-        mask = np.ones((batch_size, s), dtype=np.int64)
-        # Mask ~15% of positions for MLM (at least one per sequence); the rest are ignored.
-        masked = rng.random((batch_size, s)) < model_cfg["mask_prob"]
-        masked[:, 1] = True
-        mlm = np.where(masked, rng.integers(0, vocab, (batch_size, s), dtype=np.int64), -100)
-        nsp = rng.integers(0, 2, (batch_size,), dtype=np.int64)
-        return (t(tokens), t(types), t(mask)), (t(mlm), t(nsp))
-    raise ValueError(f"unknown model {name!r}")
+    """The suite's synthetic batch (frameworks/common/synthetic.py: the same values in
+    every framework), made once as tensors on the current device (paddle.set_device)."""
+    inputs, labels = synthetic.arrays(model_cfg, batch_size, seed)
+    return tuple(map(paddle.to_tensor, inputs)), tuple(map(paddle.to_tensor, labels))
 
 
 def build_model(model_cfg):

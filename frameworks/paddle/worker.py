@@ -210,6 +210,3 @@ class PaddleSession(harness.Session):
 
 
 build = PaddleSession
-
-if __name__ == "__main__":
-    raise SystemExit(harness.main(build=build))

@@ -257,6 +257,3 @@ class TFSession(harness.Session):
 
 
 build = TFSession
-
-if __name__ == "__main__":
-    raise SystemExit(harness.main(build=build))

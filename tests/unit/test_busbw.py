@@ -1,0 +1,135 @@
+"""The nccl-tests arithmetic (frameworks/common/busbw.py) against hand-computed figures,
+and the correctness check of the comm bench (frameworks/pytorch/comm.py) against a
+collective simulated in plain Python."""
+import pytest
+import torch
+
+from frameworks.common import busbw
+from frameworks.pytorch import comm
+
+GiB = 1 << 30
+
+
+def test_all_reduce_1gib_in_100ms_on_8_ranks():
+    # algbw = 2^30 B / 0.1 s = 10.737 GB/s; busbw = algbw * 2 * 7 / 8 = 18.79 GB/s
+    assert busbw.algbw_gbps(GiB, 0.1) == pytest.approx(10.737, abs=1e-3)
+    assert busbw.busbw_gbps("all_reduce", GiB, 0.1, 8) == pytest.approx(18.79, abs=1e-2)
+
+
+@pytest.mark.parametrize("op, n, factor", [
+    ("all_reduce", 2, 1.0), ("all_reduce", 4, 1.5), ("all_reduce", 1, 0.0),
+    ("all_gather", 8, 7 / 8), ("reduce_scatter", 4, 3 / 4), ("all_to_all", 2, 0.5),
+    ("broadcast", 8, 1.0), ("reduce", 8, 1.0)])
+def test_bus_factors(op, n, factor):
+    assert busbw.bus_factor(op, n) == pytest.approx(factor)
+
+
+def test_all_gather_busbw_by_hand():
+    # 256 MiB gathered on 4 ranks in 20 ms: algbw 13.422 GB/s, busbw 3/4 of it = 10.066
+    assert busbw.algbw_gbps(256 << 20, 0.02) == pytest.approx(13.422, abs=1e-3)
+    assert busbw.busbw_gbps("all_gather", 256 << 20, 0.02, 4) == pytest.approx(10.066, abs=1e-3)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="unknown collective"):
+        busbw.bus_factor("gossip", 2)
+    with pytest.raises(ValueError, match="positive"):
+        busbw.algbw_gbps(1024, 0.0)
+    with pytest.raises(ValueError):
+        busbw.avg_busbw([])
+
+
+def test_sizes_from_min_to_max_by_factor():
+    s = busbw.sizes(1 << 20, GiB, 2)
+    assert len(s) == 11 and s[0] == 1 << 20 and s[-1] == GiB
+    assert all(b == 2 * a for a, b in zip(s, s[1:]))
+    assert busbw.sizes("1M", "1G", 2) == s
+    assert busbw.sizes(1024, 5000, 2) == [1024, 2048, 4096]  # max not reached: stop below it
+    assert busbw.sizes(8, 8 * 64, 4) == [8, 32, 128, 512]
+    for bad in [(0, 8, 2), (16, 8, 2), (8, 16, 1), (8, 16, 1.5)]:
+        with pytest.raises(ValueError):
+            busbw.sizes(*bad)
+    assert busbw.parse_bytes("64K") == 65536 and busbw.parse_bytes("2MiB") == 2 << 20
+    with pytest.raises(ValueError):
+        busbw.parse_bytes("lots")
+
+
+def test_element_count_whole_chunks():
+    assert busbw.element_count("all_reduce", 1 << 20, 4, 3) == 262144
+    assert busbw.element_count("all_gather", 1 << 20, 4, 3) == 262143  # a multiple of 3
+    assert busbw.element_count("all_to_all", 8, 4, 3) == 0  # too small for one element per rank
+
+
+def test_avg_busbw_is_the_plain_mean():
+    assert busbw.avg_busbw([1.0, 2.0, 6.0]) == pytest.approx(3.0)
+
+
+# ---- the correctness check --------------------------------------------------------------
+
+def simulate(op, n, count, root=0):
+    """Every rank's correct output, computed in plain Python from comm.pattern's inputs."""
+    per = count // n
+    x = [[int(v) for v in comm.pattern(r, torch.arange(count))] for r in range(n)]
+    total = [sum(x[r][i] for r in range(n)) for i in range(count)]
+    if op == "all_reduce":
+        return [total] * n
+    if op == "reduce":
+        return [total if r == root else None for r in range(n)]
+    if op == "broadcast":
+        return [x[root]] * n
+    if op == "all_gather":  # each rank contributes the first `per` elements of its pattern
+        return [[x[j][k] for j in range(n) for k in range(per)]] * n
+    if op == "reduce_scatter":
+        return [total[r * per:(r + 1) * per] for r in range(n)]
+    if op == "all_to_all":
+        return [[x[j][r * per + k] for j in range(n) for k in range(per)] for r in range(n)]
+    raise ValueError(op)
+
+
+@pytest.mark.parametrize("op", busbw.OPS)
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_expected_values_match_a_simulated_collective(op, n):
+    count = 12 * 13  # a multiple of every n, and of the pattern's periods
+    want = simulate(op, n, count)
+    for rank in range(n):
+        size = count // n if op == "reduce_scatter" else count
+        got = comm.expected(op, rank, n, count, torch.arange(size))
+        if want[rank] is None:
+            assert got is None
+        else:
+            assert got.tolist() == want[rank]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_wrong_count_catches_a_perturbed_array(dtype):
+    n, count = 4, 1000
+    out = comm.expected("all_reduce", 1, n, count, torch.arange(count)).to(comm.DTYPES[dtype])
+    assert comm.wrong_elements("all_reduce", out, 1, n, count) == 0
+    out[[3, 500, 999]] += 1
+    assert comm.wrong_elements("all_reduce", out, 1, n, count) == 3
+    # a gather with two ranks' chunks swapped is wrong in every element that differs
+    g = comm.expected("all_gather", 0, 2, 8, torch.arange(8)).to(torch.float32)
+    assert comm.wrong_elements("all_gather", torch.cat([g[4:], g[:4]]), 0, 2, 8) == 8
+
+
+def test_gate_messages():
+    rows = [{"op": "all_reduce", "bytes": b, "inplace": True, "busbw_gbps": bw, "wrong": 0}
+            for b, bw in [(1 << 20, 1.0), (2 << 20, 1.4)]]
+    assert comm.gate(rows, None) == [] and comm.gate(rows, 1.2) == []
+    (msg,) = comm.gate(rows, 5.0)
+    assert msg.startswith("average bus bandwidth 1.2 GB/s below min_busbw 5.0 for all_reduce")
+    rows[1]["wrong"] = 7
+    (msg,) = comm.gate(rows, None)
+    assert "7 wrong elements" in msg and "at 2097152 bytes" in msg
+
+
+def test_options_defaults_and_validation():
+    o = comm.options({"bench_options": {"name": "comm", "max_bytes": "4M", "inplace": True}}, 2)
+    assert o["sizes"] == [1 << 20, 2 << 20, 4 << 20] and o["inplace"] == [True]
+    assert o["ops"] == list(busbw.OPS)
+    with pytest.raises(ValueError, match="bench.ops"):
+        comm.options({"bench_options": {"ops": ["all_reduce", "gossip"]}}, 2)
+    with pytest.raises(ValueError, match="bench.dtype"):
+        comm.options({"bench_options": {"dtype": "float8"}}, 2)
+    with pytest.raises(ValueError, match="bench.root"):
+        comm.options({"bench_options": {"root": 2}}, 2)
