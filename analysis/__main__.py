@@ -8,19 +8,25 @@ import argparse
 import os
 import sys
 
-from analysis import compare, load, plot, report
+from analysis import comm, compare, load, plot, report
 from analysis.load import RecordError
 
 
 def cmd_report(args) -> int:
     results = load(args.path)
     print(report.render(results))
+    comm_table = comm.load_comm(args.path)  # bench=comm points, if any (docs/comm.md)
+    if len(comm_table):
+        print(comm.render_comm(comm_table))
     out = args.out or os.path.join(args.path, "report")
     try:
         os.makedirs(out, exist_ok=True)
         for name in ("points", "runs", "steps"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
         written = [] if args.no_plot else plot.speedup_plots(results.points, out)
+        if len(comm_table):
+            comm_table.to_csv(os.path.join(out, "comm.csv"), index=False)
+            written += [] if args.no_plot else comm.busbw_plots(comm_table, out)
     except OSError as exc:
         raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     print(f"tables: {out}/points.csv, runs.csv, steps.csv" +

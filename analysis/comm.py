@@ -99,9 +99,13 @@ def load_comm(path) -> pd.DataFrame:
 def human_bytes(n) -> str:
     """1048576 -> "1 MiB"; a size that is no whole number of its unit gets a "~"."""
     n = int(n)
+    if n <= 0:
+        return f"{n} B"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n // size} {unit}" if n % size == 0 else f"~{n / size:.3g} {unit}"
+        if n % size == 0:
+            return f"{n // size} {unit}"
+        if n >= size * 0.99:  # 1048572 (1 MiB in whole chunks of 3 ranks) reads "~1 MiB"
+            return f"~{n / size:.3g} {unit}"
     return f"{n} B"
 
 

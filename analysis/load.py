@@ -85,7 +85,7 @@ def load_repeat(rdir: Path, point: dict, repeat: int, steps_out: list) -> dict:
         status, error = "incomplete", "repeat not finished (no run.json)"
     row = {"point": point["point"], "repeat": repeat, "status": status, "error": error,
            "ranks_recorded": len(ranks), "throughput": None, "window_s": None, "samples": None}
-    if status == "ok":
+    if status == "ok" and point.get("bench", "train") == "train":  # comm: analysis/comm.py
         timings = [method.rank_timing(ranks[r]) for r in sorted(ranks)]
         row["samples"] = sum(s for s, _ in timings)
         row["window_s"] = max(w for _, w in timings)
@@ -107,13 +107,15 @@ def load_repeat(rdir: Path, point: dict, repeat: int, steps_out: list) -> dict:
 
 
 def summarize_point(row: dict, runs: list) -> dict:
-    ok = [r["throughput"] for r in runs if r["status"] == "ok"]
-    s = method.summarize(ok)
+    n_ok = sum(r["status"] == "ok" for r in runs)
+    # comm repeats have no training throughput: their figures are analysis/comm.py's
+    s = method.summarize(r["throughput"] for r in runs
+                         if r["status"] == "ok" and r["throughput"] is not None)
     row.update(throughput=s["median"], tp_min=s["min"], tp_max=s["max"], tp_cv=s["cv"],
-               n_ok=s["n"], n_recorded=len(runs))
-    if s["n"] == row["repeats"]:
+               n_ok=n_ok, n_recorded=len(runs))
+    if n_ok == row["repeats"]:
         row["status"] = "ok"
-    elif s["n"]:
+    elif n_ok:
         row["status"] = "partial"
     else:
         ended = [r["status"] for r in runs if r["status"] in records.STATUSES]

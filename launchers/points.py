@@ -56,6 +56,9 @@ def resolve_model(model_cfg) -> dict:
 
 
 def point_name(cfg, num: int) -> str:
+    if cfg.bench.name == "comm":  # model, precision and batch mean nothing to a collective
+        return "-".join([f"{num:03d}", "comm", cfg.framework.name, str(cfg.bench.dtype),
+                         f"{cfg.nodes}x{cfg.gpus_per_node}"])
     parts = [f"{num:03d}", cfg.framework.name, cfg.model.name]
     if cfg.bench.name != "train":
         parts.insert(1, cfg.bench.name)
