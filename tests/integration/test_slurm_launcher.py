@@ -59,6 +59,17 @@ def job_of(pdir) -> str:
     return jload(f"{pdir}/slurm.json")["job_id"]
 
 
+def release_requeued(job: str) -> None:
+    """Start a requeued job now instead of after Slurm's hold of about two minutes (BeginTime).
+
+    Not at once: slurmd revokes the killed instance's credential, to the second, and
+    refuses a new one created in that same second ("Job credential revoked"), which
+    ends the job FAILED. Two seconds after the job is PENDING again is safe."""
+    wait_for(lambda: slurm("squeue", "-h", "-j", job, "-o", "%T") == "PENDING", what="PENDING")
+    time.sleep(2)
+    slurm("scontrol", "update", f"JobId={job}", "StartTime=now")
+
+
 def status_lines(text) -> dict:
     """point name -> (state, ok/rec/exp, job, detail) from the status table."""
     out = {}
@@ -209,9 +220,7 @@ def test_requeued_job_resumes_without_counting_twice(slurm_cluster, tmp_path):
     assert not os.path.exists(f"{pdir}/repeat-01/run.json"), "repeat 1 ended too soon for this test"
     requeued_at = time.time()
     slurm("scontrol", "requeue", job)
-    # Slurm holds a requeued job for about two minutes (BeginTime); release it now.
-    wait_for(lambda: slurm("squeue", "-h", "-j", job, "-o", "%T") == "PENDING", what="PENDING")
-    slurm("scontrol", "update", f"JobId={job}", "StartTime=now")
+    release_requeued(job)
     waited = status(tmp_path, "--wait", "--timeout", "300", "--interval", "1")
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert status_lines(waited.stdout)[os.path.basename(pdir)][:3] == ("COMPLETED", "2/2/2", job)
@@ -244,8 +253,7 @@ def test_time_limit_signal_requeues_through_the_checkpoint(slurm_cluster, tmp_pa
     # What `#SBATCH --signal=B:USR2@120` delivers before the time limit: USR2 to the batch
     # shell, which is the driver. submitit calls its checkpoint() and requeues the job.
     slurm("scancel", "--batch", "--signal=USR2", job)
-    wait_for(lambda: slurm("squeue", "-h", "-j", job, "-o", "%T") == "PENDING", what="PENDING")
-    slurm("scontrol", "update", f"JobId={job}", "StartTime=now")
+    release_requeued(job)
     waited = status(tmp_path, "--wait", "--timeout", "300", "--interval", "1")
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert jload(f"{pdir}/repeat-00/run.json")["status"] == "ok"
