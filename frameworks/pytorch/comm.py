@@ -13,14 +13,13 @@ The checks run after every op of every size, so that all ranks take part in ever
 collective; only then does a rank fail, for wrong elements or for an op's average
 bus bandwidth below `min_busbw`.
 """
-import datetime
 import time
 
 import torch
 import torch.distributed as torch_dist
 
 from frameworks.common import busbw
-from frameworks.pytorch.worker import TorchSession
+from frameworks.pytorch.worker import TorchSession, setup_device
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64}
@@ -188,31 +187,14 @@ def variants(op, inplace_opts):
 
 # ---- the session -------------------------------------------------------------------------
 
-def setup(spec, dist):
-    """Device and process group as frameworks/pytorch/worker.py sets them up, except that
-    the group is made even for one rank (collectives need one). Returns (device, cuda)."""
-    cuda = spec.get("device", "auto") in ("auto", "cuda") and torch.cuda.is_available()
-    if spec.get("device") == "cuda" and not cuda:
-        raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
-    device = torch.device("cuda", dist.local_rank % torch.cuda.device_count()) if cuda \
-        else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    torch_dist.init_process_group(
-        "nccl" if cuda else "gloo", rank=dist.rank, world_size=dist.world_size,
-        init_method=f"tcp://{dist.master_addr}:{dist.master_port}",
-        timeout=datetime.timedelta(seconds=spec.get("rendezvous_timeout_s", 300)),
-        **({"device_id": device} if cuda else {}))
-    return device, cuda
-
-
 class CommSession(TorchSession):
     """TorchSession's sync, barrier, environment, memory and close; no model."""
 
     def __init__(self, spec, dist):  # noqa: super().__init__ would build a model
         self.dist = dist
         self.opts = options(spec, dist.world_size)
-        self.device, self.cuda = setup(spec, dist)
+        # a process group even for one rank: collectives need one
+        self.device, self.cuda = setup_device(spec, dist, group=True)
         self.dtype = DTYPES[self.opts["dtype"]]
 
     def barrier(self):

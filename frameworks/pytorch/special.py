@@ -6,7 +6,6 @@ frameworks/pytorch/worker.py's `build` hands these models here. The sessions reu
 worker.TorchSession's step, timer, sync and memory figures; only what they build differs.
 Standard library + torch only: this runs in the framework's Python.
 """
-import datetime
 import time
 
 import torch
@@ -247,22 +246,8 @@ class SpecialSession(worker.TorchSession):
 
     def __init__(self, spec, dist):
         self.dist = dist
-        cuda = spec.get("device", "auto") in ("auto", "cuda") and torch.cuda.is_available()
-        if spec.get("device") == "cuda" and not cuda:
-            raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
+        self.device, cuda = worker.setup_device(spec, dist)
         self.cuda = cuda
-        self.device = torch.device("cuda", dist.local_rank % torch.cuda.device_count()) if cuda \
-            else torch.device("cpu")
-        if cuda:
-            torch.cuda.set_device(self.device)
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-            torch.backends.cudnn.benchmark = True
-        if dist.distributed:
-            torch_dist.init_process_group(
-                "nccl" if cuda else "gloo", rank=dist.rank, world_size=dist.world_size,
-                init_method=f"tcp://{dist.master_addr}:{dist.master_port}",
-                timeout=datetime.timedelta(seconds=spec.get("rendezvous_timeout_s", 300)))
         torch.manual_seed(spec.get("seed", 0))
         gen = torch.Generator().manual_seed(spec.get("seed", 0) + dist.rank)
         cfg = spec["model"]

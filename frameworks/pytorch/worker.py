@@ -41,26 +41,35 @@ class CudaTimer:
         return [(base + ms(s) / 1e3, base + ms(e) / 1e3) for s, e in self.edges]
 
 
+def setup_device(spec, dist, group=None):
+    """This rank's device and, when `group` (default: more than one rank), its process
+    group: gloo on CPU, NCCL on GPUs, bounded by the spec's rendezvous timeout.
+    Returns (device, cuda)."""
+    cuda = spec.get("device", "auto") in ("auto", "cuda") and torch.cuda.is_available()
+    if spec.get("device") == "cuda" and not cuda:
+        raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
+    device = torch.device("cuda", dist.local_rank % torch.cuda.device_count()) if cuda \
+        else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True  # FP32 runs use TF32, as NGC's do
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+    if dist.distributed if group is None else group:
+        torch_dist.init_process_group(
+            "nccl" if cuda else "gloo", rank=dist.rank, world_size=dist.world_size,
+            init_method=f"tcp://{dist.master_addr}:{dist.master_port}",
+            timeout=datetime.timedelta(seconds=spec.get("rendezvous_timeout_s", 300)),
+            **({"device_id": device} if cuda else {}))
+    return device, cuda
+
+
 class TorchSession(harness.Session):
     framework_version = torch.__version__
 
     def __init__(self, spec, dist):
         self.dist = dist
-        cuda = spec.get("device", "auto") in ("auto", "cuda") and torch.cuda.is_available()
-        if spec.get("device") == "cuda" and not cuda:
-            raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
-        self.device = torch.device("cuda", dist.local_rank % torch.cuda.device_count()) if cuda \
-            else torch.device("cpu")
-        if cuda:
-            torch.cuda.set_device(self.device)
-            torch.backends.cuda.matmul.allow_tf32 = True  # FP32 runs use TF32, as NGC's do
-            torch.backends.cudnn.allow_tf32 = True
-            torch.backends.cudnn.benchmark = True
-        if dist.distributed:
-            torch_dist.init_process_group(
-                "nccl" if cuda else "gloo", rank=dist.rank, world_size=dist.world_size,
-                init_method=f"tcp://{dist.master_addr}:{dist.master_port}",
-                timeout=datetime.timedelta(seconds=spec.get("rendezvous_timeout_s", 300)))
+        self.device, cuda = setup_device(spec, dist)
         torch.manual_seed(spec.get("seed", 0))
         cfg = spec["model"]
         model, self.loss_fn = models.build_model(cfg)
