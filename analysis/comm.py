@@ -14,7 +14,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis.load import REPEAT_DIR, find_points, read_json
-from frameworks.common import busbw, records
+from frameworks.common import busbw, records, statuses
 
 COLUMNS = ["sweep", "point", "framework", "device", "backend", "nodes", "gpus_per_node", "ranks",
            "op", "bytes", "count", "dtype", "inplace", "iters", "repeats", "time_s",
@@ -33,18 +33,8 @@ def _read_repeat(rdir, world: int):
         run = read_json(rdir / "run.json", records.RUN_SCHEMA)
         return run["status"], run["error"], ranks
     if len(ranks) == world:  # the driver died after its ranks finished
-        return (*records.run_status(ranks, world), ranks)
+        return (*statuses.run_status(ranks, world), ranks)
     return "incomplete", "repeat not finished (no run.json)", ranks
-
-
-def _point_status(statuses, repeats: int) -> str:
-    ok = statuses.count("ok")
-    if ok == repeats and ok == len(statuses):
-        return "ok"
-    ended = [s for s in statuses if s in records.STATUSES and s != "ok"]
-    if ended:
-        return records.worst(ended)
-    return "partial" if ok else ("incomplete" if statuses else "missing")
 
 
 def load_comm(path) -> pd.DataFrame:
@@ -55,13 +45,13 @@ def load_comm(path) -> pd.DataFrame:
         if point.get("bench") != "comm":
             continue
         pdir, world = point_file.parent, point["world_size"]
-        statuses, errors, meas, env = [], [], [], {}
+        ended, errors, meas, env = [], [], [], {}
         for entry in sorted(os.listdir(pdir)):
             m = REPEAT_DIR.match(entry)
             if not (m and (pdir / entry).is_dir()):
                 continue
             status, error, ranks = _read_repeat(pdir / entry, world)
-            statuses.append(status)
+            ended.append(status)
             if status != "ok" and error:
                 errors.append(f"repeat {int(m.group(1))}: {error}")
             for rank, rec in ranks.items():
@@ -72,7 +62,7 @@ def load_comm(path) -> pd.DataFrame:
                 "framework": point["framework"]["name"], "device": env.get("device"),
                 "backend": env.get("backend"), "nodes": point["nodes"],
                 "gpus_per_node": point["gpus_per_node"], "ranks": world,
-                "dtype": opts.get("dtype"), "status": _point_status(statuses, point["repeats"]),
+                "dtype": opts.get("dtype"), "status": statuses.point_status(ended, point["repeats"]),
                 "error": errors[0] if errors else None}
         if not meas:
             rows.append(base)

@@ -165,7 +165,9 @@ def _describe(config: dict) -> str:
 
 
 def verdicts(results, entries) -> list:
-    """[(entry, value, delta, verdict)]: PASS, FAIL, MISSING, or the point's status."""
+    """[(entry, value, delta, verdict)]: PASS, FAIL, MISSING, FAIL (the point's status), or
+    UNSUPPORTED: the point cannot run on this machine (its reason is in the report), which
+    is not a regression; the gate counts it apart and does not fail on it."""
     rows = figures(results)
     out = []
     for e in entries:
@@ -179,6 +181,9 @@ def verdicts(results, entries) -> list:
             continue
         row = found[0]
         value = row.get(METRICS[e["metric"]][0])
+        if row["status"] == "unsupported":
+            out.append((e, None, None, "UNSUPPORTED"))
+            continue
         if row["status"] not in ("ok", "partial") or value is None or value != value:
             out.append((e, None, None, f"FAIL ({row['status']})"))
             continue
@@ -205,9 +210,11 @@ def cmd_compare(args) -> int:
     print(f"# Regression gate: {args.path} against {args.reference} (system {system})\n")
     print(tabulate(table, headers=["configuration", "metric", "value", "reference", "delta",
                                    "tolerance", "verdict"], tablefmt="github", disable_numparse=True))
-    failed = sum(not row[-1].startswith("PASS") for row in table)
-    print(f"\n{len(table) - failed} of {len(table)} within tolerance"
-          + (f"; {failed} failed or missing" if failed else ""))
+    unsupported = sum(row[-1] == "UNSUPPORTED" for row in table)
+    failed = sum(not row[-1].startswith("PASS") for row in table) - unsupported
+    print(f"\n{len(table) - failed - unsupported} of {len(table)} within tolerance"
+          + (f"; {failed} failed or missing" if failed else "")
+          + (f"; {unsupported} unsupported on this machine (not compared)" if unsupported else ""))
     return 1 if failed else 0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import method
-from frameworks.common import records
+from frameworks.common import records, statuses
 
 REPEAT_DIR = re.compile(r"^repeat-(\d+)$")  # interrupted attempts (repeat-NN.interrupted-T) are skipped
 CONFIG_COLUMNS = ["bench", "framework", "model", "model_size", "precision", "amp_dtype",
@@ -78,12 +78,13 @@ def load_repeat(rdir: Path, point: dict, repeat: int, steps_out: list) -> dict:
     run_file = rdir / "run.json"
     if run_file.exists():
         run = read_json(run_file, records.RUN_SCHEMA)
-        status, error = run["status"], run["error"]
+        status, error, tail = run["status"], run["error"], run.get("log_tail")
     elif len(ranks) == world:  # the driver died after its ranks finished
-        status, error = records.run_status(ranks, world)
+        (status, error), tail = statuses.run_status(ranks, world), None
     else:
-        status, error = "incomplete", "repeat not finished (no run.json)"
+        status, error, tail = "incomplete", "repeat not finished (no run.json)", None
     row = {"point": point["point"], "repeat": repeat, "status": status, "error": error,
+           "log_tail": tail,
            "ranks_recorded": len(ranks), "throughput": None, "window_s": None, "samples": None}
     if status == "ok" and point.get("bench", "train") == "train":  # comm: analysis/comm.py
         timings = [method.rank_timing(ranks[r]) for r in sorted(ranks)]
@@ -113,13 +114,7 @@ def summarize_point(row: dict, runs: list) -> dict:
                          if r["status"] == "ok" and r["throughput"] is not None)
     row.update(throughput=s["median"], tp_min=s["min"], tp_max=s["max"], tp_cv=s["cv"],
                n_ok=n_ok, n_recorded=len(runs))
-    if n_ok == row["repeats"]:
-        row["status"] = "ok"
-    elif n_ok:
-        row["status"] = "partial"
-    else:
-        ended = [r["status"] for r in runs if r["status"] in records.STATUSES]
-        row["status"] = records.worst(ended) if ended else ("incomplete" if runs else "missing")
+    row["status"] = statuses.point_status((r["status"] for r in runs), row["repeats"])
     bad = next((r for r in runs if r["status"] != "ok" and r["error"]), None)
     row["error"] = bad["error"] if bad else None
     row["peak_device_bytes"] = max((r.get("peak_device_bytes") or 0 for r in runs), default=0) or None

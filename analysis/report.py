@@ -8,7 +8,7 @@ from analysis import environment, special
 
 ROW_KEY = ["framework", "precision", "batch_size", "compile"]
 LABELS = {"failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT", "cancelled": "CANCELLED",
-          "missing": "missing", "incomplete": "running?"}
+          "unsupported": "UNSUPPORTED", "missing": "missing", "incomplete": "running?"}
 
 
 def _layout(points: pd.DataFrame):
@@ -81,7 +81,13 @@ def header(results) -> str:
 
 def failures(results) -> str:
     bad = results.runs[results.runs.status != "ok"] if len(results.runs) else results.runs
-    lines = [f"- {r.point} repeat {r.repeat}: {r.status}: {r.error}" for r in bad.itertuples()]
+    lines = []
+    for r in bad.itertuples():
+        lines.append(f"- {r.point} repeat {r.repeat}: {r.status}: {r.error}")
+        tail = getattr(r, "log_tail", None)
+        if isinstance(tail, dict) and tail.get("lines"):  # the rank's last words, as it left them
+            lines.append(f"  rank {tail['rank']}'s log, last {len(tail['lines'])} lines:")
+            lines += [f"    {line}" for line in tail["lines"]]
     missing = results.points[results.points.status == "missing"]
     lines += [f"- {r.point}: no repeat recorded" for r in missing.itertuples()]
     return "\n".join(["## Failed, cut short or missing", *lines]) if lines else ""

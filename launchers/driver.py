@@ -10,7 +10,7 @@ import json
 import os
 import time
 
-from frameworks.common import records
+from frameworks.common import records, statuses
 from launchers import points
 
 
@@ -33,23 +33,61 @@ def _set_aside(rdir: str) -> None:
     os.makedirs(rdir, exist_ok=True)
 
 
+def log_tail(rdir: str, rank: int) -> list:
+    """The last lines of a rank's log (stdout and stderr), for a repeat's error."""
+    try:
+        with open(os.path.join(rdir, f"rank-{rank:05d}.log"), errors="replace") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))  # the tail only, however long the log
+            return statuses.tail(f.read())
+    except OSError:
+        return []
+
+
 def run_repeat(point: dict, repeat: int, start) -> dict:
-    """Run one repeat with `start(point, spec_path, rdir) -> (exit_codes, ended_by)`."""
+    """Run one repeat with `start(point, spec_path, rdir) -> (rank_ends, ended_by)`, where
+    rank_ends maps rank -> {exit_code, signal, node, stopped} (statuses.run_outcome)."""
     rdir = points.repeat_dir(point, repeat)
     _set_aside(rdir)
     spec_path = os.path.join(rdir, "spec.json")
     records.write_json_atomic(spec_path, points.run_spec(point, repeat))
     started = time.time()
+    world = point["world_size"]
+    rank_ends, cause, lost = {}, None, []
     try:
-        exit_codes, ended_by = start(point, spec_path, rdir)
-        status, error = records.run_status(read_rank_records(rdir, point["world_size"]),
-                                           point["world_size"], ended_by)
+        rank_ends, ended_by = start(point, spec_path, rdir)
+        out = statuses.run_outcome(read_rank_records(rdir, world), world, ended_by, rank_ends)
+        status, error, cause, lost = out["status"], out["error"], out["cause"], out["lost"]
     except points.WorkerUnavailable as exc:
-        exit_codes, status, error = [], "failed", str(exc)
+        status, error = "failed", str(exc)
+    # The log of the rank that named the status, else of the first that left no record.
+    tail_rank = cause if cause is not None else (lost[0] if lost else None)
     run = {"schema": records.RUN_SCHEMA, "version": records.SCHEMA_VERSION,
            "point": point["point"], "repeat": repeat, "status": status, "error": error,
-           "world_size": point["world_size"], "exit_codes": exit_codes,
+           "world_size": world,
+           "exit_codes": [rank_ends.get(r, {}).get("exit_code") for r in range(world)],
+           "rank_ends": {str(r): e for r, e in sorted(rank_ends.items())
+                         if r in lost or e.get("exit_code") or e.get("signal")},
+           "cause_rank": cause, "lost_ranks": lost,
+           "log_tail": {"rank": tail_rank, "lines": log_tail(rdir, tail_rank)}
+           if status != "ok" and tail_rank is not None else None,
            "started_unix": started, "ended_unix": time.time()}
+    records.write_json_atomic(os.path.join(rdir, "run.json"), run)
+    return run
+
+
+def _not_run(point: dict, repeat: int, because: dict) -> dict:
+    """A repeat not run because an earlier one found the point unsupported here: a missing
+    capability does not come back on the next try, so the point ends in seconds."""
+    rdir = points.repeat_dir(point, repeat)
+    _set_aside(rdir)
+    now = time.time()
+    run = {"schema": records.RUN_SCHEMA, "version": records.SCHEMA_VERSION,
+           "point": point["point"], "repeat": repeat, "status": "unsupported",
+           "error": f"{because['error']} (not run: repeat {because['repeat']} found it unsupported)",
+           "world_size": point["world_size"], "exit_codes": [], "rank_ends": {},
+           "cause_rank": None, "lost_ranks": [], "log_tail": None, "not_run": True,
+           "started_unix": now, "ended_unix": now}
     records.write_json_atomic(os.path.join(rdir, "run.json"), run)
     return run
 
@@ -57,16 +95,21 @@ def run_repeat(point: dict, repeat: int, start) -> dict:
 def run_point(point_dir: str, start, log=print) -> list:
     """Run every repeat of the point not yet recorded; return the statuses of all."""
     point = points.read_point(point_dir)
-    statuses = []
+    ended, unsupported = [], None
     for repeat in range(point["repeats"]):
         done = os.path.join(points.repeat_dir(point, repeat), "run.json")
         if os.path.exists(done):
             with open(done) as f:
                 run = json.load(f)
             log(f"{point['point']} repeat {repeat}: already recorded ({run['status']})")
+        elif unsupported:
+            run = _not_run(point, repeat, unsupported)
+            log(f"{point['point']} repeat {repeat}: unsupported (not run)")
         else:
             run = run_repeat(point, repeat, start)
             detail = f" ({run['error']})" if run["error"] else ""
             log(f"{point['point']} repeat {repeat}: {run['status']}{detail}")
-        statuses.append(run["status"])
-    return statuses
+        if run["status"] == "unsupported" and not unsupported:
+            unsupported = run
+        ended.append(run["status"])
+    return ended

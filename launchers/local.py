@@ -51,7 +51,10 @@ def rank_env(point: dict, rank: int, port: int, base=None) -> dict:
     return env
 
 
-def _stop(procs) -> None:
+def _stop(procs) -> set:
+    """End the ranks still running: SIGTERM (they write `cancelled` records), then SIGKILL.
+    Returns the indices of the ranks this stopped."""
+    stopped = {i for i, p in enumerate(procs) if p.poll() is None}
     for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, 5)):
         for p in procs:
             if p.poll() is None:
@@ -59,26 +62,29 @@ def _stop(procs) -> None:
         deadline = time.monotonic() + wait
         while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
             time.sleep(0.05)
+    return stopped
 
 
 def wait_ranks(procs, timeout_s: float):
-    """Wait for all ranks; stop the rest when one fails or the repeat times out."""
+    """Wait for all ranks; stop the rest when one fails or the repeat times out.
+    Returns (rank_ends, ended_by): how each rank's process ended (statuses.run_outcome)."""
     deadline = time.monotonic() + timeout_s
-    failed_at = None
+    failed_at, ended_by, stopped = None, None, set()
     try:
         while [p.poll() for p in procs].count(None):  # poll every rank, not just the first
             if time.monotonic() > deadline:
-                _stop(procs)
-                return [p.returncode for p in procs], "timeout"
+                stopped, ended_by = _stop(procs), "timeout"
+                break
             if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
                 failed_at = time.monotonic()
             if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
-                _stop(procs)
+                stopped = _stop(procs)
             time.sleep(0.05)
     except BaseException:
         _stop(procs)
         raise
-    return [p.returncode for p in procs], None
+    return {r: {"exit_code": p.returncode, "node": None, "stopped": r in stopped}
+            for r, p in enumerate(procs)}, ended_by
 
 
 def start_ranks(point: dict, spec_path: str, rdir: str):

@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from frameworks.common import records
+from frameworks.common import records, statuses
 from launchers import driver, points
 
 SCHEMA = "dlbench.search"
@@ -122,18 +122,18 @@ def try_point(base: dict, s: dict, value: int) -> dict:
     return p
 
 
-def outcome(point: dict, statuses: list) -> str:
+def outcome(point: dict, ended: list) -> str:
     """ok, oom, or the worst other status of a try's repeats."""
-    if statuses and all(st == "ok" for st in statuses):
+    if ended and all(st == "ok" for st in ended):
         return "ok"
-    if "oom" in statuses:
+    if "oom" in ended:
         return "oom"
-    for repeat, st in enumerate(statuses):
+    for repeat, st in enumerate(ended):
         if st == "failed":  # a rank out of memory, its peers failing on the broken collective
             ranks = driver.read_rank_records(points.repeat_dir(point, repeat), point["world_size"])
             if any(r is not None and r["status"] == "oom" for r in ranks.values()):
                 return "oom"
-    return records.worst(statuses) if statuses else "failed"
+    return statuses.worst(ended) if ended else "failed"
 
 
 def ledger_path(base: dict) -> str:

@@ -144,7 +144,7 @@ class PointDriver(Checkpointable):
             raise AllocationEnding(self.ending or "the job is no longer running")
         if ended_by is None and "DUE TO TIME LIMIT" in _read(srun_log):
             ended_by = "timeout"  # srun's --time backstop
-        return [proc.returncode], ended_by
+        return {}, ended_by
 
     def _stop(self, proc, grace: float = STEP_GRACE_S) -> None:
         """End the running step: SIGTERM to its ranks (they write their records, as on a

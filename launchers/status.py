@@ -5,10 +5,11 @@ a detail (the first error, or what is missing). The state combines Slurm's view 
 point's allocation (squeue while the controller holds the job, else sacct; the job id is
 in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
 
-    PENDING, RUNNING                  the allocation's, while it lives
+    PENDING, RUNNING                  the allocation's, while it lives (a pending job's
+                                      reason from squeue: Resources, ReqNodeNotAvail, ...)
     COMPLETED                         every repeat recorded and ok
-    FAILED, OOM, TIMEOUT, CANCELLED   the worst recorded repeat's status when every repeat is
-                                      recorded; else the allocation's end (a cancelled job,
+    FAILED, OOM, TIMEOUT, CANCELLED,  the worst recorded repeat's status when every repeat is
+    UNSUPPORTED                       recorded; else the allocation's end (a cancelled job,
                                       a driver that died: FAILED)
     INCOMPLETE                        a local-launcher point with repeats missing (the local
                                       launcher runs synchronously: nothing more will come)
@@ -24,12 +25,13 @@ import os
 import sys
 import time
 
+from frameworks.common import statuses
 from launchers import sacct
 
 RUN_STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
-             "cancelled": "CANCELLED"}
-FINAL = sacct.FINAL + ("INCOMPLETE",)
-WORST = ("failed", "oom", "timeout", "cancelled", "ok")
+             "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED"}
+FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED")
+TAIL_LINES = 5  # of a failed point's log shown under the table (-v: all that run.json keeps)
 
 
 def _json(path):
@@ -72,7 +74,7 @@ def point_state(p: dict, slurm_state):
     if len(runs) == expected:
         if ok == expected:
             return "COMPLETED", ""
-        worst = min((b.get("status") for b in bad), key=lambda s: WORST.index(s) if s in WORST else 0)
+        worst = statuses.worst(b.get("status") for b in bad if b.get("status") in statuses.STATUSES)
         return RUN_STATE.get(worst, "FAILED"), first_error
     missing = expected - len(runs)
     gone = f"{missing} repeat(s) not recorded"
@@ -97,9 +99,25 @@ def states(sweep: str) -> list:
         job = (p["slurm"] or {}).get("job_id")
         state, detail = point_state(p, slurm_states.get(job) if job else None)
         ok = sum(run.get("status") == "ok" for run in p["runs"].values())
+        bad = next((p["runs"][r] for r in sorted(p["runs"]) if p["runs"][r].get("log_tail")
+                    and p["runs"][r].get("status") != "ok"), None)
         rows.append({"point": p["name"], "state": state, "ok": ok, "recorded": len(p["runs"]),
-                     "expected": p["expected"], "job": job or "-", "detail": detail})
+                     "expected": p["expected"], "job": job or "-", "detail": detail,
+                     "tail": bad and dict(bad["log_tail"], repeat=bad.get("repeat"))})
     return rows
+
+
+def render_tails(rows: list, lines: int = TAIL_LINES) -> str:
+    """The last lines of the log of each point's first bad repeat: why, at a glance."""
+    out = []
+    for r in rows:
+        t = r.get("tail")
+        if t and t.get("lines"):
+            shown = t["lines"][-lines:] if lines else t["lines"]
+            out.append(f"{r['point']} repeat {t['repeat']}, rank {t['rank']}'s log "
+                       f"(last {len(shown)} lines):")
+            out += [f"    {line}" for line in shown]
+    return "\n".join(out)
 
 
 def render(rows: list) -> str:
@@ -129,14 +147,17 @@ def main(argv=None) -> int:
     parser.add_argument("--wait", action="store_true", help="wait until every point is final")
     parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
     parser.add_argument("--interval", type=float, default=5.0, help="with --wait: seconds between polls")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show every kept log line of a failed rank, not the last few")
     args = parser.parse_args(argv)
     if not glob.glob(os.path.join(args.sweep, "points", "*", "point.json")):
         print(f"error: no sweep points under {args.sweep} (expected SWEEP/points/*/point.json)",
               file=sys.stderr)
         return 2
     rows = states(args.sweep)
+    tails = lambda: render_tails(rows, 0 if args.verbose else TAIL_LINES)  # noqa: E731
     if not args.wait:
-        print(render(rows))
+        print("\n\n".join(filter(None, [render(rows), tails()])))
         return 0
     t0 = time.monotonic()
     tty = sys.stderr.isatty()
@@ -161,5 +182,5 @@ def main(argv=None) -> int:
         rows = states(args.sweep)
     if tty:
         print(file=sys.stderr)
-    print(render(rows))
+    print("\n\n".join(filter(None, [render(rows), tails()])))
     return 0 if all(r["state"] == "COMPLETED" for r in rows) else 1

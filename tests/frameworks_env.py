@@ -49,3 +49,20 @@ def parameter_count(framework: str, model: str, size: str) -> int:
     code = ("import json, sys; from frameworks.%s.models import parameter_count; "
             "print(parameter_count(json.loads(sys.argv[1])))" % framework)
     return int(run_in_env(python, code, json.dumps(model_cfg(model, size))).strip().splitlines()[-1])
+
+
+def amp_gap(framework: str, amp_dtype: str = "bf16", compile: bool = False):
+    """What the capability check says of AMP in this framework on this machine's CPU: None
+    where it runs, else the one line its `unsupported` record carries. Tests expect `ok`
+    or `unsupported` from it, so they hold on CPUs with and without bf16."""
+    from frameworks.common import capability
+    return capability.precision_gap(framework, {"precision": "amp", "amp_dtype": amp_dtype,
+                                                "compile": compile})
+
+
+def assert_unsupported(run: dict, ranks: list, gap: str) -> None:
+    """A point the device cannot run: every rank said so in one line, nothing trained."""
+    assert run["status"] == "unsupported", run
+    assert run["error"] == f"rank 0: {gap}", run["error"]
+    assert ranks and all(r["status"] == "unsupported" and r["error"] == gap for r in ranks), ranks
+    assert all(not r["steps"] for r in ranks)

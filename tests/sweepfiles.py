@@ -1,7 +1,7 @@
 """Builds sweep folders by hand, through the suite's own writers, for analysis tests."""
 import os
 
-from frameworks.common import records
+from frameworks.common import records, statuses
 from frameworks.common.distenv import DistEnv
 
 
@@ -40,7 +40,7 @@ def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, r
         records.write_json_atomic(os.path.join(rdir, records.record_name(rank)), rec)
         ranks[rank] = rec
     if run_json:
-        st, err = records.run_status(ranks, world)
+        st, err = statuses.run_status(ranks, world)
         records.write_json_atomic(os.path.join(rdir, "run.json"), {
             "schema": records.RUN_SCHEMA, "version": 1, "point": point["point"], "repeat": repeat,
             "status": st, "error": err, "world_size": world, "exit_codes": [0] * world})

@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from . import distenv, environment, memory, records
+from . import capability, distenv, environment, memory, records
 
 
 class Cancelled(Exception):
@@ -150,6 +150,9 @@ def run(build, spec, dist, host=None):
         record["error"] = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, Cancelled):
             record["status"] = "cancelled"
+        elif isinstance(exc, capability.Unsupported):
+            record["status"] = "unsupported"
+            record["error"] = str(exc)  # the one line that says what is missing
         elif _is_oom(session, build, exc):
             record["status"] = "oom"
         else:

@@ -1,4 +1,4 @@
-"""The run spec a worker reads and the per-rank record it writes (docs/records.md).
+"""The run spec a worker reads and the per-rank record it writes (docs/contract.md).
 
 Both are JSON. A record is written once, at the end of the rank's run, to a
 temporary name and renamed into place, so a crash leaves a whole record or
@@ -12,16 +12,8 @@ SPEC_SCHEMA = "dlbench.spec"
 RECORD_SCHEMA = "dlbench.rank"
 SCHEMA_VERSION = 1
 
-# Final statuses of a rank, a run and a point, worst first: when ranks of one
-# run disagree, the run takes the worst.
-STATUSES = ("failed", "oom", "timeout", "cancelled", "ok")
-
 SPEC_KEYS = ("point", "repeat", "framework", "model", "precision", "batch_size",
              "warmup_steps", "measure_steps", "record_dir")
-
-
-def worst(statuses):
-    return min(statuses, key=STATUSES.index, default="failed")
 
 
 def record_name(rank: int) -> str:
@@ -82,26 +74,3 @@ def new_record(spec: dict, dist, host: str, origin_unix: float) -> dict:
 
 
 RUN_SCHEMA = "dlbench.run"
-
-
-def run_status(rank_records: dict, world_size: int, ended_by=None):
-    """One repeat's status and error from its ranks' records.
-
-    rank_records maps rank -> record (or None where the rank wrote none).
-    ended_by is what stopped the repeat from outside ("timeout" or "cancelled"),
-    which wins over whatever the ranks said as they were being killed. Otherwise
-    the first rank to end badly names the status: its peers often fail only
-    because it left (a broken collective, a rendezvous timeout), and ranks stopped
-    by the launcher after it say `cancelled`.
-    """
-    if ended_by:
-        return ended_by, f"repeat ended by {ended_by}"
-    bad = [(r, rec) for r, rec in rank_records.items() if rec is not None and rec["status"] != "ok"]
-    causes = [(r, rec) for r, rec in bad if rec["status"] != "cancelled"] or bad
-    if causes:
-        rank, rec = min(causes, key=lambda item: (item[1].get("ended_unix") or 0, item[0]))
-        return rec["status"], f"rank {rank}: {rec['error']}"
-    missing = [r for r in range(world_size) if rank_records.get(r) is None]
-    if missing:
-        return "failed", f"no record from rank(s) {', '.join(map(str, missing))}"
-    return "ok", None

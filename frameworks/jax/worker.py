@@ -34,13 +34,19 @@ import jaxlib
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from frameworks.common import harness
+from frameworks.common import capability, harness
 from frameworks.common.rendezvous import rendezvous
 from frameworks.jax import models
 
 AXIS = "data"
 INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0,
                          "xla_llvm_disable_expensive_passes": True}
+
+
+def _compute_capability(device) -> tuple:
+    """(major, minor) of a CUDA device ("9.0" in JAX), or () where it does not say."""
+    parts = str(getattr(device, "compute_capability", "")).split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
 
 
 def _cuda_plugin_installed() -> bool:
@@ -114,9 +120,8 @@ class JaxSession(harness.Session):
 
         cfg = spec["model"]
         self.amp = spec["precision"] == "amp"
-        if self.amp and self.platform == "gpu" and spec.get("amp_dtype") == "fp16":
-            raise NotImplementedError("JAX AMP runs bfloat16 only: fp16 needs loss scaling, which "
-                                      "neither JAX nor Optax provides (use amp_dtype=bf16)")
+        capability.require("jax", spec, _compute_capability(self.device)
+                           if self.platform == "gpu" else None)
         dtype = jnp.bfloat16 if self.amp else jnp.float32  # CPUs run bf16, as PyTorch's autocast
         self.amp_dtype = "bf16" if self.amp else None
         seed = spec.get("seed", 0)

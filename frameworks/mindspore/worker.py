@@ -30,7 +30,7 @@ try:
 except ImportError:  # before 2.7 it lived in mindspore.common.api
     from mindspore.common.api import _pynative_executor
 
-from frameworks.common import harness
+from frameworks.common import capability, harness
 from frameworks.mindspore import models
 
 # The scheduler process of the dynamic cluster: it only networks the workers. It lives
@@ -45,10 +45,6 @@ init()
 while os.getppid() == int(sys.argv[1]):
     time.sleep(0.2)
 """
-
-
-class AmpUnsupported(RuntimeError):
-    """The asked-for AMP dtype has no kernels on this device."""
 
 
 def _device_target(spec, options):
@@ -74,6 +70,7 @@ class MindSporeSession(harness.Session):
         options = spec.get("options") or {}
         self.target = _device_target(spec, options)
         self.compiled = bool(spec.get("compile"))
+        capability.require("mindspore", spec, None if self.target == "CPU" else ())
         if self.target == "CPU":
             ms.set_device("CPU")
         else:
@@ -153,7 +150,7 @@ class MindSporeSession(harness.Session):
         except (TypeError, RuntimeError) as exc:
             op = re.search(r"Select \w+ operator\[(\w+)\] fail! Unsupported data type", str(exc))
             if self.amp and op:
-                raise AmpUnsupported(
+                raise capability.Unsupported(
                     f"MindSpore {ms.__version__} on {self.target} has no {self.amp_dtype} kernel "
                     f"for {op.group(1)}: precision=amp with amp_dtype={self.amp_dtype} cannot train "
                     f"here (precision.amp_dtype=fp16 does)") from exc

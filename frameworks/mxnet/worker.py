@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from frameworks.common import harness
+from frameworks.common import capability, harness
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
@@ -179,9 +179,7 @@ class MXNetSession(harness.Session):
 
         self.amp = spec["precision"] == "amp"
         dtype = (spec.get("amp_dtype") or "bf16") if self.gpu else "bf16"  # CPU AMP is bf16
-        if self.amp and self.gpu and dtype == "bf16":
-            raise RuntimeError("MXNet 1.9's bf16 AMP runs on oneDNN CPU kernels only; "
-                               "on a GPU use amp_dtype=fp16")
+        capability.require("mxnet", spec, () if self.gpu else None)  # 1.9 does not tell the capability
         self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
         if self.amp:
             from mxnet.contrib import amp

@@ -25,12 +25,8 @@ nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
 """
 import os
 
-from frameworks.common import harness
+from frameworks.common import capability, harness
 from frameworks.common.rendezvous import rendezvous
-
-
-class AmpUnsupported(RuntimeError):
-    """precision=amp asked for where OneFlow has no mixed precision."""
 
 
 class OneFlowSession(harness.Session):
@@ -60,11 +56,7 @@ class OneFlowSession(harness.Session):
         self.compiled = bool(spec.get("compile"))
         self.amp = spec["precision"] == "amp"
         self.amp_dtype = (spec.get("amp_dtype") or "bf16") if self.amp else None
-        if self.amp and not cuda:
-            raise AmpUnsupported(
-                f"OneFlow {flow.__version__} has no CPU autocast (oneflow.autocast('cpu') warns "
-                "'CPU autocast is not supported currently' and runs float32) and no bfloat16 CPU "
-                "matmul kernel: precision=amp cannot run on CPU")
+        capability.require("oneflow", spec, () if cuda else None)  # 0.9 does not tell the capability
         dtype = {"bf16": flow.bfloat16, "fp16": flow.float16, None: None}[self.amp_dtype]
         fp16 = self.amp_dtype == "fp16"
 

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from frameworks.common import harness
+from frameworks.common import capability, harness
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("GLOG_minloglevel", "1")  # Paddle's C++ INFO lines drown the rank log
@@ -48,13 +48,6 @@ _restore_sigterm()
 warnings.filterwarnings("ignore", message="When training, we now always track")
 
 from frameworks.paddle import models  # noqa: E402  (after paddle and the SIGTERM fix)
-
-AMP_CPU_EAGER = (
-    "PaddlePaddle {v} cannot run AMP on a CPU in dynamic-graph mode: paddle.amp.auto_cast "
-    "enables itself only on CUDA, XPU and custom places and on a CPU place silently runs "
-    "fp32 (amp_guard: 'can only be enabled on CUDAPlace, XPUPlace, and CustomPlace'); "
-    "bf16 AMP on a CPU works with compile=true (paddle.jit.to_static)")
-
 
 class TrainStep(nn.Layer):
     """Forward and loss of one step, under auto_cast when AMP is on: the unit that
@@ -114,8 +107,8 @@ class PaddleSession(harness.Session):
 
         self.amp = spec["precision"] == "amp"
         self.compile = bool(spec.get("compile"))
-        if self.amp and not self.gpu and not self.compile:
-            raise RuntimeError(AMP_CPU_EAGER.format(v=paddle.__version__))
+        capability.require("paddle", spec, (tuple(paddle.device.cuda.get_device_capability(self.place))
+                                            if self.gpu else None))
         dtype = (spec.get("amp_dtype") or "bf16") if self.gpu else "bf16"  # CPU AMP is bf16
         self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
 

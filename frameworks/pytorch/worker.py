@@ -10,7 +10,7 @@ import datetime
 import torch
 import torch.distributed as torch_dist
 
-from frameworks.common import harness
+from frameworks.common import capability, harness
 from frameworks.pytorch import models
 
 # A CPU allocation refused (e.g. under the harness's memory_limit_mb) is out of memory too.
@@ -50,6 +50,7 @@ def setup_device(spec, dist, group=None):
         raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
     device = torch.device("cuda", dist.local_rank % torch.cuda.device_count()) if cuda \
         else torch.device("cpu")
+    capability.require("pytorch", spec, torch.cuda.get_device_capability(device) if cuda else None)
     if cuda:
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = True  # FP32 runs use TF32, as NGC's do

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-from frameworks.common import harness  # noqa: E402
+from frameworks.common import capability, harness  # noqa: E402
 from frameworks.common.rendezvous import rendezvous  # noqa: E402
 from frameworks.tensorflow import models  # noqa: E402
 
@@ -78,6 +78,8 @@ class TFSession(harness.Session):
                                f"(tensorflow {tf.__version__}, CUDA build: "
                                f"{tf.test.is_built_with_cuda()})")
         self.gpu = bool(gpus) and want in ("auto", "cuda")
+        capability.require("tensorflow", spec, tuple(tf.config.experimental.get_device_details(
+            gpus[dist.local_rank % len(gpus)]).get("compute_capability") or ()) if self.gpu else None)
         if self.gpu:  # one GPU per rank, before the runtime starts
             mine = gpus[dist.local_rank % len(gpus)]
             tf.config.set_visible_devices([mine], "GPU")

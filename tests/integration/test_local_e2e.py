@@ -109,3 +109,31 @@ def test_compile_switch_is_torch_compile(tmp_path):
     points = analysis.load(tmp_path).points
     assert points.iloc[0].status == "ok" and bool(points.iloc[0].compile)
     assert points.iloc[0].point.endswith("-compile")
+
+
+def crashing_python(tmp_path, signal_name="SEGV"):
+    """An 'interpreter' that says something and then kills itself with a signal."""
+    script = tmp_path / "crashing-python"
+    script.write_text("#!/bin/sh\necho 'loading the model'\necho 'about to crash' >&2\n"
+                      f"kill -{signal_name} $$\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_crashed_rank_is_explained_by_its_signal_and_log(tmp_path):
+    script = crashing_python(tmp_path)
+    res = launch("preset=smoke", "repeats=1", "gpus_per_node=2", f"framework.python={script}",
+                 f"hydra.run.dir={tmp_path / 'sweep'}")
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = analysis.load(tmp_path / "sweep").runs.iloc[0]
+    assert run.status == "failed"
+    assert run.error == "rank 0 left no record: killed by SIGSEGV; no record from rank(s) 1"
+    assert run.log_tail == {"rank": 0, "lines": ["loading the model", "about to crash"]}
+    status = subprocess.run([sys.executable, "-m", "launch", "status", str(tmp_path / "sweep")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "FAILED" in status.stdout and "killed by SIGSEGV" in status.stdout
+    assert "    about to crash" in status.stdout
+    report = subprocess.run([sys.executable, "-m", "analysis", "report", str(tmp_path / "sweep"),
+                             "--no-plot"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "repeat 0: failed: rank 0 left no record: killed by SIGSEGV" in report.stdout
+    assert "    about to crash" in report.stdout

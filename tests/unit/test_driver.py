@@ -21,7 +21,7 @@ def writer(calls, status="ok"):
         calls.append(spec["repeat"])
         records.write_json_atomic(os.path.join(rdir, records.record_name(0)),
                                   {"status": status, "error": None if status == "ok" else "x"})
-        return [0], None
+        return {0: {"exit_code": 0}}, None
     return start
 
 
@@ -49,7 +49,7 @@ def test_requeue_resumes_after_the_last_recorded_repeat(tmp_path):
 
 def test_run_json_carries_status_and_timeout_wins(tmp_path):
     point = make(tmp_path, repeats=1)
-    run = driver.run_repeat(point, 0, lambda p, s, r: ([None], "timeout"))
+    run = driver.run_repeat(point, 0, lambda p, s, r: ({0: {"exit_code": None, "stopped": True}}, "timeout"))
     assert run["status"] == "timeout"
     with open(os.path.join(points.repeat_dir(point, 0), "run.json")) as f:
         assert json.load(f)["status"] == "timeout"
@@ -57,5 +57,32 @@ def test_run_json_carries_status_and_timeout_wins(tmp_path):
 
 def test_missing_rank_record_fails_the_repeat(tmp_path):
     point = make(tmp_path, repeats=1)
-    run = driver.run_repeat(point, 0, lambda p, s, r: ([-9], None))
+    run = driver.run_repeat(point, 0, lambda p, s, r: ({0: {"exit_code": 0}}, None))
     assert run["status"] == "failed" and run["error"] == "no record from rank(s) 0"
+
+
+def test_a_rank_killed_without_a_record_is_named_with_its_signal_and_log(tmp_path):
+    point = make(tmp_path, repeats=1)
+
+    def crash(p, spec_path, rdir):
+        with open(os.path.join(rdir, "rank-00000.log"), "w") as f:
+            f.write("".join(f"line {i}\n" for i in range(30)) + "x" * 500 + "\n")
+        return {0: {"exit_code": -11}}, None
+    run = driver.run_repeat(point, 0, crash)
+    assert run["status"] == "failed"
+    assert run["error"] == "rank 0 left no record: killed by SIGSEGV"
+    assert run["log_tail"]["rank"] == 0
+    lines = run["log_tail"]["lines"]
+    assert len(lines) == 20 and lines[0] == "line 11" and lines[-1].endswith("...")
+    assert len(lines[-1]) == 240
+    assert run["exit_codes"] == [-11] and run["lost_ranks"] == [0]
+
+
+def test_an_unsupported_point_runs_one_repeat_and_records_the_rest(tmp_path):
+    point = make(tmp_path, repeats=3)
+    calls = []
+    got = driver.run_point(point["dir"], writer(calls, status="unsupported"), log=lambda m: None)
+    assert got == ["unsupported"] * 3 and calls == [0]
+    with open(os.path.join(points.repeat_dir(point, 2), "run.json")) as f:
+        run = json.load(f)
+    assert run["not_run"] and "repeat 0 found it unsupported" in run["error"]

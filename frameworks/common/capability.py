@@ -1,0 +1,101 @@
+"""Can this device run this precision in this framework? Asked before a model is built.
+
+A missing capability is a result, not a crash: the rank raises `Unsupported` with one
+line naming what is missing, and the harness records the status `unsupported`. The
+tests ask the same `precision_gap` whether to expect `ok` or `unsupported`, so they
+hold on every CPU (machines differ: some have AVX512-BF16 or AMX, some only AVX2).
+
+Rules (each with why):
+- bf16 on a CPU in the oneDNN-based frameworks (MXNet, PaddlePaddle) needs AVX512-BF16
+  or AMX: without them oneDNN has no bf16 primitive for their convolutions and matmuls
+  ("could not create a primitive descriptor iterator"; Paddle aborts the process).
+  PyTorch, TensorFlow and JAX fall back to other kernels and run bf16 on any x86 CPU.
+- MindSpore 2.10 has no bf16 CPU kernels (Conv2D, MatMul, Gather); fp16 runs.
+- OneFlow 0.9 has no CPU autocast (it warns and runs fp32): AMP needs CUDA.
+- PaddlePaddle's dynamic graph enables auto_cast only on CUDA/XPU places; CPU AMP
+  needs compile=true (to_static).
+- On a GPU, bf16 needs compute capability 8.0 (Ampere) or newer, fp16 5.3; JAX has
+  no fp16 loss scaling and MXNet 1.9's bf16 AMP is CPU-only.
+Standard library only: this runs in the framework's Python.
+"""
+import os
+
+
+class Unsupported(Exception):
+    """This device or framework cannot run what the point asks for (status `unsupported`)."""
+
+
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+ONEDNN_BF16 = ("mxnet", "paddle")
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset:
+    """The CPU's feature flags (x86 'flags', Arm 'Features'); empty where unknown."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_bf16_gap(flags=None):
+    """None where this CPU has native bf16 for oneDNN, else why not."""
+    if flags is None:
+        flags = _forced_flags()
+    if flags is None:
+        flags = cpu_flags()
+    if any(f in flags for f in CPU_BF16_FLAGS):
+        return None
+    return "bf16 AMP needs a CPU with AVX512-BF16 or AMX; this CPU has neither"
+
+
+def precision_gap(framework: str, spec: dict, gpu_capability=None, flags=None):
+    """Why `framework` cannot run the spec's precision here, or None when it can.
+
+    gpu_capability is the (major, minor) compute capability of the rank's GPU, () for a
+    GPU whose capability the framework does not tell, or None on a CPU. flags replaces
+    the CPU's flags (tests force each answer with it), as the environment variable
+    DLBENCH_CPU_FLAGS does for a real worker."""
+    if spec.get("precision") != "amp":
+        return None
+    dtype = spec.get("amp_dtype") or "bf16"
+    if gpu_capability is not None:
+        need = {"bf16": (8, 0), "fp16": (5, 3)}.get(dtype)
+        if need and gpu_capability and tuple(gpu_capability) < need:
+            return (f"{dtype} AMP needs a GPU of compute capability {need[0]}.{need[1]} or newer; "
+                    f"this one is {gpu_capability[0]}.{gpu_capability[1]}")
+        if framework == "jax" and dtype == "fp16":
+            return "JAX AMP runs bf16 only: fp16 needs loss scaling, which neither JAX nor Optax provides"
+        if framework == "mxnet" and dtype == "bf16":
+            return "MXNet 1.9's bf16 AMP runs on oneDNN CPU kernels only; on a GPU use amp_dtype=fp16"
+        return None
+    # On a CPU.
+    if framework == "oneflow":
+        return ("OneFlow 0.9 has no CPU autocast (it warns 'CPU autocast is not supported "
+                "currently' and runs fp32): precision=amp needs a CUDA device")
+    if framework == "paddle" and not spec.get("compile"):
+        return ("PaddlePaddle cannot run AMP on a CPU in dynamic-graph mode (auto_cast enables "
+                "itself only on CUDA, XPU and custom places); bf16 AMP on a CPU needs compile=true")
+    if framework == "mindspore" and dtype == "bf16":
+        return "MindSpore has no bf16 CPU kernels (Conv2D, MatMul, Gather); amp_dtype=fp16 runs"
+    if framework in ONEDNN_BF16:  # their CPU AMP is bf16 whatever amp_dtype says
+        return cpu_bf16_gap(flags)
+    return None
+
+
+def require(framework: str, spec: dict, gpu_capability=None) -> None:
+    """Raise Unsupported where `precision_gap` finds one; adapters call it before building."""
+    gap = precision_gap(framework, spec, gpu_capability)
+    if gap:
+        raise Unsupported(gap)
+
+
+def _forced_flags():
+    """DLBENCH_CPU_FLAGS (space-separated) replaces /proc/cpuinfo's flags: a test forces
+    a CPU without (or with) bf16 through a real worker with it."""
+    forced = os.environ.get("DLBENCH_CPU_FLAGS")
+    return None if forced is None else frozenset(forced.split())
