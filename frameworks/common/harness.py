@@ -56,6 +56,13 @@ class Session:
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, MemoryError)
 
+    def parameter_checksum(self):
+        """A checksum of the trained parameters, a number or a string, or None where the
+        adapter has none. The harness asks once, after the timed loop has ended ok, and
+        records the answer as `parameter_checksum`: equal on every rank of a data-parallel
+        run, it shows that the ranks' updates were all-reduced."""
+        return None
+
     def close(self) -> None:
         """Release the process group and device memory."""
 
@@ -113,6 +120,51 @@ def run_steps(session, spec, record, origin):
         steps.append({"step": first + i, "phase": "measure", "start": s, "end": e,
                       "samples": batch, "loss": None})
     check(handles, first, "measure")
+    record_parameter_checksum(session, record)
+
+
+CHECKSUM_TIMEOUT_S = 60
+
+
+def record_parameter_checksum(session, record, seconds=None) -> None:
+    """record["parameter_checksum"] from the session's `parameter_checksum()`, asked in a
+    daemon thread waited on for at most `seconds` (CHECKSUM_TIMEOUT_S): an adapter's
+    exception or hang costs this field (null, with the reason in
+    `parameter_checksum_error`), never the record."""
+    import threading
+    seconds = CHECKSUM_TIMEOUT_S if seconds is None else seconds
+    ask = getattr(session, "parameter_checksum", None)
+    if ask is None:
+        return
+    box = {}
+
+    def target():
+        try:
+            box["value"] = ask()
+        except BaseException as exc:  # noqa: BLE001  (reported in the record)
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    t = threading.Thread(target=target, name="dlbench-parameter-checksum", daemon=True)
+    t.start()
+    t.join(seconds)
+    value = box.get("value")
+    if t.is_alive():
+        error = f"TimeoutError: parameter_checksum() still running after {seconds} s"
+    elif "error" in box:
+        error = box["error"]
+    elif value is None or isinstance(value, str):
+        error = None
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        error = f"TypeError: parameter_checksum() returned a {type(value).__name__}"
+    elif not math.isfinite(value):
+        error = f"ValueError: parameter_checksum() returned {value}"
+    else:
+        error, value = None, value if isinstance(value, int) else float(value)
+    if error is None:
+        record["parameter_checksum"] = value
+    else:
+        record["parameter_checksum"] = None
+        record["parameter_checksum_error"] = error
 
 
 def _on_sigterm(signum, frame):
@@ -133,6 +185,7 @@ def run(build, spec, dist, host=None):
     `build` is the adapter's constructor, or None to import it from the spec."""
     origin = time.perf_counter()
     record = records.new_record(spec, dist, host or socket.gethostname(), time.time())
+    record["parameter_checksum"] = None  # run_steps fills it in once the loop has ended ok
     session = limits = None
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)

@@ -45,7 +45,7 @@ from frameworks.mxnet import models  # noqa: E402
 # How long close() waits for ps-lite's orderly stop (a barrier of every node) before it
 # kills this rank's scheduler and server: a peer that died must not hold the teardown.
 SHUTDOWN_S = 8
-CHECKSUM_S = 5  # how long close() waits for the final weights it prints a checksum of
+CHECKSUM_S = 5  # how long the checksum, or close(), waits for the final weights
 # MXNet's engine queues work without limit: a Python loop can enqueue hundreds of steps
 # ahead of the computation (holding their memory). Like a GPU's bounded launch queue,
 # step() lets at most this many steps be queued or running, then waits for the oldest.
@@ -111,6 +111,26 @@ def interruptible(wait, *args):
     if "error" in box:
         raise box["error"]
     return box.get("value")
+
+
+def _within(seconds, read):
+    """read() in a helper thread, waited on for at most `seconds` (TimeoutError after)."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = read()
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the caller)
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="mxnet-weights", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"weights not ready after {seconds} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 class EngineTimer:
@@ -289,13 +309,25 @@ class MXNetSession(harness.Session):
         return env
 
     def parameter_checksum(self) -> str:
-        """Sum of the trainable weights, in float64: equal on every rank of a data-parallel run."""
+        """Sum (float64) and SHA-1 of the trainable weights: equal on every rank of a
+        data-parallel run (the harness records it). Bounded by CHECKSUM_S: after a peer
+        stopped, the weights wait on a pull that never comes (TimeoutError)."""
+        text = _within(CHECKSUM_S, self._weights_digest)
+        self.weights_read = True  # so close() need not wait for them again
+        return text
+
+    def _weights_digest(self) -> str:
         digest, total = hashlib.sha1(), 0.0
         for _, p in sorted(self.params.items()):
             a = np.ascontiguousarray(p.data(self.ctx).asnumpy())
             digest.update(a.tobytes())
             total += float(a.astype(np.float64).sum())
         return f"sum={total:.10e} sha1={digest.hexdigest()}"
+
+    def _wait_weights(self) -> bool:
+        for w in self.weights:
+            w.wait_to_read()
+        return True
 
     def peak_device_bytes(self):
         return None  # MXNet 1.9 has no peak-memory query (only free/total per GPU)
@@ -305,21 +337,16 @@ class MXNetSession(harness.Session):
         return isinstance(exc, MemoryError) or "out of memory" in text.lower()
 
     def close(self):
-        try:  # read by tests/integration/test_framework_mxnet.py from the rank's log
-            # Bounded: after a peer stopped, the weights wait on a pull that never comes.
-            box = []
-            reader = threading.Thread(target=lambda: box.append(self.parameter_checksum()),
-                                      daemon=True)
-            reader.start()
-            reader.join(CHECKSUM_S)
-            text = box[0] if box else f"unavailable (weights not ready after {CHECKSUM_S} s)"
-            print(f"mxnet rank {self.dist.rank} parameter checksum: {text}", flush=True)
-        finally:
-            stopped = self._stop_ps()
-            if not (box and stopped):
-                # The engine holds work that can never finish (a peer is gone); MXNet's
-                # exit hook would wait for it forever, so the process could not end.
-                atexit.unregister(mx.base._notify_shutdown)
+        # Bounded: after a peer stopped, the final weights wait on a pull that never comes.
+        try:
+            ready = getattr(self, "weights_read", False) or _within(CHECKSUM_S, self._wait_weights)
+        except Exception:  # noqa: BLE001  (TimeoutError, or the engine's own error)
+            ready = False
+        stopped = self._stop_ps()
+        if not (ready and stopped):
+            # The engine holds work that can never finish (a peer is gone); MXNet's
+            # exit hook would wait for it forever, so the process could not end.
+            atexit.unregister(mx.base._notify_shutdown)
 
     def _stop_ps(self):
         """Free the kvstore (its destructor is ps-lite's stop: a barrier of every node, then

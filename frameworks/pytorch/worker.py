@@ -131,6 +131,17 @@ class TorchSession(harness.Session):
     def is_oom(self, exc):
         return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(m in str(exc) for m in CPU_OOM)
 
+    def parameter_checksum(self) -> float:
+        """Sum of |p| over the trained parameters, in float64: equal on every rank of a
+        data-parallel run (the harness records it). Summed in chunks, so that a special
+        case's table of 10^8 rows needs no float64 copy of itself."""
+        total = 0.0
+        with torch.no_grad():
+            for p in self.model.parameters():
+                for chunk in p.detach().reshape(-1).split(1 << 24):
+                    total += chunk.abs().sum(dtype=torch.float64).item()
+        return total
+
     def close(self):
         if torch_dist.is_initialized():
             torch_dist.destroy_process_group()

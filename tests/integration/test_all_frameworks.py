@@ -10,8 +10,9 @@ import pytest
 import analysis
 from launchers.points import ROOT
 from launchers.precheck import groups
+from tests.frameworks_env import FRAMEWORKS as TABLE
 
-FRAMEWORKS = ["pytorch", "tensorflow", "paddle", "mxnet", "mindspore", "jax", "oneflow"]
+FRAMEWORKS = list(TABLE)  # the seven of tests/frameworks_env.py's table
 pytestmark = [pytest.mark.e2e, pytest.mark.framework]
 
 
@@ -24,7 +25,7 @@ def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("frameworks")
     res = subprocess.run([sys.executable, "-m", "launch", "-m", f"framework={','.join(FRAMEWORKS)}",
                           "model=resnet50,bert_base", "preset=smoke", "repeats=1",
-                          f"hydra.sweep.dir={out}"], cwd=ROOT, capture_output=True, text=True,
+                          f"output_root={out}", f"hydra.sweep.dir={out}"], cwd=ROOT, capture_output=True, text=True,
                          timeout=1800)
     assert res.returncode == 0, res.stderr[-3000:]
     return out

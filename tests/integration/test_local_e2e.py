@@ -96,7 +96,10 @@ def test_rerun_into_the_same_sweep_counts_nothing_twice(tmp_path):
     (["nodes=2"], "error: launcher=local runs on one node"),
     (["output_root=/proc/forbidden"], "error: output folder '/proc/forbidden' cannot be written"),
 ])
-def test_bad_input_one_line_nonzero(args, message):
+def test_bad_input_one_line_nonzero(args, message, tmp_path):
+    if not any(a.startswith("output_root=") for a in args):
+        # Hydra makes its run folder before the launcher refuses `nodes=2`: not in the checkout.
+        args = [*args, f"output_root={tmp_path}"]
     res = launch(*args, timeout=60)
     assert res.returncode != 0
     assert res.stderr.strip().startswith(message), res.stderr
