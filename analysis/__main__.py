@@ -2,44 +2,61 @@
 python -m analysis compare PATH --reference FILE      the regression gate (analysis/compare.py)
 python -m analysis reference PATH --out FILE          a reference file from a past run
 
-Prints the tables, and writes points.csv, runs.csv, steps.csv and the speedup
-plots to DIR (default PATH/report)."""
+`report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
+rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
+and the plots to DIR (default PATH/report).
+
+A bad record file (torn, garbage, of a foreign schema or of a newer schema version) costs
+only its repeat, which the report marks `corrupt`; its failure section lists every such
+file. Exit status of `report`: 0; 1 when any corrupt file was found (everything else is
+still reported and written); 2 on bad input (no sweep at PATH, a report folder it cannot
+write), said in one line.
+"""
 import argparse
 import os
 import sys
 
-from analysis import comm, compare, load, plot, report
+from analysis import comm, compare, load, report
 from analysis.load import RecordError
+from frameworks.common import layout
 
 
 def cmd_report(args) -> int:
     results = load(args.path)
     print(report.render(results))
-    comm_table = comm.load_comm(args.path)  # bench=comm points, if any (docs/comm.md)
+    comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if len(comm_table):
         print(comm.render_comm(comm_table))
-    out = args.out or os.path.join(args.path, "report")
+    out = args.out or os.path.join(args.path, layout.REPORT_DIR)
     try:
         os.makedirs(out, exist_ok=True)
-        for name in ("points", "runs", "steps"):
+        for name in ("points", "runs"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
-        written = [] if args.no_plot else plot.speedup_plots(results.points, out)
+        results.write_steps(os.path.join(out, "steps.parquet"))
+        written = []
+        if not args.no_plot:
+            from analysis import plot  # matplotlib: only when plotting
+            written = plot.speedup_plots(results.points, out)
         if len(comm_table):
             comm_table.to_csv(os.path.join(out, "comm.csv"), index=False)
             written += [] if args.no_plot else comm.busbw_plots(comm_table, out)
     except OSError as exc:
         raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
-    print(f"tables: {out}/points.csv, runs.csv, steps.csv" +
+    print(f"tables: {out}/points.csv, runs.csv, steps.parquet" +
           "".join(f"\nplot: {p}" for p in written))
+    if results.corrupt:
+        print(f"error: {len(results.corrupt)} corrupt record file(s); their repeats are marked "
+              "corrupt and listed under 'Failed, cut short or missing'", file=sys.stderr)
+        return 1
     return 0
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis")
     sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="tables, CSV and plots of a sweep")
+    rep = sub.add_parser("report", help="tables, CSV, Parquet and plots of a sweep")
     rep.add_argument("path", help="a sweep folder (or a folder of sweeps)")
-    rep.add_argument("--out", help="where CSV and PNG go (default PATH/report)")
+    rep.add_argument("--out", help="where CSV, Parquet and PNG go (default PATH/report)")
     rep.add_argument("--no-plot", action="store_true")
     compare.add_commands(sub)
     args = parser.parse_args(argv)

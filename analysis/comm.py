@@ -1,5 +1,6 @@
-"""Collective benchmarks (bench=comm, docs/comm.md) on disk -> a DataFrame, nccl-tests-style
-tables and bus-bandwidth plots. Training points are left to analysis/load.py.
+"""Collective benchmarks (bench=comm, docs/comm.md) -> a DataFrame, nccl-tests-style tables
+and bus-bandwidth plots, from what analysis.load read (this module reads no file).
+Training points are left to analysis/report.py.
 
 One row per point x op x size x in-place setting, aggregated over the ranks and the
 recorded repeats of the point, the way nccl-tests aggregates its ranks: the time is
@@ -13,8 +14,7 @@ import os
 import pandas as pd
 from tabulate import tabulate
 
-from analysis.load import REPEAT_DIR, find_points, read_json
-from frameworks.common import busbw, records, statuses
+from frameworks.common import busbw
 
 COLUMNS = ["sweep", "point", "framework", "device", "backend", "nodes", "gpus_per_node", "ranks",
            "op", "bytes", "count", "dtype", "inplace", "iters", "repeats", "time_s",
@@ -23,51 +23,34 @@ COLUMNS = ["sweep", "point", "framework", "device", "backend", "nodes", "gpus_pe
 _OP_ORDER = {op: i for i, op in enumerate(busbw.OPS)}
 
 
-def _read_repeat(rdir, world: int):
-    """(status, error, {rank: record}) of one repeat folder."""
-    ranks = {}
-    for path in sorted(rdir.glob("rank-*.json")):
-        rec = read_json(path, records.RECORD_SCHEMA)
-        ranks[rec["rank"]] = rec
-    if (rdir / "run.json").exists():
-        run = read_json(rdir / "run.json", records.RUN_SCHEMA)
-        return run["status"], run["error"], ranks
-    if len(ranks) == world:  # the driver died after its ranks finished
-        return (*statuses.run_status(ranks, world), ranks)
-    return "incomplete", "repeat not finished (no run.json)", ranks
+def _environment(results, sweep, point) -> dict:
+    """The first rank environment recorded for a point (repeats, then ranks, in order)."""
+    return next((e["environment"] for e in results.environments
+                 if e["sweep"] == sweep and e["point"] == point and e["environment"]), {})
 
 
-def load_comm(path) -> pd.DataFrame:
-    """Every bench=comm point under `path` (a sweep folder or a folder of sweeps)."""
+def comm_table(results) -> pd.DataFrame:
+    """Every bench=comm point of the results (analysis.load), one row per op x size x
+    in-place setting; a point with no measurement gets one row with op empty."""
     rows = []
-    for point_file in find_points(path):
-        point = read_json(point_file, "dlbench.point")
-        if point.get("bench") != "comm":
-            continue
-        pdir, world = point_file.parent, point["world_size"]
-        ended, errors, meas, env = [], [], [], {}
-        for entry in sorted(os.listdir(pdir)):
-            m = REPEAT_DIR.match(entry)
-            if not (m and (pdir / entry).is_dir()):
-                continue
-            status, error, ranks = _read_repeat(pdir / entry, world)
-            ended.append(status)
-            if status != "ok" and error:
-                errors.append(f"repeat {int(m.group(1))}: {error}")
-            for rank, rec in ranks.items():
-                env = env or rec.get("environment", {})
-                meas += [{**c, "repeat": int(m.group(1)), "rank": rank} for c in rec.get("comm") or []]
-        opts = point.get("bench_options") or {}
-        base = {"sweep": str(pdir.parent.parent), "point": point["point"],
-                "framework": point["framework"]["name"], "device": env.get("device"),
-                "backend": env.get("backend"), "nodes": point["nodes"],
-                "gpus_per_node": point["gpus_per_node"], "ranks": world,
-                "dtype": opts.get("dtype"), "status": statuses.point_status(ended, point["repeats"]),
-                "error": errors[0] if errors else None}
-        if not meas:
+    points = results.points
+    comm_points = points[points.bench == "comm"] if len(points) else points
+    meas_all, runs = results.comm, results.runs
+    for p in comm_points.itertuples():
+        world = p.devices
+        env = _environment(results, p.sweep, p.point)
+        mine = runs[(runs.point == p.point) & (runs.status != "ok")] if len(runs) else runs
+        errors = [f"repeat {r.repeat}: {r.error}" for r in mine.itertuples() if r.error]
+        opts = results.manifest(p.sweep, p.point).get("bench_options") or {}
+        base = {"sweep": p.sweep, "point": p.point, "framework": p.framework,
+                "device": env.get("device"), "backend": env.get("backend"), "nodes": p.nodes,
+                "gpus_per_node": p.gpus_per_node, "ranks": world, "dtype": opts.get("dtype"),
+                "status": p.status, "error": errors[0] if errors else None}
+        meas = meas_all[(meas_all.sweep == p.sweep) & (meas_all.point == p.point)]
+        if not len(meas):
             rows.append(base)
             continue
-        for (op, nbytes, inplace), g in pd.DataFrame(meas).groupby(["op", "bytes", "inplace"], sort=False):
+        for (op, nbytes, inplace), g in meas.groupby(["op", "bytes", "inplace"], sort=False):
             t = g.time_s.mean()
             wrong = pd.to_numeric(g.wrong, errors="coerce").sum(min_count=1)
             rows.append({**base, "op": op, "bytes": int(nbytes), "count": int(g["count"].iloc[0]),
@@ -84,6 +67,13 @@ def load_comm(path) -> pd.DataFrame:
             ["_o", "nodes", "ranks", "point", "bytes", "inplace"], na_position="last")
         df = df.drop(columns="_o").reset_index(drop=True)
     return df
+
+
+def load_comm(path) -> pd.DataFrame:
+    """comm_table of every sweep under `path` (a sweep folder or a folder of sweeps)."""
+    from analysis.load import load
+
+    return comm_table(load(path))
 
 
 def human_bytes(n) -> str:

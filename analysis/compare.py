@@ -26,15 +26,17 @@ point did not finish ok, fails too. Exit 0: all pass; 1: one fails; 2: bad input
 """
 import json
 import math
+import sys
 
 import yaml
 from tabulate import tabulate
 
 from analysis import load
 from analysis.load import RecordError
-from analysis.special import MODEL_KEYS, metrics, read_searches
+from analysis.special import MODEL_KEYS, metrics
+from frameworks.common import layout
 
-SCHEMA = "dlbench.reference"
+SCHEMA = layout.REFERENCE_SCHEMA
 # metric -> (column of analysis.special.metrics, unit, lower is better)
 METRICS = {
     "throughput": ("throughput", "samples/s", False),
@@ -114,7 +116,7 @@ def _search_rows(results) -> list:
              "search": s["key"], "point": f"{s['point']} (search {s['key']})", "kind": "search",
              "status": "ok" if s.get("done") and not s.get("stopped") and s["largest_ok"] is not None
              else "failed", "largest_ok": s["largest_ok"]}
-            for s in read_searches(results.root)]
+            for s in results.searches]
 
 
 def figures(results) -> list:
@@ -198,8 +200,17 @@ def _num(v) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
+def warn_corrupt(results) -> None:
+    """One line on stderr when bad record files cost repeats (the report lists them)."""
+    if results.corrupt:
+        print(f"warning: {len(results.corrupt)} corrupt record file(s) under {results.root}: "
+              f"their repeats are marked corrupt (python -m analysis report lists them)",
+              file=sys.stderr)
+
+
 def cmd_compare(args) -> int:
     results = load(args.path)
+    warn_corrupt(results)
     system, entries = read_reference(args.reference, args.system)
     table = []
     for e, value, delta, verdict in verdicts(results, entries):
@@ -259,7 +270,9 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
 
 
 def cmd_reference(args) -> int:
-    ref = make_reference(load(args.path), args.tolerance, args.system)
+    results = load(args.path)
+    warn_corrupt(results)
+    ref = make_reference(results, args.tolerance, args.system)
     try:
         with open(args.out, "w") as f:
             if args.out.endswith(".json"):

@@ -3,31 +3,28 @@
 A system is what the rank records say a host ran on (frameworks/common/environment.py and
 the adapter's environment()): device x count, driver / CUDA / cuDNN / NCCL, CPU, memory,
 interconnect (`nvidia-smi topo -m` of local rank 0, InfiniBand ports). Hosts with the
-same facts are one system. Read from the first recorded repeat of each point.
+same facts are one system. From the first recorded repeat of each point, as analysis.load
+read it (Results.environments; this module reads no file).
 """
-import json
 import re
-from pathlib import Path
 
 GIB = 2**30
 VERSIONS = (("nvidia_driver", "driver"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("nccl", "NCCL"))
 
 
 def _records(results):
-    """One rank record per (point, rank) of each point's first repeat that has any."""
+    """One rank's {host, framework, environment} per (point, rank) of each point's first
+    repeat with any readable rank record."""
+    first = {}
+    for e in results.environments:
+        key = (e["sweep"], e["point"])
+        first[key] = min(first.get(key, e["repeat"]), e["repeat"])
+    by_point = {}
+    for e in results.environments:
+        if first[(e["sweep"], e["point"])] == e["repeat"]:
+            by_point.setdefault((e["sweep"], e["point"]), []).append(e)
     for p in results.points.itertuples():
-        pdir = Path(p.sweep, "points", p.point)
-        for rdir in sorted(pdir.glob("repeat-[0-9][0-9]")):
-            files = sorted(rdir.glob("rank-*.json"))
-            if not files:
-                continue
-            for f in files:
-                try:
-                    with open(f) as fh:
-                        yield json.load(fh)
-                except (OSError, ValueError):
-                    continue
-            break
+        yield from by_point.pop((p.sweep, p.point), [])
 
 
 def topology_summary(text):

@@ -25,8 +25,17 @@ def throughput(samples_per_rank, window_s_per_rank) -> float:
 
 def rank_timing(record: dict):
     """(timed samples, timed window in s) of one rank record."""
-    samples = sum(s["samples"] for s in record["steps"] if s["phase"] == "measure")
-    window = record["window"]
+    return window_timing([s["samples"] for s in record["steps"] if s["phase"] == "measure"],
+                         record["window"])
+
+
+def window_timing(timed_samples, window: dict):
+    """(timed samples, timed window in s) from the samples of a rank's timed steps (a list,
+    or a numpy array: the analysis reads steps column-wise) and its window."""
+    if hasattr(timed_samples, "sum"):
+        samples = timed_samples.sum().item()
+    else:
+        samples = sum(timed_samples)
     return samples, window["end"] - window["start"]
 
 

@@ -5,10 +5,12 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import environment, special
+from frameworks.common import layout
 
 ROW_KEY = ["framework", "precision", "batch_size", "compile"]
 LABELS = {"failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT", "cancelled": "CANCELLED",
-          "unsupported": "UNSUPPORTED", "missing": "missing", "incomplete": "running?"}
+          "unsupported": "UNSUPPORTED", "missing": "missing", "incomplete": "running?",
+          "corrupt": "CORRUPT"}
 
 
 def _layout(points: pd.DataFrame):
@@ -51,8 +53,9 @@ SECTIONS = (("Throughput (samples/s, median of ok repeats)", "throughput", ".1f"
 def amp_ratio(points: pd.DataFrame):
     """AMP throughput over FP32 throughput for each configuration both ran, or None."""
     key = ["framework", "batch_size", "compile", "nodes", "gpus_per_node", "devices"]
-    fp32 = points[points.precision == "fp32"].set_index(key).throughput
-    amp = points[points.precision == "amp"].set_index(key).throughput
+    # (one figure per configuration: points of several sweeps may share one)
+    fp32 = points[points.precision == "fp32"].groupby(key, sort=False).throughput.first()
+    amp = points[points.precision == "amp"].groupby(key, sort=False).throughput.first()
     both = fp32.index.intersection(amp.index)
     if both.empty:
         return None
@@ -90,6 +93,11 @@ def failures(results) -> str:
             lines += [f"    {line}" for line in tail["lines"]]
     missing = results.points[results.points.status == "missing"]
     lines += [f"- {r.point}: no repeat recorded" for r in missing.itertuples()]
+    corrupt = getattr(results, "corrupt", [])
+    if corrupt:  # every one, also those a repeat's error above names
+        lines.append(f"Corrupt files ({len(corrupt)}): each costs only its repeat "
+                     f"(a {layout.POINT_FILE} its point, a search ledger its search)")
+        lines += [f"- {c['file']}: {c['reason']}" for c in corrupt]
     return "\n".join(["## Failed, cut short or missing", *lines]) if lines else ""
 
 

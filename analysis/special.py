@@ -7,24 +7,16 @@
   with every size tried and its outcome.
 
 `metrics(results)` is the table of per-point figures that the report and the regression
-gate (analysis/compare.py) both read.
+gate (analysis/compare.py) both read. Everything here is a function of what analysis.load
+read (the points' settings: Results.manifests; the searches: Results.searches).
 """
-import json
-from pathlib import Path
-
 import pandas as pd
 from tabulate import tabulate
 
 from analysis import flops, report  # report imports this module: use report.X at call time
-from analysis.load import RecordError, Results, read_json
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
 MODEL_KEYS = ("deep_vocab_size", "seq_len", "num_classes")  # what tells a special point apart
-SEARCH_SCHEMA = "dlbench.search"
-
-
-def _point_json(row) -> dict:
-    return read_json(Path(row.sweep, "points", row.point, "point.json"), "dlbench.point")
 
 
 def _median(values):
@@ -42,8 +34,8 @@ def metrics(results) -> pd.DataFrame:
     runs = results.runs
     rows = []
     for p in results.points.itertuples():
-        point = _point_json(p)
-        model = point["model"]
+        point = results.manifest(p.sweep, p.point)
+        model = point.get("model") or {}
         mine = runs[runs.point == p.point] if len(runs) else runs
         ok = mine[mine.status == "ok"] if len(mine) else mine
         per_rank = p.batch_size * p.devices
@@ -73,21 +65,6 @@ def metrics(results) -> pd.DataFrame:
             row["mfu"] = flops.mfu(row["tflops_per_device"], row["peak_tflops"])
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def read_searches(root) -> list:
-    """Every search ledger (launchers/search.py) under a results folder."""
-    out = []
-    for path in sorted(Path(root).glob("**/searches/*.json")):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise RecordError(f"corrupt search file {path}: {exc}") from None
-        if not isinstance(data, dict) or data.get("schema") != SEARCH_SCHEMA:
-            raise RecordError(f"corrupt search file {path}: not a {SEARCH_SCHEMA} file")
-        out.append(data)
-    return out
 
 
 def _label(status) -> str:
@@ -185,10 +162,10 @@ def render_special(results) -> str:
     """The special cases' sections of the report; empty when the results have none."""
     p = results.points
     special = p[(p.bench == "train") & p.model.isin(("wide_deep", "gpt", "insightface"))]
-    searches = read_searches(results.root)
+    searches = results.searches
     if special.empty and not searches:
         return ""
-    m = metrics(Results(points=special, runs=results.runs, steps=results.steps, root=results.root))
+    m = metrics(results.with_points(special))
     parts = []
     if len(m) and (m.model == "wide_deep").any():
         parts.append(wide_deep_section(m[m.model == "wide_deep"]))

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from frameworks.common import layout
 from launchers import driver, points
 
 GRACE_S = 5  # how long ranks may outlive a failed peer, and SIGTERM may take, before SIGKILL
@@ -92,7 +93,7 @@ def start_ranks(point: dict, spec_path: str, rdir: str):
     port = free_port(span=point["world_size"] + 2)
     procs = []
     for rank in range(point["world_size"]):
-        with open(os.path.join(rdir, f"rank-{rank:05d}.log"), "w") as log:
+        with open(os.path.join(rdir, layout.rank_log_name(rank)), "w") as log:
             procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
                                           stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True))
@@ -102,7 +103,7 @@ def start_ranks(point: dict, spec_path: str, rdir: str):
 def submit(point: dict, dry_run: bool = False) -> None:
     check(point)
     if dry_run:
-        argv = points.worker_argv(point, os.path.join(points.repeat_dir(point, 0), "spec.json"),
+        argv = points.worker_argv(point, os.path.join(points.repeat_dir(point, 0), layout.SPEC_FILE),
                                   sys.executable)
         print(f"{point['point']}: {point['world_size']} local rank(s) x {point['repeats']} "
               f"repeat(s): {' '.join(argv)}")

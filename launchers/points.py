@@ -14,10 +14,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from frameworks.common import records
+from frameworks.common import layout, records
 
 ROOT = Path(__file__).resolve().parent.parent
-POINT_SCHEMA = "dlbench.point"
+POINT_SCHEMA = layout.POINT_SCHEMA
 
 
 class ConfigError(ValueError):
@@ -87,9 +87,9 @@ def make_point(cfg, sweep_dir, num: int, overrides=()) -> dict:
     validate(cfg)
     name = point_name(cfg, num)
     return {
-        "schema": POINT_SCHEMA, "version": records.SCHEMA_VERSION,
+        "schema": POINT_SCHEMA, "version": layout.SCHEMA_VERSION,
         "point": name, "num": num,
-        "dir": str(Path(sweep_dir, "points", name).resolve()),
+        "dir": str(Path(layout.point_dir(sweep_dir, name)).resolve()),
         "bench": cfg.bench.name,
         "bench_options": OmegaConf.to_container(cfg.bench, resolve=True),
         "framework": OmegaConf.to_container(cfg.framework, resolve=True),
@@ -122,16 +122,16 @@ def make_point(cfg, sweep_dir, num: int, overrides=()) -> dict:
 
 def write_point(point: dict) -> None:
     os.makedirs(point["dir"], exist_ok=True)
-    records.write_json_atomic(os.path.join(point["dir"], "point.json"), point)
+    records.write_json_atomic(os.path.join(point["dir"], layout.POINT_FILE), point)
 
 
 def read_point(point_dir) -> dict:
-    with open(os.path.join(point_dir, "point.json")) as f:
+    with open(os.path.join(point_dir, layout.POINT_FILE)) as f:
         return json.load(f)
 
 
 def repeat_dir(point: dict, repeat: int) -> str:
-    return os.path.join(point["dir"], f"repeat-{repeat:02d}")
+    return layout.repeat_dir(point["dir"], repeat)
 
 
 def run_spec(point: dict, repeat: int) -> dict:
@@ -139,7 +139,7 @@ def run_spec(point: dict, repeat: int) -> dict:
     keep = ("point", "bench", "bench_options", "model", "precision", "amp_dtype", "compile", "batch_size",
             "warmup_steps", "measure_steps", "device", "seed", "rendezvous_timeout_s",
             "suite_commit", "config")
-    spec = {"schema": records.SPEC_SCHEMA, "version": records.SCHEMA_VERSION}
+    spec = {"schema": layout.SPEC_SCHEMA, "version": layout.SCHEMA_VERSION}
     spec.update({k: point[k] for k in keep})
     spec.update(framework=point["framework"]["name"], repeat=repeat,
                 record_dir=repeat_dir(point, repeat), options=point["framework"].get("options", {}),

@@ -20,10 +20,10 @@ import os
 import time
 from pathlib import Path
 
-from frameworks.common import records, statuses
+from frameworks.common import layout, records, statuses
 from launchers import driver, points
 
-SCHEMA = "dlbench.search"
+SCHEMA = layout.SEARCH_SCHEMA
 DEFAULTS = {"start": None, "max": None, "tolerance": 0.05}
 
 
@@ -137,13 +137,13 @@ def outcome(point: dict, ended: list) -> str:
 
 
 def ledger_path(base: dict) -> str:
-    return str(Path(base["dir"]).parent.parent / "searches" / f"{base['point']}.json")
+    return layout.search_ledger(layout.sweep_of(base["dir"]), base["point"])
 
 
 def run(base: dict, start, log=print) -> dict:
     """Run the search of a point with the driver's `start(point, spec_path, rdir)`."""
     s = settings(base)
-    ledger = {"schema": SCHEMA, "version": 1, "point": base["point"], "key": s["key"],
+    ledger = {"schema": SCHEMA, "version": layout.SCHEMA_VERSION, "point": base["point"], "key": s["key"],
               "start": s["start"], "max": s["max"], "tolerance": s["tolerance"],
               "framework": base["framework"]["name"], "model": base["model"]["name"],
               "model_size": base["model"].get("size"), "precision": base["precision"],

@@ -1,26 +1,27 @@
 """Builds sweep folders by hand, through the suite's own writers, for analysis tests."""
 import os
 
-from frameworks.common import records, statuses
+from frameworks.common import layout, records, statuses
 from frameworks.common.distenv import DistEnv
 
 
 def write_point(sweep, name, *, framework="pytorch", model="resnet50", precision="fp32",
                 batch_size=8, nodes=1, gpus_per_node=1, repeats=3, compile=False):
-    pdir = os.path.join(sweep, "points", name)
+    pdir = layout.point_dir(sweep, name)
     os.makedirs(pdir, exist_ok=True)
-    point = {"schema": "dlbench.point", "version": 1, "point": name, "num": 0, "dir": pdir,
-             "bench": "train", "framework": {"name": framework}, "precision": precision,
-             "model": {"name": model, "size": "tiny"}, "amp_dtype": None, "compile": compile,
+    point = {"schema": layout.POINT_SCHEMA, "version": layout.SCHEMA_VERSION, "point": name,
+             "num": 0, "dir": pdir, "bench": "train", "framework": {"name": framework},
+             "precision": precision, "model": {"name": model, "size": "tiny"}, "amp_dtype": None,
+             "compile": compile,
              "batch_size": batch_size, "nodes": nodes, "gpus_per_node": gpus_per_node,
              "world_size": nodes * gpus_per_node, "repeats": repeats}
-    records.write_json_atomic(os.path.join(pdir, "point.json"), point)
+    records.write_json_atomic(os.path.join(pdir, layout.POINT_FILE), point)
     return point
 
 
 def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, run_json=True):
     """One repeat whose rank r timed `steps` steps of the point's batch in windows[r] seconds."""
-    rdir = os.path.join(point["dir"], f"repeat-{repeat:02d}")
+    rdir = layout.repeat_dir(point["dir"], repeat)
     os.makedirs(rdir, exist_ok=True)
     world = len(windows)
     ranks = {}
@@ -37,11 +38,12 @@ def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, r
         rec["steps"] += [{"step": i + 1, "phase": "measure", "start": 1.0 + i * dt,
                           "end": 1.0 + (i + 1) * dt, "samples": point["batch_size"], "loss": 1.0}
                          for i in range(steps)]
-        records.write_json_atomic(os.path.join(rdir, records.record_name(rank)), rec)
+        records.write_json_atomic(os.path.join(rdir, layout.rank_record_name(rank)), rec)
         ranks[rank] = rec
     if run_json:
         st, err = statuses.run_status(ranks, world)
-        records.write_json_atomic(os.path.join(rdir, "run.json"), {
-            "schema": records.RUN_SCHEMA, "version": 1, "point": point["point"], "repeat": repeat,
-            "status": st, "error": err, "world_size": world, "exit_codes": [0] * world})
+        records.write_json_atomic(os.path.join(rdir, layout.RUN_FILE), {
+            "schema": layout.RUN_SCHEMA, "version": layout.SCHEMA_VERSION, "point": point["point"],
+            "repeat": repeat, "status": st, "error": err, "world_size": world,
+            "exit_codes": [0] * world})
     return rdir

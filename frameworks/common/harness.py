@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from . import capability, distenv, environment, memory, records
+from . import capability, distenv, environment, layout, memory, records
 
 
 class Cancelled(Exception):
@@ -246,7 +246,7 @@ def main(argv=None, build=None) -> int:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
     record, session = run(build, spec, dist)
-    path = f"{spec['record_dir']}/{records.record_name(dist.rank)}"
+    path = os.path.join(spec["record_dir"], layout.rank_record_name(dist.rank))
     records.write_json_atomic(path, record)  # saved before teardown, which can hang
     if record["status"] != "ok":
         print(f"worker rank {dist.rank}: {record['status']}: {record['error']}", file=sys.stderr)

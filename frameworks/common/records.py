@@ -6,24 +6,42 @@ none. Standard library only: this runs in the framework's Python.
 """
 import json
 import os
-import tempfile
+import secrets
 
-SPEC_SCHEMA = "dlbench.spec"
-RECORD_SCHEMA = "dlbench.rank"
-SCHEMA_VERSION = 1
+from . import layout
+
+SPEC_SCHEMA = layout.SPEC_SCHEMA
+RECORD_SCHEMA = layout.RANK_SCHEMA
+RUN_SCHEMA = layout.RUN_SCHEMA
+SCHEMA_VERSION = layout.SCHEMA_VERSION
 
 SPEC_KEYS = ("point", "repeat", "framework", "model", "precision", "batch_size",
              "warmup_steps", "measure_steps", "record_dir")
 
 
 def record_name(rank: int) -> str:
-    return f"rank-{rank:05d}.json"
+    return layout.rank_record_name(rank)
+
+
+def _create_temporary(folder: str):
+    """(fd, path) of a new file beside the target, created with mode 0666 less the umask
+    (as open() would): a record is as readable as any other file its user writes, where
+    tempfile.mkstemp would leave it 0600."""
+    for _ in range(100):
+        tmp = os.path.join(folder, f".tmp-{os.getpid()}-{secrets.token_hex(6)}.json")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                           0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
 
 
 def write_json_atomic(path, obj) -> None:
-    """Write obj as JSON so that readers see the old file, the new one, or none."""
+    """Write obj as JSON so that readers see the old file, the new one, or none. The file
+    gets the mode the umask gives (0644 under umask 022)."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    fd, tmp = _create_temporary(folder)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1, default=str)
@@ -71,6 +89,3 @@ def new_record(spec: dict, dist, host: str, origin_unix: float) -> dict:
         "started_unix": origin_unix,
         "ended_unix": None,
     }
-
-
-RUN_SCHEMA = "dlbench.run"

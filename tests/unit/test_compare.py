@@ -155,3 +155,15 @@ def test_search_result_is_gated(sweep, tmp_path, capsys):
     assert gate(sweep, path, capsys)[0] == 1                   # 3072 vs 4000: fewer classes fit
     path = ref_file(tmp_path, [dict(entry, value=3100)])
     assert gate(sweep, path, capsys)[0] == 0
+
+
+def test_a_corrupt_repeat_fails_its_entry_and_is_named(sweep, tmp_path, capsys):
+    run = os.path.join(sweep, "points", "000-pytorch-resnet50-fp32-1x1-bs8", "repeat-00", "run.json")
+    with open(run, "w") as f:
+        f.write('{"schema": "dlbench.run", "ver')                       # torn
+    ref = ref_file(tmp_path, [{"config": RESNET, "metric": "throughput", "value": 80.0},
+                              {"config": dict(RESNET, gpus_per_node=2), "metric": "throughput",
+                               "value": 160.0}])
+    code, text, err = gate(sweep, ref, capsys)
+    assert code == 1 and "FAIL (corrupt)" in text and "1 of 2 within tolerance" in text
+    assert err.startswith("warning: 1 corrupt record file(s)") and "Traceback" not in err

@@ -1,0 +1,216 @@
+"""How fast `python -m analysis report` is at cluster scale, against a bare json.load.
+
+    .venv/bin/python benchmarks/analysis_scale.py [--sizes 16x8x1000,128x8x1000,512x8x1000]
+        [--real SWEEP] [--work DIR] [--runs 3]
+
+1. A real sweep: --real, else one made here with
+   `python -m launch preset=smoke repeats=1 gpus_per_node=1 hydra.run.dir=WORK/real`.
+2. For each size NODESxGPUSxSTEPS, a sweep in the documented layout (frameworks/common/layout.py)
+   cloned from it: its point.json, spec.json and run.json, and its rank record scaled to
+   NODES x GPUS ranks of STEPS steps each (its own warm-up steps, then timed steps whose
+   durations cycle the real ones, each rank a little slower than the one before it), written
+   as the worker writes records (json, indent=1). The expected throughput is computed here.
+3. Timed side by side, alternating, median of --runs: (a) a bare `json.load` of every record
+   file the analysis reads (point.json, run.json, rank-*.json), in this process; (b)
+   `python -m analysis report SWEEP --no-plot` as a subprocess, wall time, with its peak
+   memory (ru_maxrss from wait4). The report's throughput is checked against the expected one.
+
+Prints the machine, the command and a Markdown table (benchmarks/analysis_scale.md keeps one).
+"""
+import argparse
+import copy
+import glob
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from frameworks.common import layout  # noqa: E402
+
+STEP = ('  {\n   "step": %d,\n   "phase": "%s",\n   "start": %r,\n   "end": %r,\n'
+        '   "samples": %d,\n   "loss": %s\n  }')
+
+
+def real_sweep(work: str) -> str:
+    out = os.path.join(work, "real")
+    if not glob.glob(os.path.join(out, layout.POINTS_DIR, "*", layout.POINT_FILE)):
+        subprocess.run([sys.executable, "-m", "launch", "preset=smoke", "repeats=1",
+                        "gpus_per_node=1", f"hydra.run.dir={out}"], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+    return out
+
+
+def _read(path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def steps_text(steps) -> str:
+    """A list of step dicts exactly as json.dumps(record, indent=1) writes it in a record."""
+    return "[\n" + ",\n".join(STEP % (s["step"], s["phase"], s["start"], s["end"], s["samples"],
+                                      "null" if s["loss"] is None else repr(s["loss"]))
+                              for s in steps) + "\n ]"
+
+
+def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int) -> dict:
+    """A sweep of one point, nodes x gpn ranks x nsteps steps, cloned from the real sweep's
+    first point; returns {throughput, files, bytes} of what it wrote."""
+    pfile = sorted(glob.glob(os.path.join(real, layout.POINTS_DIR, "*", layout.POINT_FILE)))[0]
+    rdir0 = layout.repeat_dir(os.path.dirname(pfile), 0)
+    point, run = _read(pfile), _read(os.path.join(rdir0, layout.RUN_FILE))
+    rec0 = _read(os.path.join(rdir0, layout.rank_record_name(0)))
+    spec_file = os.path.join(rdir0, layout.SPEC_FILE)
+    spec = _read(spec_file) if os.path.exists(spec_file) else dict(rec0.get("spec") or {})
+    warm = [s for s in rec0["steps"] if s["phase"] == "warmup"]
+    meas = [s for s in rec0["steps"] if s["phase"] == "measure"]
+    durations, losses = [s["end"] - s["start"] for s in meas], [s["loss"] for s in meas]
+    world, measure, batch = nodes * gpn, nsteps - len(warm), point["batch_size"]
+    assert measure > 0, f"{nsteps} steps leave none after {len(warm)} warm-up steps"
+
+    name = f"000-{point['framework']['name']}-{point['model']['name']}-{point['precision']}-" \
+           f"{nodes}x{gpn}-bs{batch}"
+    shutil.rmtree(out, ignore_errors=True)
+    pdir = layout.point_dir(out, name)
+    rdir = layout.repeat_dir(pdir, 0)
+    os.makedirs(rdir)
+    point.update(point=name, dir=os.path.abspath(pdir), nodes=nodes, gpus_per_node=gpn,
+                 world_size=world, measure_steps=measure, repeats=1)
+    point.setdefault("config", {}).update(nodes=nodes, gpus_per_node=gpn, measure_steps=measure,
+                                          repeats=1)
+    spec.update(point=name, measure_steps=measure, record_dir=os.path.abspath(rdir),
+                config=point["config"])
+    run.update(point=name, world_size=world, exit_codes=[0] * world)
+    written = 0
+    for path, obj in ((os.path.join(pdir, layout.POINT_FILE), point),
+                      (os.path.join(rdir, layout.SPEC_FILE), spec),
+                      (os.path.join(rdir, layout.RUN_FILE), run)):
+        with open(path, "w") as f:
+            written += f.write(json.dumps(obj, indent=1))
+
+    longest = 0.0
+    for rank in range(world):
+        host = f"node{rank // gpn:04d}"
+        rec = copy.deepcopy({k: v for k, v in rec0.items() if k != "steps"})
+        rec.update(point=name, rank=rank, world_size=world, local_rank=rank % gpn,
+                   local_world_size=gpn, host=host, spec=spec)
+        rec["environment"]["host"] = host
+        if rank % gpn:
+            rec["environment"]["gpu_topology"] = None  # local rank 0 only (environment.capture)
+        slow = 1 + 0.001 * (rank % 7)
+        steps = [dict(s) for s in warm]
+        t = warm[-1]["end"] if warm else 0.0
+        first = t + 1e-6
+        for i in range(measure):
+            start = t + 1e-6
+            t = start + durations[i % len(durations)] * slow
+            steps.append({"step": len(warm) + i, "phase": "measure", "start": start, "end": t,
+                          "samples": batch, "loss": losses[i % len(losses)]})
+        rec["window"] = {"start": first - 5e-6, "end": t + 5e-6}
+        longest = max(longest, rec["window"]["end"] - rec["window"]["start"])
+        rec["steps"] = "@STEPS@"
+        text = json.dumps(rec, indent=1).replace('"@STEPS@"', steps_text(steps))
+        if rank == 0:  # the template writes what the worker's json.dumps(indent=1) would
+            assert text == json.dumps(dict(rec, steps=steps), indent=1)
+        with open(os.path.join(rdir, layout.rank_record_name(rank)), "w") as f:
+            written += f.write(text)
+        open(os.path.join(rdir, layout.rank_log_name(rank)), "w").close()
+    return {"throughput": world * measure * batch / longest, "files": world + 2, "bytes": written,
+            "steps": world * nsteps, "point": name}
+
+
+def record_files(sweep: str) -> list:
+    out = []
+    for pfile in layout.point_files(sweep):
+        out.append(pfile)
+        pdir = os.path.dirname(pfile)
+        for rname in sorted(n for n in os.listdir(pdir) if layout.REPEAT_RE.match(n)):
+            rdir = os.path.join(pdir, rname)
+            out += [os.path.join(rdir, n) for n in sorted(os.listdir(rdir))
+                    if layout.RANK_RECORD_RE.match(n) or n == layout.RUN_FILE]
+    return out
+
+
+def bare_load(files) -> float:
+    t = time.perf_counter()
+    for path in files:
+        with open(path) as f:
+            json.load(f)
+    return time.perf_counter() - t
+
+
+def report(sweep: str, out: str):
+    """(wall s, peak RSS in MiB, stdout) of `python -m analysis report SWEEP --no-plot`."""
+    t = time.perf_counter()
+    with open(os.path.join(out, "stdout.txt"), "w") as so:
+        proc = subprocess.Popen([sys.executable, "-m", "analysis", "report", sweep, "--no-plot",
+                                 "--out", out], cwd=ROOT, stdout=so, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    text = open(os.path.join(out, "stdout.txt")).read()
+    if proc.returncode != 0:
+        raise SystemExit(f"report exited {proc.returncode}:\n{text[-3000:]}")
+    return wall, usage.ru_maxrss / 1024, text
+
+
+def machine() -> str:
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in
+                   subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+                   if line.startswith("Model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or "unknown CPU"
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="16x8x1000,128x8x1000,512x8x1000",
+                    help="NODESxGPUSxSTEPS, comma-separated")
+    ap.add_argument("--real", help="a real sweep to clone (default: run a smoke sweep)")
+    ap.add_argument("--work", default="/tmp/dlbench-analysis-scale")
+    ap.add_argument("--runs", type=int, default=3, help="timings per size (median)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated sweeps")
+    args = ap.parse_args(argv)
+    os.makedirs(args.work, exist_ok=True)
+    real = args.real or real_sweep(args.work)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {machine()}")
+    print(f"# {' '.join([os.path.relpath(sys.executable, ROOT), *sys.argv])}\n")
+    print("| ranks x steps | step records | JSON | bare json.load (s) | report (s) | "
+          "report / json.load | report peak RSS (MiB) |")
+    print("|---|---|---|---|---|---|---|")
+    for size in args.sizes.split(","):
+        nodes, gpn, nsteps = (int(x) for x in size.split("x"))
+        sweep = os.path.join(args.work, f"sweep-{size}")
+        g = generate(real, sweep, nodes, gpn, nsteps)
+        files = record_files(sweep)
+        out = os.path.join(args.work, f"report-{size}")
+        os.makedirs(out, exist_ok=True)
+        bare_load(files)  # the page cache warm for both
+        bare, rep, rss = [], [], []
+        for _ in range(args.runs):
+            bare.append(bare_load(files))
+            wall, peak, text = report(sweep, out)
+            rep.append(wall)
+            rss.append(peak)
+        import pandas as pd
+        got = pd.read_csv(os.path.join(out, "points.csv")).throughput.iloc[0]
+        assert abs(got - g["throughput"]) <= 1e-9 * g["throughput"], (got, g["throughput"])
+        b, r = statistics.median(bare), statistics.median(rep)
+        print(f"| {nodes}x{gpn} x {nsteps} | {g['steps']:,} | {g['bytes'] / 1e6:.0f} MB in "
+              f"{len(files):,} files | {b:.2f} | {r:.2f} | {r / b:.2f} | {max(rss):.0f} |",
+              flush=True)
+        if not args.keep:
+            shutil.rmtree(sweep, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

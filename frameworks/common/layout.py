@@ -1,0 +1,108 @@
+"""The sweep's layout on disk and its schema names, written once (docs/contract.md).
+
+    SWEEP/points/<point>/point.json                   the point (launchers/points.py)
+    SWEEP/points/<point>/slurm.json                   its Slurm job (launchers/slurm.py)
+    SWEEP/points/<point>/repeat-NN/spec.json          what the ranks of repeat NN read
+    SWEEP/points/<point>/repeat-NN/rank-KKKKK.json    one record per rank (the worker)
+    SWEEP/points/<point>/repeat-NN/rank-KKKKK.log     the rank's stdout and stderr
+    SWEEP/points/<point>/repeat-NN/run.json           the repeat's status (the driver)
+    SWEEP/points/<point>/repeat-NN/step.json          the srun step that ran it (Slurm)
+    SWEEP/points/<point>/repeat-NN/srun.log           srun's own output (Slurm)
+    SWEEP/points/<point>/repeat-NN.interrupted-T/     an attempt cut short: kept, never read
+    SWEEP/searches/<point>.json                       a search's ledger (launchers/search.py)
+
+Every other module names these through this one. Standard library only: the worker
+harness imports it in the framework's own Python.
+"""
+import os
+import re
+import time
+
+SCHEMA_VERSION = 1                      # of every schema below
+POINT_SCHEMA = "dlbench.point"
+SPEC_SCHEMA = "dlbench.spec"
+RANK_SCHEMA = "dlbench.rank"
+RUN_SCHEMA = "dlbench.run"
+SLURM_SCHEMA = "dlbench.slurm"
+SEARCH_SCHEMA = "dlbench.search"
+REFERENCE_SCHEMA = "dlbench.reference"  # a regression gate's reference (analysis/compare.py)
+
+POINTS_DIR = "points"
+SEARCHES_DIR = "searches"
+REPORT_DIR = "report"
+POINT_FILE = "point.json"
+SLURM_FILE = "slurm.json"
+SPEC_FILE = "spec.json"
+RUN_FILE = "run.json"
+STEP_FILE = "step.json"
+SRUN_LOG = "srun.log"
+RANK_LOG_SRUN = "rank-%5t.log"          # srun --output's pattern of rank_log_name (%5t: the task)
+
+REPEAT_RE = re.compile(r"^repeat-(\d+)$")             # a recorded or running attempt
+INTERRUPTED_RE = re.compile(r"^repeat-(\d+)\.interrupted-(\d+)$")  # set aside: never read
+RANK_RECORD_RE = re.compile(r"^rank-(\d+)\.json$")
+
+
+def repeat_name(repeat: int) -> str:
+    return f"repeat-{repeat:02d}"
+
+
+def rank_record_name(rank: int) -> str:
+    return f"rank-{rank:05d}.json"
+
+
+def rank_log_name(rank: int) -> str:
+    return f"rank-{rank:05d}.log"
+
+
+def point_dir(sweep, point: str) -> str:
+    return os.path.join(str(sweep), POINTS_DIR, point)
+
+
+def repeat_dir(point_dir_, repeat: int) -> str:
+    return os.path.join(str(point_dir_), repeat_name(repeat))
+
+
+def interrupted_dir(rdir, when: float = None) -> str:
+    """Where an interrupted attempt is set aside: repeat-NN.interrupted-<unix time>."""
+    return f"{rdir}.interrupted-{time.time() if when is None else when:.0f}"
+
+
+def search_ledger(sweep, point: str) -> str:
+    return os.path.join(str(sweep), SEARCHES_DIR, f"{point}.json")
+
+
+def sweep_of(point_dir_) -> str:
+    """SWEEP of SWEEP/points/<point>."""
+    return os.path.dirname(os.path.dirname(os.path.normpath(str(point_dir_))))
+
+
+def point_files(root) -> list:
+    """Every SWEEP/points/<point>/point.json under root (a sweep, or a folder of sweeps),
+    sorted. Point folders are not searched for further sweeps."""
+    found = []
+    for folder, dirs, _ in os.walk(str(root)):
+        if POINTS_DIR in dirs:
+            pdir = os.path.join(folder, POINTS_DIR)
+            try:
+                names = os.listdir(pdir)
+            except OSError:
+                names = []
+            found += [os.path.join(pdir, n, POINT_FILE) for n in names
+                      if os.path.isfile(os.path.join(pdir, n, POINT_FILE))]
+            dirs.remove(POINTS_DIR)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+    return sorted(found)
+
+
+def search_files(sweeps) -> list:
+    """Every SWEEP/searches/*.json of the given sweep folders, sorted."""
+    out = []
+    for sweep in sorted(set(map(str, sweeps))):
+        sdir = os.path.join(sweep, SEARCHES_DIR)
+        try:
+            names = os.listdir(sdir)
+        except OSError:
+            continue
+        out += [os.path.join(sdir, n) for n in names if n.endswith(".json") and not n.startswith(".")]
+    return sorted(out)
