@@ -17,7 +17,9 @@ import launchers
 from launchers import points, precheck
 
 
-@hydra.main(config_path="conf", config_name="config", version_base=None)
+# An absolute path: the same conf/ whether run as `python -m launch` or as the installed
+# `dlbench` command (where Hydra would otherwise look for a package named conf).
+@hydra.main(config_path=str(points.ROOT / "conf"), config_name="config", version_base=None)
 def run_point(cfg) -> None:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN

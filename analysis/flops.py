@@ -19,7 +19,7 @@ LayerNorm, softmax, GELU, dropout, embedding lookups and biases are left out, as
 """
 
 # Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets; first matching name wins.
-# fp32 runs use TF32 matrix maths on these (frameworks/pytorch/worker.py), so fp32 -> tf32.
+# fp32 runs use TF32 matrix maths on these (frameworks/pytorch/session.py), so fp32 -> tf32.
 PEAKS = (
     ("H100 PCIe", {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0}),
     ("GH200", {"bf16": 989.0, "fp16": 989.0, "tf32": 494.5}),

@@ -94,9 +94,13 @@ def start_ranks(point: dict, spec_path: str, rdir: str):
     procs = []
     for rank in range(point["world_size"]):
         with open(os.path.join(rdir, layout.rank_log_name(rank)), "w") as log:
-            procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
-                                          stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+            try:
+                procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
+                                              stdout=log, stderr=subprocess.STDOUT,
+                                              start_new_session=True))
+            except OSError as exc:  # not an interpreter at all: the repeat fails, saying so
+                _stop(procs)
+                raise points.WorkerUnavailable(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
     return wait_ranks(procs, point["timeout_s"])
 
 

@@ -161,4 +161,7 @@ def worker_argv(point: dict, spec_path: str, python: str) -> list:
         if not os.path.exists(python) and not point["framework"].get("container"):
             raise WorkerUnavailable(f"{point['framework']['name']} interpreter {fw_python} not found "
                                     f"(make env-{point['framework']['name']} builds it)")
+        if os.path.isfile(python) and not os.access(python, os.X_OK):
+            raise WorkerUnavailable(f"{point['framework']['name']} interpreter {fw_python} "
+                                    "is not executable")
     return [python, "-m", "frameworks", "--spec", spec_path]

@@ -2,6 +2,11 @@
 clear line and nothing has run yet: unknown names (with the valid ones), sizes
 out of range in any sweep value, unknown keys, an output folder that cannot be
 written. Points are validated again, whole, in points.validate.
+
+The valid names of a config group are the ones Hydra itself would find: the suite's
+conf/, a site's folder given with `--config-dir SITE`, and every `hydra.searchpath`
+entry (a folder, or `pkg://` a package of configs), so a site keeps its cluster files
+outside the checkout.
 """
 import os
 import tempfile
@@ -15,9 +20,34 @@ MINIMUM = {"nodes": 1, "gpus_per_node": 1, "batch_size": 1, "measure_steps": 1,
            "repeats": 1, "timeout_s": 1, "warmup_steps": 0}
 
 
-def groups() -> dict:
-    return {d.name: sorted(p.stem for p in d.glob("*.yaml"))
-            for d in sorted(CONF.iterdir()) if d.is_dir()}
+def config_dir(argv):
+    """The value of Hydra's `--config-dir DIR` / `--config-dir=DIR` / `-cd DIR`, or None."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config-dir="):
+            return arg.split("=", 1)[1]
+        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def groups(extra_dir=None, overrides=()) -> dict:
+    """group -> its option names, from Hydra's config search path as `python -m launch`
+    builds it (hydra's own helpers; hydra-core is pinned)."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.object_type import ObjectType
+    from hydra.core.config_search_path import SearchPathQuery
+    path = create_config_search_path(f"file://{CONF}")
+    if extra_dir:
+        path.prepend(provider="command-line", path=f"file://{os.path.abspath(extra_dir)}",
+                     anchor=SearchPathQuery(provider="schema"))
+    loader = ConfigLoaderImpl(config_search_path=path)
+    searchpath = [o for o in overrides if o.split("=", 1)[0].lstrip("+") == "hydra.searchpath"]
+
+    def options(group, kind=ObjectType.CONFIG):
+        return sorted(loader.get_group_options(group, results_filter=kind, config_name="config",
+                                               overrides=searchpath))
+    return {g: options(g) for g in options("", ObjectType.GROUP) if g != "hydra"}
 
 
 def _values(override):
@@ -46,7 +76,13 @@ def check(argv) -> str:
         overrides = OverridesParser.create().parse_overrides(args)
     except Exception as exc:
         return f"cannot parse overrides: {str(exc).splitlines()[0]}"
-    known = groups()
+    site = config_dir(argv)
+    if site is not None and not os.path.isdir(site):
+        return f"--config-dir {site!r} is not a folder"
+    try:
+        known = groups(site, args)
+    except Exception as exc:  # a hydra.searchpath entry that is not there, say
+        return f"cannot read the config search path: {str(exc).splitlines()[0]}"
     top = OmegaConf.load(CONF / "config.yaml")
     top.pop("defaults")
     output_root = top.output_root

@@ -53,7 +53,10 @@ class Session:
     def peak_device_bytes(self):
         return None
 
-    def is_oom(self, exc: BaseException) -> bool:
+    @staticmethod
+    def is_oom(exc: BaseException) -> bool:
+        """Whether exc is the framework's out-of-memory. Static: the harness asks it also
+        when the constructor is what ran out of memory (`build.is_oom`)."""
         return isinstance(exc, MemoryError)
 
     def parameter_checksum(self):
@@ -206,7 +209,7 @@ def run(build, spec, dist, host=None):
         elif isinstance(exc, capability.Unsupported):
             record["status"] = "unsupported"
             record["error"] = str(exc)  # the one line that says what is missing
-        elif _is_oom(session, build, exc):
+        elif getattr(build, "is_oom", Session.is_oom)(exc):
             record["status"] = "oom"
         else:
             record["status"] = "failed"
@@ -217,13 +220,6 @@ def run(build, spec, dist, host=None):
         record["memory"]["peak_host_bytes"] = environment.peak_host_bytes()
         record["ended_unix"] = time.time()
     return record, session
-
-
-def _is_oom(session, build, exc) -> bool:
-    """The adapter's verdict, also when its constructor is what ran out of memory."""
-    if session is None:
-        session = build.__new__(build) if isinstance(build, type) else Session()
-    return session.is_oom(exc)
 
 
 def _safe(fn):

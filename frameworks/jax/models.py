@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import flax.linen as nn
 import numpy as np
 import optax
-from frameworks.common import synthetic
+from frameworks.common import registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -155,18 +155,25 @@ def synthetic_batch(model_cfg, batch_size, seed):
     return synthetic.arrays(model_cfg, batch_size, seed, channels_last=True, int_dtype="int32")
 
 
+BERT_KEYS = ("vocab_size", "hidden", "layers", "heads", "intermediate", "max_position",
+             "type_vocab", "dropout")
+MODELS = {
+    "resnet50": (lambda c, dtype: ResNet(layers=tuple(c["layers"]), width=c["width"],
+                                         num_classes=c["num_classes"], dtype=dtype), classification_loss),
+    "bert_base": (lambda c, dtype: BertForPretraining(**{k: c[k] for k in BERT_KEYS if k in c},
+                                                      dtype=dtype), bert_loss),
+}
+OPTIMIZERS = {
+    "sgd": lambda o: optax.chain(optax.add_decayed_weights(o["weight_decay"]),
+                                 optax.sgd(o["lr"], momentum=o["momentum"])),
+    "adamw": lambda o: optax.adamw(o["lr"], b1=0.9, b2=0.999, eps=1e-8, weight_decay=o["weight_decay"]),
+}
+
+
 def build_model(model_cfg, dtype=jnp.float32):
     """(module, loss_fn); `dtype` is the compute dtype (bfloat16 for AMP)."""
-    name = model_cfg["name"]
-    if name == "resnet50":
-        return ResNet(layers=tuple(model_cfg["layers"]), width=model_cfg["width"],
-                      num_classes=model_cfg["num_classes"], dtype=dtype), classification_loss
-    if name == "bert_base":
-        keys = ("vocab_size", "hidden", "layers", "heads", "intermediate", "max_position",
-                "type_vocab", "dropout")
-        return BertForPretraining(**{k: model_cfg[k] for k in keys if k in model_cfg},
-                                  dtype=dtype), bert_loss
-    raise ValueError(f"unknown model {name!r}")
+    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    return model(model_cfg, dtype), loss
 
 
 def init_variables(model, inputs, seed):
@@ -179,12 +186,7 @@ def build_optimizer(model_cfg):
     """PyTorch's optimizers: SGD with momentum and coupled weight decay; AdamW (decoupled),
     both applied to every parameter as torch.optim does."""
     opt = model_cfg["optimizer"]
-    if opt["name"] == "sgd":
-        return optax.chain(optax.add_decayed_weights(opt["weight_decay"]),
-                           optax.sgd(opt["lr"], momentum=opt["momentum"]))
-    if opt["name"] == "adamw":
-        return optax.adamw(opt["lr"], b1=0.9, b2=0.999, eps=1e-8, weight_decay=opt["weight_decay"])
-    raise ValueError(f"unknown optimizer {opt['name']!r}")
+    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
 
 
 def parameter_count(model_cfg: dict) -> int:

@@ -35,6 +35,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from frameworks.common import capability, harness
+from frameworks.common.device import use_gpu
 from frameworks.common.rendezvous import rendezvous
 from frameworks.jax import models
 
@@ -86,7 +87,7 @@ class JaxSession(harness.Session):
             jax.config.update("jax_cpu_collectives_implementation", opts["cpu_collectives"])
         gpu = device != "cpu" and _cuda_plugin_installed()
         if dist.distributed:
-            timeout = spec.get("rendezvous_timeout_s", 300)
+            timeout = spec["rendezvous_timeout_s"]
             start = time.monotonic()
             # Our own, bounded, rendezvous first, on MASTER_PORT + 1: JAX's own aborts the
             # process (no exception, so no record) when it times out.
@@ -103,8 +104,7 @@ class JaxSession(harness.Session):
             if callable(on_sigterm):
                 signal.signal(signal.SIGTERM, on_sigterm)
         self.platform = jax.default_backend()
-        if device == "cuda" and self.platform != "gpu":
-            raise RuntimeError(f"device=cuda asked for, but JAX's backend is {self.platform!r}")
+        use_gpu(spec, int(self.platform == "gpu"), "JAX", f"its backend is {self.platform!r}")
         if dist.distributed:
             devices = jax.devices()
             if len(devices) != dist.world_size:
@@ -124,7 +124,7 @@ class JaxSession(harness.Session):
                            if self.platform == "gpu" else None)
         dtype = jnp.bfloat16 if self.amp else jnp.float32  # CPUs run bf16, as PyTorch's autocast
         self.amp_dtype = "bf16" if self.amp else None
-        seed = spec.get("seed", 0)
+        seed = spec["seed"]
         model, loss_of = models.build_model(cfg, dtype)
         inputs, labels = models.synthetic_batch(cfg, spec["batch_size"], seed + dist.rank)
         with jax.default_device(self.device):
@@ -242,7 +242,8 @@ class JaxSession(harness.Session):
         stats = self.device.memory_stats()
         return stats.get("peak_bytes_in_use") if stats else None
 
-    def is_oom(self, exc):
+    @staticmethod
+    def is_oom(exc):
         text = str(exc)
         return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text \
             or "Out of memory" in text

@@ -12,7 +12,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
 from mindspore.common.initializer import Normal
-from frameworks.common import synthetic
+from frameworks.common import registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -159,28 +159,30 @@ def synthetic_batch(model_cfg, batch_size, seed):
     return tuple(ms.Tensor(a) for a in inputs), tuple(ms.Tensor(a) for a in labels)
 
 
+def _adamw(o, params):
+    """mindspore.experimental.optim.AdamW: PyTorch's algorithm (bias correction, decoupled
+    weight decay, eps 1e-8), unlike nn.AdamWeightDecay."""
+    from mindspore.experimental.optim import AdamW
+    return AdamW(params, lr=o["lr"], weight_decay=o["weight_decay"])
+
+
+MODELS = {"resnet50": (ResNet, resnet_loss), "bert_base": (BertForPretraining, bert_loss)}
+OPTIMIZERS = {
+    "sgd": lambda o, params: nn.SGD(params, learning_rate=o["lr"], momentum=o["momentum"],
+                                    weight_decay=o["weight_decay"]),
+    "adamw": _adamw,
+}
+
+
 def build_model(model_cfg):
-    name = model_cfg["name"]
-    if name == "resnet50":
-        return ResNet(**model_cfg), resnet_loss
-    if name == "bert_base":
-        return BertForPretraining(**model_cfg), bert_loss
-    raise ValueError(f"unknown model {name!r}")
+    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    return model(**model_cfg), loss
 
 
 def build_optimizer(model_cfg, params):
-    """SGD with momentum or AdamW, with the reference's hyper-parameters.
-
-    AdamW is mindspore.experimental.optim.AdamW: PyTorch's algorithm (bias
-    correction, decoupled weight decay, eps 1e-8), unlike nn.AdamWeightDecay."""
+    """SGD with momentum or AdamW, with the reference's hyper-parameters."""
     opt = model_cfg["optimizer"]
-    if opt["name"] == "sgd":
-        return nn.SGD(params, learning_rate=opt["lr"], momentum=opt["momentum"],
-                      weight_decay=opt["weight_decay"])
-    if opt["name"] == "adamw":
-        from mindspore.experimental.optim import AdamW
-        return AdamW(params, lr=opt["lr"], weight_decay=opt["weight_decay"])
-    raise ValueError(f"unknown optimizer {opt['name']!r}")
+    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
 
 
 def count_parameters(model) -> int:

@@ -30,7 +30,7 @@ try:
 except ImportError:  # before 2.7 it lived in mindspore.common.api
     from mindspore.common.api import _pynative_executor
 
-from frameworks.common import capability, harness
+from frameworks.common import capability, device as devices, harness
 from frameworks.mindspore import models
 
 # The scheduler process of the dynamic cluster: it only networks the workers. It lives
@@ -55,8 +55,8 @@ def _device_target(spec, options):
     if device == "cpu":
         return "CPU"
     if device == "cuda":
-        if not ms.hal.is_available("GPU"):
-            raise RuntimeError("device=cuda asked for, but this MindSpore build has no usable GPU backend")
+        devices.use_gpu(spec, 1 if ms.hal.is_available("GPU") else 0, "MindSpore",
+                        "this build has no usable GPU backend")
         return "GPU"
     return "CPU"  # auto: a GPU or Ascend run names its target in options.device_target
 
@@ -78,19 +78,19 @@ class MindSporeSession(harness.Session):
         ms.set_context(mode=ms.GRAPH_MODE if self.compiled else ms.PYNATIVE_MODE)
         if dist.distributed:
             self._init_cluster(spec, options)
-        ms.set_seed(spec.get("seed", 0))  # the same initial weights on every rank
+        ms.set_seed(spec["seed"])  # the same initial weights on every rank
 
         cfg = spec["model"]
         net, loss_fn = models.build_model(cfg)
         self.amp = spec["precision"] == "amp"
-        self.amp_dtype = (spec.get("amp_dtype") or "bf16") if self.amp else None
+        self.amp_dtype = devices.amp_dtype(spec, self.target != "CPU", cpu_dtypes=("bf16", "fp16"))
         if self.amp:
             dtype = {"bf16": ms.bfloat16, "fp16": ms.float16}[self.amp_dtype]
             net = ms.amp.auto_mixed_precision(net, "O2", dtype=dtype)
         net.set_train(True)
         self.net = net
         self.inputs, self.labels = models.synthetic_batch(
-            cfg, spec["batch_size"], spec.get("seed", 0) + dist.rank)
+            cfg, spec["batch_size"], spec["seed"] + dist.rank)
         self.optimizer = models.build_optimizer(cfg, net.trainable_params())
         params = self.optimizer.parameters
         scaler = ms.amp.DynamicLossScaler(2.0 ** 16, 2, 1000) if self.amp_dtype == "fp16" else None
@@ -126,7 +126,7 @@ class MindSporeSession(harness.Session):
 
     def _init_cluster(self, spec, options):
         dist = self.dist
-        timeout = int(spec.get("rendezvous_timeout_s", 300))
+        timeout = int(spec["rendezvous_timeout_s"])
         env = {"MS_WORKER_NUM": str(dist.world_size), "MS_SCHED_HOST": dist.master_addr,
                "MS_SCHED_PORT": str(dist.master_port), "MS_TOPO_TIMEOUT": str(timeout)}
         os.environ.update(env, MS_ROLE="MS_WORKER", MS_NODE_ID=str(dist.rank))
@@ -194,7 +194,8 @@ class MindSporeSession(harness.Session):
     def peak_device_bytes(self):
         return None if self.target == "CPU" else int(ms.runtime.max_memory_allocated())
 
-    def is_oom(self, exc):
+    @staticmethod
+    def is_oom(exc):
         text = str(exc)
         return isinstance(exc, MemoryError) or (
             isinstance(exc, RuntimeError) and ("Out of memory" in text or "Malloc device memory failed" in text))

@@ -18,7 +18,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import nn
 
-from frameworks.common import synthetic
+from frameworks.common import registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -203,14 +203,14 @@ def synthetic_batch(model_cfg, batch_size, seed, ctx):
     return tuple(map(arr, inputs)), tuple(map(arr, labels))
 
 
+MODELS = {"resnet50": (ResNet, ResNetLoss, resnet_init),
+          "bert_base": (BertForPretraining, BertLoss, bert_init)}
+
+
 def build_model(model_cfg):
     """(model, loss block, initializer) for the config."""
-    name = model_cfg["name"]
-    if name == "resnet50":
-        return ResNet(**model_cfg), ResNetLoss(), resnet_init()
-    if name == "bert_base":
-        return BertForPretraining(**model_cfg), BertLoss(), bert_init()
-    raise ValueError(f"unknown model {name!r}")
+    model, loss, init = registry.pick(MODELS, model_cfg["name"], "model")
+    return model(**model_cfg), loss(), init()
 
 
 # --- optimizers -----------------------------------------------------------------
@@ -246,13 +246,12 @@ class AdamW(mx.optimizer.Optimizer):
 def optimizer_args(model_cfg):
     """(name, kwargs) for gluon.Trainer: the same optimizer and hyper-parameters."""
     opt = model_cfg["optimizer"]
-    if opt["name"] == "sgd":
-        # MXNet's SGD adds wd * w to the gradient before momentum, as torch's SGD.
-        return "sgd", {"learning_rate": opt["lr"], "momentum": opt["momentum"],
-                       "wd": opt["weight_decay"]}
-    if opt["name"] == "adamw":
-        return "adamw", {"learning_rate": opt["lr"], "wd": opt["weight_decay"]}
-    raise ValueError(f"unknown optimizer {opt['name']!r}")
+    return opt["name"], registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
+
+
+# MXNet's SGD adds wd * w to the gradient before momentum, as torch's SGD.
+OPTIMIZERS = {"sgd": lambda o: {"learning_rate": o["lr"], "momentum": o["momentum"], "wd": o["weight_decay"]},
+              "adamw": lambda o: {"learning_rate": o["lr"], "wd": o["weight_decay"]}}
 
 
 def trainable_parameters(block) -> dict:

@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from frameworks.common import capability, harness
+from frameworks.common import capability, device, harness
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
@@ -189,16 +189,13 @@ class MXNetSession(harness.Session):
     def __init__(self, spec, dist):
         self.dist = dist
         self.children, self.kv, self.trainer = [], None, None
-        want = spec.get("device", "auto")
         gpus = mx.context.num_gpus()
-        self.gpu = want in ("auto", "cuda") and gpus > 0
-        if want == "cuda" and not self.gpu:
-            raise RuntimeError("device=cuda asked for, but this MXNet build sees no CUDA device "
-                               "(`mxnet` is the CPU build; `mxnet-cu112` and kin the CUDA ones)")
+        self.gpu = device.use_gpu(spec, gpus, "MXNet", "`mxnet` is the CPU build; `mxnet-cu112` "
+                                  "and kin the CUDA ones")
         self.ctx = mx.gpu(dist.local_rank % gpus) if self.gpu else mx.cpu()
 
         self.amp = spec["precision"] == "amp"
-        dtype = (spec.get("amp_dtype") or "bf16") if self.gpu else "bf16"  # CPU AMP is bf16
+        dtype = device.amp_dtype(spec, self.gpu) or "bf16"  # (unused by fp32 runs)
         capability.require("mxnet", spec, () if self.gpu else None)  # 1.9 does not tell the capability
         self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
         if self.amp:
@@ -206,7 +203,7 @@ class MXNetSession(harness.Session):
             self.amp_mod = amp
             amp.init(target_dtype=self.amp_dtype)  # before the model exists: it wraps the ops
 
-        deadline = time.monotonic() + spec.get("rendezvous_timeout_s", 300)
+        deadline = time.monotonic() + spec["rendezvous_timeout_s"]
         if dist.distributed:
             rendezvous(dist, deadline - time.monotonic())  # every rank is up, or TimeoutError
             os.environ.update(ps_env(dist), DMLC_ROLE="worker")
@@ -221,7 +218,7 @@ class MXNetSession(harness.Session):
         if dist.distributed:
             self.kv = create_kvstore("dist_sync", max(30.0, deadline - time.monotonic()))
 
-        seed = spec.get("seed", 0)
+        seed = spec["seed"]
         mx.random.seed(seed)  # the same initial weights everywhere (and the kvstore's init wins)
         np.random.seed(seed)
         cfg = spec["model"]
@@ -332,7 +329,8 @@ class MXNetSession(harness.Session):
     def peak_device_bytes(self):
         return None  # MXNet 1.9 has no peak-memory query (only free/total per GPU)
 
-    def is_oom(self, exc):
+    @staticmethod
+    def is_oom(exc):
         text = str(exc)
         return isinstance(exc, MemoryError) or "out of memory" in text.lower()
 

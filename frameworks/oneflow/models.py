@@ -12,7 +12,7 @@ import math
 import oneflow as flow
 from oneflow import nn
 import oneflow.nn.functional as F
-from frameworks.common import synthetic
+from frameworks.common import registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -152,23 +152,22 @@ def synthetic_batch(model_cfg, batch_size, device, seed):
     return t(inputs), t(labels)
 
 
+MODELS = {"resnet50": (ResNet, resnet_loss), "bert_base": (BertForPretraining, bert_loss)}
+OPTIMIZERS = {
+    "sgd": lambda o, params: flow.optim.SGD(params, lr=o["lr"], momentum=o["momentum"],
+                                            weight_decay=o["weight_decay"]),
+    "adamw": lambda o, params: flow.optim.AdamW(params, lr=o["lr"], weight_decay=o["weight_decay"]),
+}
+
+
 def build_model(model_cfg):
-    name = model_cfg["name"]
-    if name == "resnet50":
-        return ResNet(**model_cfg), resnet_loss
-    if name == "bert_base":
-        return BertForPretraining(**model_cfg), bert_loss
-    raise ValueError(f"unknown model {name!r}")
+    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    return model(**model_cfg), loss
 
 
 def build_optimizer(model_cfg, params):
     opt = model_cfg["optimizer"]
-    if opt["name"] == "sgd":
-        return flow.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"],
-                              weight_decay=opt["weight_decay"])
-    if opt["name"] == "adamw":
-        return flow.optim.AdamW(params, lr=opt["lr"], weight_decay=opt["weight_decay"])
-    raise ValueError(f"unknown optimizer {opt['name']!r}")
+    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
 
 
 def count_parameters(model) -> int:

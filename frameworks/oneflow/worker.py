@@ -25,7 +25,7 @@ nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
 """
 import os
 
-from frameworks.common import capability, harness
+from frameworks.common import capability, device, harness
 from frameworks.common.rendezvous import rendezvous
 
 
@@ -38,7 +38,7 @@ class OneFlowSession(harness.Session):
             os.environ.update(MASTER_ADDR=dist.master_addr, MASTER_PORT=str(dist.master_port),
                               WORLD_SIZE=str(dist.world_size), RANK=str(dist.rank),
                               LOCAL_RANK=str(dist.local_rank))
-            rendezvous(dist, spec.get("rendezvous_timeout_s", 300))
+            rendezvous(dist, spec["rendezvous_timeout_s"])
         import oneflow as flow  # joins the process group when WORLD_SIZE > 1
         import oneflow.sysconfig
         from frameworks.oneflow import models
@@ -47,27 +47,25 @@ class OneFlowSession(harness.Session):
         if dist.distributed and flow.env.get_world_size() != dist.world_size:
             raise RuntimeError(f"OneFlow sees {flow.env.get_world_size()} ranks, expected {dist.world_size}")
 
-        cuda = spec.get("device", "auto") in ("auto", "cuda") and flow.cuda.is_available()
-        if spec.get("device") == "cuda" and not cuda:
-            raise RuntimeError("device=cuda asked for, but OneFlow sees no CUDA device")
+        cuda = device.use_gpu(spec, flow.cuda.device_count() if flow.cuda.is_available() else 0, "OneFlow")
         self.cuda = cuda
         self.device = flow.device("cuda", dist.local_rank % flow.cuda.device_count()) if cuda \
             else flow.device("cpu")
         self.compiled = bool(spec.get("compile"))
         self.amp = spec["precision"] == "amp"
-        self.amp_dtype = (spec.get("amp_dtype") or "bf16") if self.amp else None
+        self.amp_dtype = device.amp_dtype(spec, cuda)
         capability.require("oneflow", spec, () if cuda else None)  # 0.9 does not tell the capability
         dtype = {"bf16": flow.bfloat16, "fp16": flow.float16, None: None}[self.amp_dtype]
         fp16 = self.amp_dtype == "fp16"
 
-        flow.manual_seed(spec.get("seed", 0))  # the same initial weights on every rank
+        flow.manual_seed(spec["seed"])  # the same initial weights on every rank
         cfg = spec["model"]
         model, self.loss_fn = models.build_model(cfg)
         model = model.to(self.device)
         model.train()
         self.net = model
         self.inputs, self.labels = models.synthetic_batch(
-            cfg, spec["batch_size"], self.device, spec.get("seed", 0) + dist.rank)
+            cfg, spec["batch_size"], self.device, spec["seed"] + dist.rank)
         loss_fn = self.loss_fn
 
         if self.compiled:
@@ -156,7 +154,8 @@ class OneFlowSession(harness.Session):
     def peak_device_bytes(self):
         return None  # OneFlow 0.9 exposes no peak-allocation counter
 
-    def is_oom(self, exc):
+    @staticmethod
+    def is_oom(exc):
         text = str(exc).lower()
         return isinstance(exc, MemoryError) or "out of memory" in text
 

@@ -15,7 +15,7 @@ import paddle
 from paddle import nn
 import paddle.nn.functional as F
 
-from frameworks.common import synthetic
+from frameworks.common import registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -171,13 +171,19 @@ def synthetic_batch(model_cfg, batch_size, seed):
     return tuple(map(paddle.to_tensor, inputs)), tuple(map(paddle.to_tensor, labels))
 
 
+MODELS = {"resnet50": (ResNet, classification_loss), "bert_base": (BertForPretraining, bert_loss)}
+# Paddle's Momentum with a float weight_decay adds L2 to the gradient, as torch's SGD.
+OPTIMIZERS = {
+    "sgd": lambda o, params: paddle.optimizer.Momentum(
+        learning_rate=o["lr"], momentum=o["momentum"], parameters=params, weight_decay=o["weight_decay"]),
+    "adamw": lambda o, params: paddle.optimizer.AdamW(learning_rate=o["lr"], parameters=params,
+                                                      weight_decay=o["weight_decay"]),
+}
+
+
 def build_model(model_cfg):
-    name = model_cfg["name"]
-    if name == "resnet50":
-        return ResNet(**model_cfg), classification_loss
-    if name == "bert_base":
-        return BertForPretraining(**model_cfg), bert_loss
-    raise ValueError(f"unknown model {name!r}")
+    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    return model(**model_cfg), loss
 
 
 def trainable_parameters(model):
@@ -186,14 +192,7 @@ def trainable_parameters(model):
 
 def build_optimizer(model_cfg, params):
     opt = model_cfg["optimizer"]
-    if opt["name"] == "sgd":
-        # Paddle's Momentum with a float weight_decay adds L2 to the gradient, as torch's SGD.
-        return paddle.optimizer.Momentum(learning_rate=opt["lr"], momentum=opt["momentum"],
-                                         parameters=params, weight_decay=opt["weight_decay"])
-    if opt["name"] == "adamw":
-        return paddle.optimizer.AdamW(learning_rate=opt["lr"], parameters=params,
-                                      weight_decay=opt["weight_decay"])
-    raise ValueError(f"unknown optimizer {opt['name']!r}")
+    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
 
 
 def count_parameters(model) -> int:

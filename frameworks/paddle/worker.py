@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from frameworks.common import capability, harness
+from frameworks.common import capability, device, harness
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("GLOG_minloglevel", "1")  # Paddle's C++ INFO lines drown the rank log
@@ -96,12 +96,9 @@ class PaddleSession(harness.Session):
 
     def __init__(self, spec, dist):
         self.dist = dist
-        want = spec.get("device", "auto")
         gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
-        self.gpu = want in ("auto", "cuda") and gpus > 0
-        if want == "cuda" and not self.gpu:
-            raise RuntimeError("device=cuda asked for, but this Paddle build sees no CUDA device "
-                               "(paddlepaddle is the CPU build; paddlepaddle-gpu the CUDA one)")
+        self.gpu = device.use_gpu(spec, gpus, "Paddle", "paddlepaddle is the CPU build; "
+                                  "paddlepaddle-gpu the CUDA one")
         self.place = f"gpu:{dist.local_rank % gpus}" if self.gpu else "cpu"
         paddle.set_device(self.place)
 
@@ -109,8 +106,8 @@ class PaddleSession(harness.Session):
         self.compile = bool(spec.get("compile"))
         capability.require("paddle", spec, (tuple(paddle.device.cuda.get_device_capability(self.place))
                                             if self.gpu else None))
-        dtype = (spec.get("amp_dtype") or "bf16") if self.gpu else "bf16"  # CPU AMP is bf16
-        self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
+        self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[
+            device.amp_dtype(spec, self.gpu) or "bf16"]  # (unused by fp32 runs)
 
         self.group = None
         if dist.distributed:
@@ -119,10 +116,10 @@ class PaddleSession(harness.Session):
                 os.environ["FLAGS_selected_gpus"] = str(dist.local_rank % gpus)
             else:
                 os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
-            rendezvous(dist, spec.get("rendezvous_timeout_s", 300))  # all here, or TimeoutError
+            rendezvous(dist, spec["rendezvous_timeout_s"])  # all here, or TimeoutError
             self.group = paddle_dist.init_parallel_env()
 
-        seed = spec.get("seed", 0)
+        seed = spec["seed"]
         paddle.seed(seed)  # the same initial weights on every rank
         cfg = spec["model"]
         model, loss_fn = models.build_model(cfg)
@@ -188,7 +185,8 @@ class PaddleSession(harness.Session):
     def peak_device_bytes(self):
         return int(paddle.device.cuda.max_memory_allocated()) if self.gpu else None
 
-    def is_oom(self, exc):
+    @staticmethod
+    def is_oom(exc):
         text = str(exc)
         return isinstance(exc, MemoryError) or "ResourceExhausted" in text \
             or "Out of memory error" in text

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as torch_dist
 
 from frameworks.common import busbw
-from frameworks.pytorch.worker import TorchSession, setup_device
+from frameworks.pytorch.session import TorchSession, setup_device
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64}

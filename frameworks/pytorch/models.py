@@ -7,7 +7,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from frameworks.common import synthetic
+from frameworks.common import registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -138,23 +138,27 @@ def synthetic_batch(model_cfg, batch_size, device, seed):
     return t(inputs), t(labels)
 
 
+def resnet_loss(out, y):
+    return F.cross_entropy(out.float(), y)
+
+
+MODELS = {"resnet50": (ResNet, resnet_loss), "bert_base": (BertForPretraining, bert_loss)}
+OPTIMIZERS = {
+    "sgd": lambda o, params: torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"],
+                                             weight_decay=o["weight_decay"]),
+    "adamw": lambda o, params: torch.optim.AdamW(params, lr=o["lr"], weight_decay=o["weight_decay"]),
+}
+
+
 def build_model(model_cfg):
-    name = model_cfg["name"]
-    if name == "resnet50":
-        return ResNet(**model_cfg), lambda out, y: F.cross_entropy(out.float(), y)
-    if name == "bert_base":
-        return BertForPretraining(**model_cfg), bert_loss
-    raise ValueError(f"unknown model {name!r}")
+    """(model, loss_fn(outputs, *labels))."""
+    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    return model(**model_cfg), loss
 
 
 def build_optimizer(model_cfg, params):
     opt = model_cfg["optimizer"]
-    if opt["name"] == "sgd":
-        return torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"],
-                               weight_decay=opt["weight_decay"])
-    if opt["name"] == "adamw":
-        return torch.optim.AdamW(params, lr=opt["lr"], weight_decay=opt["weight_decay"])
-    raise ValueError(f"unknown optimizer {opt['name']!r}")
+    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
 
 
 def count_parameters(model) -> int:
@@ -162,5 +166,5 @@ def count_parameters(model) -> int:
 
 
 def parameter_count(model_cfg: dict) -> int:
-    """The count every framework's definition must match (tests/integration/test_models.py)."""
+    """The count every framework's definition must match (tests/unit/test_models.py)."""
     return count_parameters(build_model(model_cfg)[0])

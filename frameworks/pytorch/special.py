@@ -2,8 +2,9 @@
 GPT decoder, and InsightFace-style face classification whose very large softmax is sharded
 across ranks (partial FC, model parallel).
 
-frameworks/pytorch/worker.py's `build` hands these models here. The sessions reuse
-worker.TorchSession's step, timer, sync and memory figures; only what they build differs.
+frameworks/pytorch/worker.py maps these models to the sessions here. They are
+session.TorchSession with other models, batches and optimizers (its three hooks); device,
+DDP, compile, AMP, step, timer and memory figures are TorchSession's own.
 Standard library + torch only: this runs in the framework's Python.
 """
 import time
@@ -14,9 +15,8 @@ import torch.distributed.nn.functional as dist_nn
 import torch.nn.functional as F
 from torch import nn
 
-from frameworks.pytorch import models, worker
-
-MODELS = ("wide_deep", "gpt", "insightface")
+from frameworks.pytorch import models
+from frameworks.pytorch.session import TorchSession
 
 
 # --- Wide & Deep ----------------------------------------------------------------
@@ -240,28 +240,21 @@ def build_optimizer(cfg, params):
 
 # --- sessions ------------------------------------------------------------------------
 
-class SpecialSession(worker.TorchSession):
-    """worker.TorchSession's step with this module's models: device, process group, DDP,
-    AMP and compile set up as TorchSession does (kept in step with it)."""
+class SpecialSession(TorchSession):
+    """TorchSession with a special model: made on the device itself (a table of 10^8 rows
+    never visits the host), its own synthetic batch and optimizer."""
 
-    def __init__(self, spec, dist):
-        self.dist = dist
-        self.device, cuda = worker.setup_device(spec, dist)
-        self.cuda = cuda
-        torch.manual_seed(spec.get("seed", 0))
-        gen = torch.Generator().manual_seed(spec.get("seed", 0) + dist.rank)
-        cfg = spec["model"]
-        model, self.loss_fn, params = self.build(cfg)
-        self.inputs, self.labels = synthetic_batch(cfg, spec["batch_size"], self.device, gen)
-        self.optimizer = build_optimizer(cfg, params)
-        if dist.distributed:
-            model = torch.nn.parallel.DistributedDataParallel(
-                model, device_ids=[self.device.index] if cuda else None)
-        self.model = torch.compile(model) if spec.get("compile") else model
-        self.amp = spec["precision"] == "amp"
-        dtype = spec.get("amp_dtype", "bf16") if cuda else "bf16"
-        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp and self.amp_dtype == torch.float16)
+    def build_model(self, cfg):
+        """(data-parallel model on the device, loss_fn(outputs, *labels), all parameters)."""
+        with self.device:
+            model = {"wide_deep": WideDeep, "gpt": GPT}[cfg["name"]](**cfg)
+        return model, {"wide_deep": wide_deep_loss, "gpt": gpt_loss}[cfg["name"]], list(model.parameters())
+
+    def synthetic_batch(self, cfg, batch_size, seed):
+        return synthetic_batch(cfg, batch_size, self.device, torch.Generator().manual_seed(seed))
+
+    def build_optimizer(self, cfg, params):
+        return build_optimizer(cfg, params)
 
     def close(self):
         # Seen here: ~ProcessGroupGloo joins its worker thread while holding the GIL, and
@@ -272,18 +265,11 @@ class SpecialSession(worker.TorchSession):
             time.sleep(0.2)
             torch_dist.destroy_process_group()
 
-    def build(self, cfg):
-        """(data-parallel model on the device, loss_fn(outputs, *labels), all parameters).
-        Parameters are made on the device itself: a table of 10^8 rows never visits the host."""
-        with self.device:
-            model = {"wide_deep": WideDeep, "gpt": GPT}[cfg["name"]](**cfg)
-        return model, {"wide_deep": wide_deep_loss, "gpt": gpt_loss}[cfg["name"]], list(model.parameters())
-
 
 class FaceSession(SpecialSession):
     """The backbone is data parallel (DDP); the classifier shard is this rank's alone."""
 
-    def build(self, cfg):
+    def build_model(self, cfg):
         with self.device:
             backbone = FaceModel(**cfg)
             head = PartialFC(cfg["embedding_size"], cfg["num_classes"], self.dist.rank,
@@ -294,13 +280,3 @@ class FaceSession(SpecialSession):
 
 SESSIONS = {"wide_deep": SpecialSession, "gpt": SpecialSession, "insightface": FaceSession}
 
-
-def build(spec, dist):
-    """The session for a special model. Running out of memory while building (a huge table
-    or classifier) is raised as MemoryError, so that the harness records `oom`, not `failed`."""
-    try:
-        return SESSIONS[spec["model"]["name"]](spec, dist)
-    except RuntimeError as exc:
-        if isinstance(exc, torch.OutOfMemoryError) or any(m in str(exc) for m in worker.CPU_OOM):
-            raise MemoryError(f"{type(exc).__name__}: {exc}") from exc
-        raise

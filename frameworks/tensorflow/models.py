@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 from keras import layers as kl
-from frameworks.common import synthetic
+from frameworks.common import registry, synthetic
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
 
@@ -184,17 +184,21 @@ def synthetic_batch(model_cfg, batch_size, seed):
     return synthetic.arrays(model_cfg, batch_size, seed, channels_last=True, int_dtype="int32")
 
 
+def bert(**model_cfg):
+    """BertForPretraining with its variables made (a forward pass on one sample)."""
+    model = BertForPretraining(**model_cfg)
+    inputs, _ = synthetic_batch(model_cfg, 1, 0)
+    model(tuple(tf.constant(a) for a in inputs), training=False)
+    return model
+
+
+MODELS = {"resnet50": (resnet, resnet_loss), "bert_base": (bert, bert_loss)}
+
+
 def build_model(model_cfg):
     """(model, loss_fn); the model is built (its variables exist) on return."""
-    name = model_cfg["name"]
-    if name == "resnet50":
-        return resnet(**model_cfg), resnet_loss
-    if name == "bert_base":
-        model = BertForPretraining(**model_cfg)
-        inputs, _ = synthetic_batch(model_cfg, 1, 0)
-        model(tuple(tf.constant(a) for a in inputs), training=False)  # create the variables
-        return model, bert_loss
-    raise ValueError(f"unknown model {name!r}")
+    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    return model(**model_cfg), loss
 
 
 def build_optimizer(model_cfg):
@@ -206,13 +210,15 @@ def build_optimizer(model_cfg):
     PyTorch's at a constant learning rate. AdamW: Keras' decoupled decay is PyTorch's
     (w -= lr*wd*w); epsilon is set to PyTorch's 1e-8 (Keras' default is 1e-7)."""
     opt = model_cfg["optimizer"]
-    if opt["name"] == "sgd":
-        return (keras.optimizers.SGD(learning_rate=opt["lr"], momentum=opt["momentum"]),
-                float(opt["weight_decay"]))
-    if opt["name"] == "adamw":
-        return (keras.optimizers.AdamW(learning_rate=opt["lr"], weight_decay=opt["weight_decay"],
-                                       beta_1=0.9, beta_2=0.999, epsilon=1e-8), 0.0)
-    raise ValueError(f"unknown optimizer {opt['name']!r}")
+    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
+
+
+OPTIMIZERS = {
+    "sgd": lambda o: (keras.optimizers.SGD(learning_rate=o["lr"], momentum=o["momentum"]),
+                      float(o["weight_decay"])),
+    "adamw": lambda o: (keras.optimizers.AdamW(learning_rate=o["lr"], weight_decay=o["weight_decay"],
+                                               beta_1=0.9, beta_2=0.999, epsilon=1e-8), 0.0),
+}
 
 
 def count_parameters(model) -> int:

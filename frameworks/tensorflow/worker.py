@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-from frameworks.common import capability, harness  # noqa: E402
+from frameworks.common import capability, device, harness  # noqa: E402
 from frameworks.common.rendezvous import rendezvous  # noqa: E402
 from frameworks.tensorflow import models  # noqa: E402
 
@@ -60,24 +60,12 @@ class TFSession(harness.Session):
     framework_version = tf.__version__
 
     def __init__(self, spec, dist):
-        try:
-            self._build(spec, dist)
-        except tf.errors.ResourceExhaustedError as exc:
-            # Out of memory while building: the harness asks the base Session then (this
-            # instance does not exist yet), which knows MemoryError only.
-            raise MemoryError(f"ResourceExhaustedError: {exc.message}") from exc
-
-    def _build(self, spec, dist):
         self.dist = dist
         options = spec.get("options") or {}
         self._threads(options)
         gpus = tf.config.list_physical_devices("GPU")
-        want = spec.get("device", "auto")
-        if want == "cuda" and not gpus:
-            raise RuntimeError("device=cuda asked for, but TensorFlow sees no GPU "
-                               f"(tensorflow {tf.__version__}, CUDA build: "
-                               f"{tf.test.is_built_with_cuda()})")
-        self.gpu = bool(gpus) and want in ("auto", "cuda")
+        self.gpu = device.use_gpu(spec, len(gpus), "TensorFlow", f"tensorflow {tf.__version__}, "
+                                  f"CUDA build: {tf.test.is_built_with_cuda()}")
         capability.require("tensorflow", spec, tuple(tf.config.experimental.get_device_details(
             gpus[dist.local_rank % len(gpus)]).get("compute_capability") or ()) if self.gpu else None)
         if self.gpu:  # one GPU per rank, before the runtime starts
@@ -93,11 +81,10 @@ class TFSession(harness.Session):
 
         # AMP: the Keras mixed-precision policy, set before any layer is made.
         self.amp = spec["precision"] == "amp"
-        amp_dtype = (spec.get("amp_dtype") or "bf16") if self.gpu else "bf16"
-        self.policy = {False: "float32", True: {"bf16": "mixed_bfloat16",
-                                                "fp16": "mixed_float16"}[amp_dtype]}[self.amp]
+        self.policy = {None: "float32", "bf16": "mixed_bfloat16",
+                       "fp16": "mixed_float16"}[device.amp_dtype(spec, self.gpu)]
         keras.mixed_precision.set_global_policy(self.policy)
-        keras.utils.set_random_seed(spec.get("seed", 0))  # same initial weights on every rank
+        keras.utils.set_random_seed(spec["seed"])  # same initial weights on every rank
 
         cfg = spec["model"]
         with self.strategy.scope():
@@ -109,7 +96,7 @@ class TFSession(harness.Session):
             self.optimizer.build(self.variables)  # slots now, not inside the traced step
         with tf.device(self.device):  # the synthetic batch: made once, on the device
             inputs, labels = models.synthetic_batch(cfg, spec["batch_size"],
-                                                    spec.get("seed", 0) + dist.rank)
+                                                    spec["seed"] + dist.rank)
             self.inputs = tuple(tf.constant(a) for a in inputs)
             self.labels = tuple(tf.constant(a) for a in labels)
 
@@ -158,7 +145,7 @@ class TFSession(harness.Session):
     def _strategy(self, spec, dist):
         if not dist.distributed:
             return tf.distribute.get_strategy()  # the default (no-op) strategy
-        timeout = float(spec.get("rendezvous_timeout_s", 300))
+        timeout = float(spec["rendezvous_timeout_s"])
         hosts = worker_hosts(dist, rendezvous(dist, timeout))
         os.environ["TF_CONFIG"] = json.dumps(tf_config(dist, hosts))
         self.tf_config = os.environ["TF_CONFIG"]
@@ -238,7 +225,8 @@ class TFSession(harness.Session):
             return None
         return tf.config.experimental.get_memory_info("GPU:0")["peak"]
 
-    def is_oom(self, exc):
+    @staticmethod
+    def is_oom(exc):
         return isinstance(exc, (tf.errors.ResourceExhaustedError, MemoryError))
 
     def parameter_checksum(self) -> float:

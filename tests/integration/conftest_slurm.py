@@ -1,6 +1,6 @@
 """The `slurm_cluster` fixture: a real local multi-node Slurm cluster.
 
-tests/integration/conftest.py does `from tests.integration.conftest_slurm import *`.
+tests/conftest.py loads it with `pytest_plugins`.
 See docs/slurm-test-cluster.md.
 """
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pytest
 from tests.slurm_cluster import LocalSlurmCluster, default_dir, skip_reason
 from tests.slurm_cluster.cluster import CLIENT_PREFIXES
 
-__all__ = ["slurm_cluster", "pytest_configure"]
 
 
 def pytest_configure(config):

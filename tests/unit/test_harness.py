@@ -83,3 +83,16 @@ def test_sigterm_becomes_cancelled():
 @pytest.mark.parametrize("key", ["peak_device_bytes", "peak_host_bytes"])
 def test_memory_fields_present(key):
     assert key in run()["memory"]
+
+
+def test_oom_while_a_torch_session_is_built_is_oom():
+    """A real allocation refused inside TorchSession.__init__ (full-size BERT, 440 MB of
+    weights, under a 64 MiB cap): the adapter's static OOM check decides, not `failed`."""
+    from frameworks.pytorch import worker
+    from tests.frameworks_env import model_cfg
+    spec = dict(SPEC, framework="pytorch", model=model_cfg("bert_base", "full"), precision="fp32",
+                amp_dtype=None, compile=False, device="cpu", seed=0, rendezvous_timeout_s=30,
+                memory_limit_mb=64)
+    rec = harness.run(worker.build, spec, DistEnv(0, 1, 0, 1, "h", 1))[0]
+    assert rec["status"] == "oom", rec["error"]
+    assert "can't allocate memory" in rec["error"] or "not enough memory" in rec["error"]
