@@ -1,7 +1,7 @@
 """ResNet-50 v1.5 and BERT-base pretraining in PaddlePaddle (paddle.nn, dynamic graph).
 
 Layer for layer the definitions of frameworks/pytorch/models.py: the same shapes,
-the same parameter counts (tests/integration/test_framework_paddle.py), the same
+the same parameter counts (tests/integration/test_frameworks.py), the same
 losses. Paddle-specific points:
 - BatchNorm's running mean and variance are non-trainable *parameters* in Paddle,
   so counts and the optimizer take the trainable parameters only;

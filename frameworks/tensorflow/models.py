@@ -1,7 +1,7 @@
 """ResNet-50 v1.5 and BERT-base pretraining as Keras 3 models on the TensorFlow backend.
 
 They match frameworks/pytorch/models.py layer for layer: the same parameter counts
-(tests/integration/test_framework_tensorflow.py), the same losses, the same optimizer
+(tests/integration/test_frameworks.py), the same losses, the same optimizer
 settings. Differences that are only the framework's idiom:
 
 - Images are NHWC (channels last), TensorFlow's native CPU layout; PyTorch's are NCHW.
