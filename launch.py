@@ -30,8 +30,7 @@ def run_point(cfg) -> None:
         launcher = launchers.get(cfg.launcher.name)
         launcher.check(point)
         if point["search"] is not None:  # the largest value that trains: a loop of points
-            from launchers import search
-            search.submit(point, launcher, dry_run=cfg.dry_run)
+            launcher.submit_search(point, dry_run=cfg.dry_run)
         else:
             launcher.submit(point, dry_run=cfg.dry_run)
     except points.ConfigError as exc:

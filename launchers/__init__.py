@@ -1,5 +1,13 @@
-"""Launchers: how a sweep point's ranks get started. One module per launcher,
-each with `check(point)` (raises points.ConfigError) and `submit(point, dry_run)`."""
+"""Launchers: how a sweep point's ranks get started. One module per launcher, each with
+the same small surface, which launch.py calls and nothing else:
+
+    check(point)                    refuse, with points.ConfigError, what this launcher
+                                    cannot do; called once per point, before any point runs
+    submit(point, dry_run)          run (local) or queue (Slurm) the point's repeats
+    submit_search(point, dry_run)   the same for a `search=` point (launchers/search.py)
+    start_repeat(point, spec, rdir) how one repeat's ranks start and end -> (rank_ends,
+                                    ended_by); the driver (launchers/driver.py) calls it
+"""
 import importlib
 
 LAUNCHERS = ("local", "slurm")

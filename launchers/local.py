@@ -12,7 +12,7 @@ import sys
 import time
 
 from frameworks.common import layout
-from launchers import driver, points
+from launchers import driver, points, search
 
 GRACE_S = 5  # how long ranks may outlive a failed peer, and SIGTERM may take, before SIGKILL
 
@@ -21,6 +21,8 @@ def check(point: dict) -> None:
     if point["nodes"] != 1:
         raise points.ConfigError(f"launcher=local runs on one node; nodes={point['nodes']} "
                                  "needs launcher=slurm")
+    if point.get("search") is not None:
+        search.settings(point)
 
 
 def free_port(span: int = 1) -> int:
@@ -88,7 +90,8 @@ def wait_ranks(procs, timeout_s: float):
             for r, p in enumerate(procs)}, ended_by
 
 
-def start_ranks(point: dict, spec_path: str, rdir: str):
+def start_repeat(point: dict, spec_path: str, rdir: str):
+    """One repeat's ranks as processes here -> (rank_ends, ended_by)."""
     argv = points.worker_argv(point, spec_path, sys.executable)
     port = free_port(span=point["world_size"] + 2)
     procs = []
@@ -105,7 +108,6 @@ def start_ranks(point: dict, spec_path: str, rdir: str):
 
 
 def submit(point: dict, dry_run: bool = False) -> None:
-    check(point)
     if dry_run:
         argv = points.worker_argv(point, os.path.join(points.repeat_dir(point, 0), layout.SPEC_FILE),
                                   sys.executable)
@@ -113,4 +115,12 @@ def submit(point: dict, dry_run: bool = False) -> None:
               f"repeat(s): {' '.join(argv)}")
         return
     points.write_point(point)
-    driver.run_point(point["dir"], start_ranks)
+    driver.run_point(point["dir"], start_repeat)
+
+
+def submit_search(point: dict, dry_run: bool = False) -> None:
+    """Run the search here, one try after another (launchers/search.py)."""
+    if dry_run:
+        print(search.describe(point))
+        return
+    search.run(point, start_repeat)

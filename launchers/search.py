@@ -175,21 +175,9 @@ def run(base: dict, start, log=print) -> dict:
     return ledger
 
 
-def submit(point: dict, launcher, dry_run: bool = False) -> None:
-    """launch.py's hook: run the search where the launcher can wait for each try."""
+def describe(point: dict) -> str:
+    """A search's plan in one line (what a dry run prints)."""
     s = settings(point)
-    if dry_run:
-        print(f"{point['point']}: search {s['key']} from {s['start']}, doubling to at most "
-              f"{s['max']}, then bisection to {s['tolerance']:.0%}; each try a point of its own")
-        return
-    if hasattr(launcher, "submit_search"):  # a launcher that runs the loop inside its allocation
-        launcher.submit_search(point)
-        return
-    if launcher.__name__ != "launchers.local":
-        raise points.ConfigError(f"search runs with launcher=local here; {launcher.__name__} has no "
-                                 "submit_search hook (it would call launchers.search.run(point, start) "
-                                 "inside its allocation)")
-    from launchers import local
-    local.check(point)
-    run(point, local.start_ranks)
+    return (f"{point['point']}: search {s['key']} from {s['start']}, doubling to at most "
+            f"{s['max']}, then bisection to {s['tolerance']:.0%}; each try a point of its own")
 
