@@ -6,13 +6,12 @@ another, synchronously: this is the embedded default that needs no cluster.
 """
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 from frameworks.common import layout
-from launchers import driver, points, search
+from launchers import driver, points, ports, search
 
 GRACE_S = 5  # how long ranks may outlive a failed peer, and SIGTERM may take, before SIGKILL
 
@@ -23,22 +22,6 @@ def check(point: dict) -> None:
                                  "needs launcher=slurm")
     if point.get("search") is not None:
         search.settings(point)
-
-
-def free_port(span: int = 1) -> int:
-    """A port p such that p .. p+span-1 are all free now (adapters may use MASTER_PORT+k)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        try:
-            for port in range(base, base + span):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise OSError("no run of free ports found")
 
 
 def rank_env(point: dict, rank: int, port: int, base=None) -> dict:
@@ -93,7 +76,7 @@ def wait_ranks(procs, timeout_s: float):
 def start_repeat(point: dict, spec_path: str, rdir: str):
     """One repeat's ranks as processes here -> (rank_ends, ended_by)."""
     argv = points.worker_argv(point, spec_path, sys.executable)
-    port = free_port(span=point["world_size"] + 2)
+    port = ports.free_block(point["world_size"])
     procs = []
     for rank in range(point["world_size"]):
         with open(os.path.join(rdir, layout.rank_log_name(rank)), "w") as log:
