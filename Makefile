@@ -19,8 +19,8 @@ demo: venv
 # Framework environments and the Slurm packages are part of what the tests need;
 # the Slurm cluster itself is started and stopped by the tests' own fixture.
 test-deps: venv envs
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps; \
-	 else echo "not root: Slurm tests will skip"; fi
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps; \
+	 else echo "not root: Slurm and browser tests will skip"; fi
 
 test: test-deps
 	$(PYTHON) -m pytest -q
