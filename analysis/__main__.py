@@ -1,10 +1,13 @@
-"""python -m analysis report PATH [--out DIR] [--no-plot]
+"""python -m analysis report PATH [--out DIR] [--no-plot] [--max-cv 0.05] [--max-drift 0.05]
 python -m analysis compare PATH --reference FILE      the regression gate (analysis/compare.py)
+python -m analysis compare PATH --reference published:NAME    against a published source
 python -m analysis reference PATH --out FILE          a reference file from a past run
 
 `report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
 rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
-and the plots to DIR (default PATH/report).
+and the plots to DIR (default PATH/report). --max-cv and --max-drift set the flags'
+thresholds (analysis/method.py: a CV across repeats, a drift between the timed window's
+halves, above which a figure is marked; 5% each by default).
 
 A bad record file (torn, garbage, of a foreign schema or of a newer schema version) costs
 only its repeat, which the report marks `corrupt`; its failure section lists every such
@@ -16,13 +19,13 @@ import argparse
 import os
 import sys
 
-from analysis import comm, compare, load, report
+from analysis import comm, compare, load, method, report
 from analysis.load import RecordError
 from frameworks.common import layout
 
 
 def cmd_report(args) -> int:
-    results = load(args.path)
+    results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
     print(report.render(results))
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if len(comm_table):
@@ -51,6 +54,16 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _fraction(text) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"a fraction >= 0 (0.05 = 5%), got {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +71,10 @@ def main(argv=None) -> int:
     rep.add_argument("path", help="a sweep folder (or a folder of sweeps)")
     rep.add_argument("--out", help="where CSV, Parquet and PNG go (default PATH/report)")
     rep.add_argument("--no-plot", action="store_true")
+    rep.add_argument("--max-cv", type=_fraction, default=method.MAX_CV,
+                     help="flag a figure whose CV across repeats is above this (default 0.05)")
+    rep.add_argument("--max-drift", type=_fraction, default=method.MAX_DRIFT,
+                     help="flag a figure whose timed window's halves differ by more (default 0.05)")
     compare.add_commands(sub)
     args = parser.parse_args(argv)
     try:

@@ -1,7 +1,8 @@
 """The regression gate: a run's figures against reference figures kept as data.
 
     python -m analysis reference RESULTS --out FILE [--tolerance 0.05] [--system NAME]
-    python -m analysis compare RESULTS --reference FILE [--system NAME]
+    python -m analysis compare RESULTS --reference FILE [--system NAME] [--tolerance T]
+    python -m analysis compare RESULTS --reference published:NAME [--tolerance T]
 
 A reference file (YAML, or JSON when it ends in .json; benchmarks/references/) is
 
@@ -23,6 +24,14 @@ CONFIG_KEYS, `model.<key>` for MODEL_KEYS, `search` for a search's key). The gat
 one-sided: a figure fails when it is worse than the reference by more than the tolerance;
 better passes (say so, and refresh the reference). An entry without its point, or whose
 point did not finish ok, fails too. Exit 0: all pass; 1: one fails; 2: bad input.
+
+`--reference published:NAME` takes the entries from analysis/published/NAME.yaml
+(analysis/published.py): one throughput entry per published row (and per 1-device row a
+stated speedup implies), keyed by the row's device (the same device by
+analysis/devices.py's rule), framework, model (full size), precision, device count
+(`devices`) and batch per device where the row names one. A published row that no point
+of the run matches is NOT RUN, which is not a failure; when no row matches at all the
+comparison is bad input (exit 2). `--tolerance` replaces every entry's tolerance.
 """
 import json
 import math
@@ -31,13 +40,13 @@ import sys
 import yaml
 from tabulate import tabulate
 
-from analysis import load
+from analysis import devices, load, published
 from analysis.load import RecordError
-from analysis.special import MODEL_KEYS, metrics
+from analysis.metrics import MODEL_KEYS, metrics
 from frameworks.common import layout
 
 SCHEMA = layout.REFERENCE_SCHEMA
-# metric -> (column of analysis.special.metrics, unit, lower is better)
+# metric -> (column of analysis.metrics.metrics, unit, lower is better)
 METRICS = {
     "throughput": ("throughput", "samples/s", False),
     "latency_ms": ("latency_ms", "ms", True),
@@ -52,24 +61,41 @@ DEFAULT_METRIC = {"wide_deep": "latency_ms", "gpt": "tokens_per_s"}  # else thro
 MODEL_KEY = {"wide_deep": "deep_vocab_size", "gpt": "seq_len", "insightface": "num_classes"}
 CONFIG_KEYS = {"framework": "framework", "model": "model", "size": "model_size",
                "precision": "precision", "amp_dtype": "amp_dtype", "batch_size": "batch_size",
-               "nodes": "nodes", "gpus_per_node": "gpus_per_node", "compile": "compile"}
+               "nodes": "nodes", "gpus_per_node": "gpus_per_node", "compile": "compile",
+               "devices": "devices", "device": "device"}   # device: analysis/devices.py's rule
 
 
 def _bad(path, why):
     return RecordError(f"corrupt reference file {path}: {why}")
 
 
-def read_reference(path, system=None) -> tuple:
-    """(system shown, entries with defaults filled), checked; RecordError on bad input."""
+def _published(path) -> dict:
+    """A reference's content from analysis/published/NAME.yaml (path: published:NAME)."""
     try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as exc:
-        raise RecordError(f"cannot read reference file {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise _bad(path, str(exc).splitlines()[0]) from None
+        name, entries = published.reference_entries(str(path)[len(published.PREFIX):])
+    except published.PublishedError as exc:
+        raise RecordError(str(exc)) from None
+    return {"schema": SCHEMA, "version": 1, "system": f"published:{name}", "tolerance": 0.05,
+            "entries": entries}
+
+
+def read_reference(path, system=None, tolerance=None) -> tuple:
+    """(system shown, entries with defaults filled), checked; RecordError on bad input.
+    `path`: a reference file, or published:NAME; `tolerance` replaces every entry's."""
+    if str(path).startswith(published.PREFIX):
+        data = _published(path)
+    else:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as exc:
+            raise RecordError(f"cannot read reference file {path}: {exc.strerror or exc}") from None
+        try:
+            data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise _bad(path, str(exc).splitlines()[0]) from None
+    if tolerance is not None and (isinstance(tolerance, bool) or not 0 <= tolerance < 1):
+        raise RecordError(f"--tolerance must be a fraction in [0, 1), got {tolerance}")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise _bad(path, f"not a {SCHEMA} file")
     if data.get("version") != 1:
@@ -81,6 +107,8 @@ def read_reference(path, system=None) -> tuple:
         if not isinstance(e, dict):
             raise _bad(path, f"entry {n} is not a mapping")
         e = {"system": data.get("system"), "tolerance": data.get("tolerance", 0.05), **e}
+        if tolerance is not None:
+            e["tolerance"] = tolerance
         if e.get("metric") not in METRICS:
             raise _bad(path, f"entry {n}: metric {e.get('metric')!r} is not one of {', '.join(METRICS)}")
         if not isinstance(e.get("config"), dict) or not e["config"]:
@@ -134,6 +162,10 @@ def _matches(row: dict, config: dict) -> bool:
     for key, want in config.items():
         if key == "search":
             have = row.get("search")
+        elif key == "device":
+            if not devices.same_device(row.get("device"), want):
+                return False
+            continue
         elif key.startswith("model."):
             have = row.get(key[len("model."):])
         else:
@@ -163,37 +195,49 @@ def _describe(config: dict) -> str:
         words.append(f"{c.pop('nodes')}x{c.pop('gpus_per_node')}")
     if "compile" in c:
         words += ["compile"] if c.pop("compile") else []
+    if "devices" in c:
+        words.append(f"{c.pop('devices')} dev")
+    if "device" in c:
+        words.append(f"on {c.pop('device')}")
     return " ".join(words + [f"{k}={v}" for k, v in c.items()])
 
 
 def verdicts(results, entries) -> list:
     """[(entry, value, delta, verdict)]: PASS, FAIL, MISSING, FAIL (the point's status), or
     UNSUPPORTED: the point cannot run on this machine (its reason is in the report), which
-    is not a regression; the gate counts it apart and does not fail on it."""
+    is not a regression; the gate counts it apart and does not fail on it. A published entry
+    (analysis/published.py) without its point is NOT RUN, also counted apart, and one that
+    matches several points gives a verdict for each (the entry's `point` names it)."""
     rows = figures(results)
     out = []
     for e in entries:
         kind = "search" if e["metric"] == "largest_ok" else "point"
         found = [r for r in rows if r["kind"] == kind and _matches(r, e["config"])]
+        if len(found) > 1 and e.get("published"):
+            for row in found:
+                out += verdicts_of(dict(e, point=row["point"]), row)
+            continue
         if len(found) > 1:
             raise RecordError(f"reference entry {e['n']} ({_describe(e['config'])}) matches "
                               f"{len(found)} points: add configuration keys, or compare one sweep")
         if not found:
-            out.append((e, None, None, "MISSING"))
+            out.append((e, None, None, "NOT RUN" if e.get("published") else "MISSING"))
             continue
-        row = found[0]
-        value = row.get(METRICS[e["metric"]][0])
-        if row["status"] == "unsupported":
-            out.append((e, None, None, "UNSUPPORTED"))
-            continue
-        if row["status"] not in ("ok", "partial") or value is None or value != value:
-            out.append((e, None, None, f"FAIL ({row['status']})"))
-            continue
-        ref = e["value"]
-        delta = (value - ref) / ref if ref else (0.0 if value == ref else math.inf)
-        worse = delta if e["lower_is_better"] else -delta
-        out.append((e, value, delta, "PASS" if worse <= e["tolerance"] + 1e-12 else "FAIL"))
+        out += verdicts_of(e, found[0])
     return out
+
+
+def verdicts_of(e: dict, row: dict) -> list:
+    """[(entry, value, delta, verdict)] of one entry on the one point (or search) it matches."""
+    value = row.get(METRICS[e["metric"]][0])
+    if row["status"] == "unsupported":
+        return [(e, None, None, "UNSUPPORTED")]
+    if row["status"] not in ("ok", "partial") or value is None or value != value:
+        return [(e, None, None, f"FAIL ({row['status']})")]
+    ref = e["value"]
+    delta = (value - ref) / ref if ref else (0.0 if value == ref else math.inf)
+    worse = delta if e["lower_is_better"] else -delta
+    return [(e, value, delta, "PASS" if worse <= e["tolerance"] + 1e-12 else "FAIL")]
 
 
 def _num(v) -> str:
@@ -211,21 +255,34 @@ def warn_corrupt(results) -> None:
 def cmd_compare(args) -> int:
     results = load(args.path)
     warn_corrupt(results)
-    system, entries = read_reference(args.reference, args.system)
-    table = []
-    for e, value, delta, verdict in verdicts(results, entries):
-        table.append([_describe(e["config"]), e["metric"],
+    system, entries = read_reference(args.reference, args.system, args.tolerance)
+    table, labels = [], []
+    found, not_run = verdicts(results, entries), 0
+    if str(args.reference).startswith(published.PREFIX):
+        not_run = sum(v[3] == "NOT RUN" for v in found)
+        found = [v for v in found if v[3] != "NOT RUN"]
+        if not found:
+            raise RecordError(f"no row of {args.reference} matches a point of {args.path} "
+                              "(device, framework, model of full size, precision, devices, batch)")
+    for e, value, delta, verdict in found:
+        if e.get("label"):
+            labels.append(f"[{len(labels) + 1}] {e['label']}")
+        table.append([_describe(e["config"]) + (f" [{e['point']}]" if e.get("point") else "")
+                      + (f" [{len(labels)}]" if e.get("label") else ""), e["metric"],
                       "-" if value is None else _num(value), f"{_num(e['value'])} {e['unit']}",
                       "-" if delta is None else f"{delta:+.1%}", f"{e['tolerance']:.0%}"
                       + (" (lower is better)" if e["lower_is_better"] else ""), verdict])
     print(f"# Regression gate: {args.path} against {args.reference} (system {system})\n")
     print(tabulate(table, headers=["configuration", "metric", "value", "reference", "delta",
                                    "tolerance", "verdict"], tablefmt="github", disable_numparse=True))
+    if labels:
+        print("\n" + "\n".join(labels))
     unsupported = sum(row[-1] == "UNSUPPORTED" for row in table)
     failed = sum(not row[-1].startswith("PASS") for row in table) - unsupported
     print(f"\n{len(table) - failed - unsupported} of {len(table)} within tolerance"
           + (f"; {failed} failed or missing" if failed else "")
-          + (f"; {unsupported} unsupported on this machine (not compared)" if unsupported else ""))
+          + (f"; {unsupported} unsupported on this machine (not compared)" if unsupported else "")
+          + (f"; {not_run} published row(s) of other settings not run here" if not_run else ""))
     return 1 if failed else 0
 
 
@@ -234,14 +291,15 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
     if not 0 <= tolerance < 1:
         raise RecordError(f"--tolerance must be a fraction in [0, 1), got {tolerance}")
     if system is None:
-        devices = sorted(set(results.runs.get("device", []).dropna().astype(str))) if len(results.runs) else []
-        system = " + ".join(devices) or "unknown"
+        names = sorted(set(results.runs.get("device", []).dropna().astype(str))) if len(results.runs) else []
+        system = " + ".join(names) or "unknown"
     entries, seen = [], {}
     for r in figures(results):
         if r["status"] != "ok":
             continue
-        config = {k: r[col] for k, col in CONFIG_KEYS.items()
-                  if r.get(col) is not None and not (k == "amp_dtype" and r["precision"] != "amp")}
+        config = {k: r[col] for k, col in CONFIG_KEYS.items()   # the system names the device
+                  if k not in ("devices", "device") and r.get(col) is not None
+                  and not (k == "amp_dtype" and r["precision"] != "amp")}
         config = {k: (v.item() if hasattr(v, "item") else v) for k, v in config.items()}
         if r["kind"] == "search":
             config["search"] = r["search"]
@@ -290,8 +348,11 @@ def add_commands(sub) -> None:
     """The `compare` and `reference` subcommands of `python -m analysis`."""
     cmp = sub.add_parser("compare", help="the regression gate: figures against a reference file")
     cmp.add_argument("path", help="a sweep folder (or a folder of sweeps)")
-    cmp.add_argument("--reference", required=True, help="a reference file (YAML or JSON)")
+    cmp.add_argument("--reference", required=True,
+                     help="a reference file (YAML or JSON), or published:NAME (analysis/published/NAME.yaml)")
     cmp.add_argument("--system", help="the entries of this system (when the file holds several)")
+    cmp.add_argument("--tolerance", type=float, default=None,
+                     help="relative; replaces every entry's tolerance (default: the file's)")
     ref = sub.add_parser("reference", help="a reference file from a past run")
     ref.add_argument("path", help="a sweep folder (or a folder of sweeps)")
     ref.add_argument("--out", required=True, help="the file to write (.yaml, or .json)")

@@ -1,34 +1,135 @@
-"""FLOP counts and device peaks, written once (docs/special.md), tested against hand figures.
+"""FLOP counts and device peaks, written once (docs/flops.md), tested against hand figures.
 
-GPT (Megatron-style decoder), per training iteration, counting a multiply-add as 2 FLOPs,
-after Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters
-Using Megatron-LM" (SC'21), section 5.1. With B sequences of s tokens, l layers, hidden h,
-vocabulary V, one layer's forward pass is
+Every count is of model FLOPs of one training step, a multiply-add counted as 2 FLOPs and
+the backward pass as twice the forward (training = 3 x forward: the gradients of the
+activations and of the weights each cost a forward). Matrix products and convolutions
+only: normalisation, activations, softmax, dropout, pooling, residual additions,
+embedding lookups and biases are left out, as in the papers the counts come from.
+
+ResNet-50 v1.5 (`resnet_layers`): every convolution and the classifier, from the layer
+shapes of frameworks/pytorch/models.py (the stride on the 3x3 convolution): a
+convolution of k x k x c_in x c_out on an output of H x W costs H*W*k*k*c_in*c_out
+multiply-adds. At 224 x 224 with 1000 classes that is 4,089,184,256 multiply-adds, the
+"4.1 GFLOPs" usually quoted (which counts multiply-adds): 8.18 GFLOPs forward, 24.5 GFLOPs
+per image trained.
+
+BERT pretraining (`bert_forward_flops`), per sequence of s tokens, hidden h, l layers,
+intermediate I, vocabulary V, P masked positions:
+
+    layers   l * (8*s*h^2 + 4*s*h*I + 4*s^2*h)     QKV 6sh^2, scores 2s^2h, x values 2s^2h,
+                                                   output 2sh^2, feed-forward 4shI
+    pooler + NSP            2*h^2 + 4*h            on the [CLS] position only
+    MLM head   P * (2*h^2 + 2*h*V)                 transform and the tied decoder
+
+with P = the model's `max_predictions_per_seq` (20 when absent): the MLM head runs on the
+gathered masked positions only, as the reference scripts do. Counting it on all s
+positions instead (`predictions=None`) adds (s - P) * (2h^2 + 2hV): 5.19 GFLOPs forward
+per sequence of BERT-base at s = 128 (docs/flops.md).
+
+GPT (Megatron-style decoder), per training iteration, after Narayanan et al., "Efficient
+Large-Scale Language Model Training on GPU Clusters Using Megatron-LM" (SC'21), section
+5.1. With B sequences of s tokens, l layers, hidden h, vocabulary V, one layer's forward
+pass is
 
     QKV projection 6Bsh^2 + attention scores 2Bs^2h + scores x values 2Bs^2h
     + output projection 2Bsh^2 + MLP (h -> 4h -> h) 16Bsh^2 = 24Bsh^2 + 4Bs^2h
 
-and the output layer (logits) 2BshV. The backward pass costs twice the forward, so without
-activation recomputation (this suite recomputes nothing) an iteration is 3 x forward:
+and the output layer (logits) 2BshV. Without activation recomputation (this suite
+recomputes nothing) an iteration is 3 x forward:
 
     F = 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
 
 The paper's better-known F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) adds the extra forward
 pass of the layers that full recomputation runs (4 x the layers, 3 x the logits).
-LayerNorm, softmax, GELU, dropout, embedding lookups and biases are left out, as there.
+
+Peaks: analysis/peaks.yaml (dense datasheet figures, each with its source), keyed by the
+device's normalised name (analysis/devices.py) and the dtype the math ran in
+(`math_dtype`): AMP against its bf16 or fp16 peak; fp32 against the TF32 peak on devices
+that have TF32 (Ampere and newer, where every framework here runs fp32 matrix maths as
+TF32 by default: PyTorch's session sets it), else against the fp32 peak.
 """
+import functools
+import os
 
-# Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets; first matching name wins.
-# fp32 runs use TF32 matrix maths on these (frameworks/pytorch/session.py), so fp32 -> tf32.
-PEAKS = (
-    ("H100 PCIe", {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0}),
-    ("GH200", {"bf16": 989.0, "fp16": 989.0, "tf32": 494.5}),
-    ("H200", {"bf16": 989.0, "fp16": 989.0, "tf32": 494.5}),
-    ("H100", {"bf16": 989.0, "fp16": 989.0, "tf32": 494.5}),   # SXM: 1,979 with sparsity
-    ("A100", {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0}),
-)
+import yaml
+
+from analysis import devices
+
+PEAKS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peaks.yaml")
+DEFAULT_MAX_PREDICTIONS = 20   # masked positions per sequence at seq 128 (conf/model/bert_base.yaml)
+DTYPES = ("fp32", "tf32", "bf16", "fp16")
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml's where the wheel has it
 
 
+# ---- ResNet-50 v1.5 ----------------------------------------------------------------------
+def _out(size, kernel, stride, pad) -> int:
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+def resnet_layers(layers=(3, 4, 6, 3), width=64, image_size=224, num_classes=1000, **_) -> list:
+    """Every convolution and the classifier of ResNet v1.5 as frameworks/pytorch/models.py
+    builds it: (name, k, c_in, c_out, out_h, out_w), the classifier as a 1x1 "convolution"
+    on a 1x1 output."""
+    out = []
+    n = _out(image_size, 7, 2, 3)
+    out.append(("stem", 7, 3, width, n, n))
+    n = _out(n, 3, 2, 1)                                   # max pool
+    cin = width
+    for stage, blocks in enumerate(layers):
+        w = width * 2 ** stage
+        for i in range(blocks):
+            stride = 2 if (i == 0 and stage > 0) else 1
+            name = f"stage{stage + 1}.block{i + 1}"
+            m = _out(n, 3, stride, 1)                       # v1.5: the stride on the 3x3
+            out.append((f"{name}.conv1", 1, cin, w, n, n))
+            out.append((f"{name}.conv2", 3, w, w, m, m))
+            out.append((f"{name}.conv3", 1, w, 4 * w, m, m))
+            if stride != 1 or cin != 4 * w:
+                out.append((f"{name}.down", 1, cin, 4 * w, m, m))
+            cin, n = 4 * w, m
+    out.append(("fc", 1, cin, num_classes, 1, 1))
+    return out
+
+
+def resnet_forward_macs(**model) -> int:
+    """Multiply-adds of one image's forward pass (the "4.1 GFLOPs" of ResNet-50 at 224)."""
+    return sum(h * w * k * k * cin * cout for _, k, cin, cout, h, w in resnet_layers(**model))
+
+
+def resnet_flops_per_sample(model: dict) -> int:
+    """Training FLOPs of one image: 3 x forward, 2 FLOPs a multiply-add."""
+    keys = ("layers", "width", "image_size", "num_classes")
+    return 3 * 2 * resnet_forward_macs(**{k: model[k] for k in keys if k in model})
+
+
+# ---- BERT pretraining ---------------------------------------------------------------------
+def bert_forward_flops(seq_len, hidden, layers, intermediate, vocab_size, predictions=None) -> int:
+    """Forward FLOPs of one sequence (module docstring); the MLM head on `predictions`
+    positions (the gathered masked ones), or on all seq_len positions when None."""
+    s, h, l, i, v = seq_len, hidden, layers, intermediate, vocab_size
+    p = s if predictions is None else min(int(predictions), s)
+    encoder = l * (8 * s * h * h + 4 * s * h * i + 4 * s * s * h)
+    pooler_nsp = 2 * h * h + 2 * h * 2
+    mlm = p * (2 * h * h + 2 * h * v)
+    return encoder + pooler_nsp + mlm
+
+
+def bert_predictions(model: dict) -> int:
+    """Masked positions per sequence the MLM head runs on: `max_predictions_per_seq`, 20
+    when the model config has none."""
+    p = model.get("max_predictions_per_seq")
+    return DEFAULT_MAX_PREDICTIONS if p is None else int(p)
+
+
+def bert_flops_per_sample(model: dict, gathered: bool = True) -> int:
+    """Training FLOPs of one sequence: 3 x forward; `gathered=False`: the MLM head on all
+    positions (the count before the gather, for comparison)."""
+    keys = ("seq_len", "hidden", "layers", "intermediate", "vocab_size")
+    return 3 * bert_forward_flops(*(model[k] for k in keys),
+                                  predictions=bert_predictions(model) if gathered else None)
+
+
+# ---- GPT ------------------------------------------------------------------------------------
 def gpt_flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=False) -> int:
     """Megatron's count for one training iteration of `batch` sequences (exact integers)."""
     B, s, l, h, V = batch, seq_len, layers, hidden, vocab
@@ -45,34 +146,96 @@ def megatron_formula(batch, seq_len, layers, hidden, vocab, recompute=False) -> 
     return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
 
 
+def _gpt(model):
+    return gpt_flops_per_iteration(1, *(model[k] for k in ("seq_len", "layers", "hidden", "vocab_size")))
+
+
+COUNTS = {  # model name -> (the settings the count needs, the count of one sample)
+    "gpt": (("seq_len", "layers", "hidden", "vocab_size"), _gpt),
+    "resnet50": (("layers", "width", "image_size", "num_classes"), resnet_flops_per_sample),
+    "bert_base": (("seq_len", "hidden", "layers", "intermediate", "vocab_size"), bert_flops_per_sample),
+}
+
+
 def flops_per_sample(model: dict):
-    """Training FLOPs of one sample (sequence) of a model spec, or None where none is known."""
-    keys = ("seq_len", "layers", "hidden", "vocab_size")
-    if model.get("name") == "gpt" and all(model.get(k) for k in keys):
-        return gpt_flops_per_iteration(1, *(model[k] for k in keys))
-    return None
+    """Training FLOPs of one sample (image, sequence) of a model's settings (a point's
+    `model`: name and the size folded in), or None where no count is known."""
+    keys, count = COUNTS.get(model.get("name"), ((), None))
+    if count is None or not all(model.get(k) for k in keys):
+        return None
+    return count(model)
 
 
 def achieved_tflops_per_device(samples_per_s, flops_sample, devices):
     """Model FLOPs done per second per device, in TFLOP/s."""
-    if not samples_per_s or not flops_sample or not devices:
+    if not samples_per_s or not flops_sample or not devices or samples_per_s != samples_per_s:
         return None
     return samples_per_s * flops_sample / devices / 1e12
 
 
-def peak_tflops(device, precision, amp_dtype=None, override=None):
-    """The device's dense peak for the run's precision, `override` if given, else None."""
-    if override:
-        return float(override)
-    if not device:
+# ---- peaks ------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def peaks(path: str = PEAKS_FILE) -> tuple:
+    """The entries of analysis/peaks.yaml, checked (ValueError when malformed)."""
+    with open(path) as f:
+        data = yaml.load(f, Loader=LOADER)
+    if not isinstance(data, dict) or data.get("schema") != "dlbench.peaks":
+        raise ValueError(f"{path}: not a dlbench.peaks file")
+    out = []
+    for n, e in enumerate(data.get("devices") or (), 1):
+        if not isinstance(e, dict) or not e.get("family") or not e.get("source"):
+            raise ValueError(f"{path}: entry {n} needs a family and a source")
+        if e.get("form") not in (None, "sxm", "pcie", "nvl"):
+            raise ValueError(f"{path}: entry {n}: form {e['form']!r}")
+        for d in DTYPES:
+            v = e.get(d)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+                raise ValueError(f"{path}: entry {n}: {d} must be a positive number, got {v!r}")
+        out.append(dict(e, family=str(e["family"]).upper()))
+    return tuple(out)
+
+
+def peak_entry(device):
+    """The peaks.yaml entry of a device name, or None (analysis/devices.py's rule)."""
+    key = devices.device_key(device)
+    if key.family is None:
         return None
-    kind = (amp_dtype or "bf16") if precision == "amp" else "tf32"
-    for name, peaks in PEAKS:
-        if name.lower() in str(device).lower():
-            return peaks[kind]
+    mine = [e for e in peaks() if e["family"] == key.family]
+    exact = [e for e in mine if key.form is not None and e.get("form") == key.form]
+    anyform = [e for e in mine if e.get("form") is None]
+    default = [e for e in mine if e.get("default")]
+    for group in (exact, anyform, default, mine[:1]):
+        if group:
+            return group[0]
     return None
 
 
-def mfu(achieved, peak):
+def math_dtype(device, precision, amp_dtype=None) -> str:
+    """The dtype a run's matrix maths ran in: AMP's bf16 or fp16; fp32 as tf32 on a device
+    with a TF32 peak (Ampere and newer), else fp32."""
+    if precision == "amp":
+        return amp_dtype or "bf16"
+    entry = peak_entry(device)
+    return "tf32" if entry and entry.get("tf32") else "fp32"
+
+
+def peak(device, precision, amp_dtype=None, override=None) -> dict:
+    """{tflops, dtype, source} of a run: `override` (the peak_tflops= config key) when given,
+    else the device's dense peak for the dtype the math ran in; tflops None when unknown."""
+    dtype = math_dtype(device, precision, amp_dtype)
+    if override:
+        return {"tflops": float(override), "dtype": dtype, "source": "peak_tflops= (config)"}
+    entry = peak_entry(device)
+    value = entry.get(dtype) if entry else None
+    return {"tflops": float(value) if value else None, "dtype": dtype,
+            "source": entry["source"] if entry and value else None}
+
+
+def peak_tflops(device, precision, amp_dtype=None, override=None):
+    """The device's dense peak for the run's precision, `override` if given, else None."""
+    return peak(device, precision, amp_dtype, override)["tflops"]
+
+
+def mfu(achieved, peak_value):
     """Model FLOPs utilisation: achieved over peak, or None where either is unknown."""
-    return achieved / peak if achieved and peak else None
+    return achieved / peak_value if achieved and peak_value else None

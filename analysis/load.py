@@ -29,7 +29,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis import method
+from analysis import flops, method
 from frameworks.common import layout, statuses
 
 try:
@@ -39,11 +39,19 @@ except ImportError:  # the standard library's parser: the same results, slower
 
 CONFIG_COLUMNS = ["bench", "framework", "model", "model_size", "precision", "amp_dtype",
                   "compile", "batch_size", "nodes", "gpus_per_node", "devices"]
+# The method's figures of a point (analysis/method.py): the median and its spread, the
+# median's 95% interval, the steps' percentiles, straggler ratio and drift, the flags.
+STAT_COLUMNS = ["ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p99",
+                "straggler", "drift", "marks", "flag_spread", "flag_few_repeats", "flag_drift"]
+# Model FLOPs and MFU (analysis/flops.py): added once the points are known (add_flops).
+FLOP_COLUMNS = ["flops_per_sample", "tflops_per_device", "peak_tflops", "math_dtype",
+                "peak_source", "mfu"]
 POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "throughput", "tp_min", "tp_max",
-                 "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes",
-                 "speedup", "efficiency"]
+                 "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes", "device",
+                 *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",
+                 *FLOP_COLUMNS]
 RUN_COLUMNS = ["point", "repeat", "status", "error", "log_tail", "ranks_recorded", "throughput",
-               "window_s", "samples"]
+               "window_s", "samples", "straggler", "drift"]
 STEP_COLUMNS = ["point", "repeat", "rank", "host", "step", "phase", "start", "end", "samples",
                 "loss", "duration"]
 COMM_COLUMNS = ["sweep", "point", "repeat", "rank", "op", "bytes", "count", "dtype", "inplace",
@@ -92,11 +100,13 @@ class Results:
                   framework and environment
     manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
     corrupt       one entry per bad file: file, reason, newer, sweep, point, repeat
+    limits        the flags' thresholds the points were flagged with: max_cv, max_drift
     """
 
     def __init__(self, points, runs, steps=None, root="", *, comm=None, searches=(),
-                 environments=(), manifests=None, corrupt=(), step_columns=None):
+                 environments=(), manifests=None, corrupt=(), step_columns=None, limits=None):
         self.points, self.runs, self.root = points, runs, str(root)
+        self.limits = {"max_cv": method.MAX_CV, "max_drift": method.MAX_DRIFT, **(limits or {})}
         self._steps, self._columns = steps, step_columns
         self.comm = comm if comm is not None else pd.DataFrame(columns=COMM_COLUMNS)
         self.searches, self.environments = list(searches), list(environments)
@@ -292,8 +302,9 @@ def search_ledger(path) -> dict:
 class _Reader:
     """Accumulates what the records say, point by point; `results()` assembles it."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, limits: dict = None):
         self.root = root
+        self.limits = dict(limits or {})   # the flags' thresholds: max_cv, max_drift
         self.point_rows, self.run_rows, self.corrupt = [], [], []
         self.comm, self.environments, self.manifests, self.searches = [], [], {}, []
         self.cols = {k: [] for k in ("step", "phase", "start", "end", "samples", "loss")}
@@ -321,15 +332,20 @@ class _Reader:
             names = sorted(os.listdir(pdir))
         except OSError:
             names = []
-        runs = []
+        runs, durations = [], []
         for name in names:
             m = layout.REPEAT_RE.match(name)  # set-aside attempts (repeat-NN.interrupted-T): never
             if m and os.path.isdir(os.path.join(pdir, name)):
-                runs.append(self.repeat(os.path.join(pdir, name), row, int(m.group(1))))
+                run, timed = self.repeat(os.path.join(pdir, name), row, int(m.group(1)))
+                runs.append(run)
+                if timed is not None:
+                    durations.append(timed)
         self.run_rows += runs
-        self.point_rows.append(summarize_point(row, runs))
+        self.point_rows.append(summarize_point(row, runs, durations, **self.limits))
 
-    def repeat(self, rdir: str, prow: dict, repeat: int) -> dict:
+    def repeat(self, rdir: str, prow: dict, repeat: int):
+        """(the run's row, the durations of its ranks' timed steps: a numpy array for an ok
+        training repeat, else None)."""
         name, sweep, world = prow["point"], prow["sweep"], prow["devices"]
         bad, ranks, cols, comm = [], {}, {}, []
         try:
@@ -369,7 +385,9 @@ class _Reader:
             except CorruptFile as exc:
                 bad.append(exc)
         row = {"point": name, "repeat": repeat, "status": None, "error": None, "log_tail": None,
-               "ranks_recorded": len(ranks), "throughput": None, "window_s": None, "samples": None}
+               "ranks_recorded": len(ranks), "throughput": None, "window_s": None, "samples": None,
+               "straggler": None, "drift": None}
+        timed = None
         if bad:
             pass  # corrupt: below
         elif run is not None:
@@ -383,22 +401,34 @@ class _Reader:
                 if len(ranks) != world:
                     raise ValueError(f"it says ok, but {world - len(ranks)} of {world} rank "
                                      "records are missing")
-                timings = [method.window_timing(cols[r]["samples"][cols[r]["phase"] == _MEASURE],
-                                                ranks[r]["window"]) for r in sorted(ranks)]
-                row["throughput"] = method.throughput([s for s, _ in timings],
-                                                      [w for _, w in timings])
+                timings, timed, first, second = [], [], 0.0, 0.0
+                for r in sorted(ranks):
+                    c = cols[r]
+                    measure = c["phase"] == _MEASURE
+                    timings.append(method.window_timing(c["samples"][measure], ranks[r]["window"]))
+                    steps = c["end"][measure] - c["start"][measure]
+                    a, b = method.halves(steps)
+                    first, second, timed = first + a, second + b, timed + [steps]
+                windows = [w for _, w in timings]
+                row["throughput"] = method.throughput([s for s, _ in timings], windows)
                 row["samples"] = sum(s for s, _ in timings)
-                row["window_s"] = max(w for _, w in timings)
+                row["window_s"] = max(windows)
+                row["straggler"] = method.straggler_ratio(windows)
+                row["drift"] = method.drift(first, second)
+                timed = np.concatenate(timed) if timed else None
             except _MALFORMED as exc:  # an ok repeat whose records give no throughput
                 bad.append(CorruptFile(run_path if run is not None else rdir,
                                        f"inconsistent with its rank records: {_why(exc)}"))
-                row.update(throughput=None, samples=None, window_s=None)
+                row.update(throughput=None, samples=None, window_s=None, straggler=None,
+                           drift=None)
+                timed = None
         if bad:
             for c in bad:
                 self.bad(c, sweep, name, repeat)
             shown = "; ".join(c.message for c in bad[:3])
             row.update(status="corrupt", log_tail=None,
                        error=shown + (f"; and {len(bad) - 3} more" if len(bad) > 3 else ""))
+            timed = None
         else:
             self.comm += comm
         any_rank = next(iter(ranks.values()), None)
@@ -411,7 +441,7 @@ class _Reader:
             row["peak_device_bytes"] = max(peaks) if peaks else None
             row["peak_host_bytes"] = max((r["memory"].get("peak_host_bytes") or 0)
                                          for r in ranks.values())
-        return row
+        return row, timed
 
     def keep_rank(self, sweep, point, repeat, rec, cols) -> list:
         """What one good rank record contributes: its steps and environment; returns its
@@ -450,43 +480,96 @@ class _Reader:
         return out
 
     def results(self) -> Results:
+        added = {"speedup", "efficiency", "flag_baseline", "speedup_marks", *FLOP_COLUMNS}
         points = pd.DataFrame(self.point_rows) if self.point_rows else pd.DataFrame(
-            columns=[c for c in POINT_COLUMNS if c not in ("speedup", "efficiency")])
+            columns=[c for c in POINT_COLUMNS if c not in added])
         runs = pd.DataFrame(self.run_rows) if self.run_rows else pd.DataFrame(columns=RUN_COLUMNS)
         comm = pd.DataFrame(self.comm, columns=COMM_COLUMNS) if self.comm else None
-        return Results(add_speedup(points), runs, root=self.root, comm=comm,
+        points = add_flops(add_speedup(points), self.manifests)
+        points = points[[c for c in POINT_COLUMNS if c in points]
+                        + [c for c in points if c not in POINT_COLUMNS]]
+        return Results(points, runs, root=self.root, comm=comm,
                        searches=self.searches, environments=self.environments,
                        manifests=self.manifests, corrupt=self.corrupt,
-                       step_columns=self.step_columns())
+                       step_columns=self.step_columns(), limits=self.limits)
 
 
-def summarize_point(row: dict, runs: list) -> dict:
-    n_ok = sum(r["status"] == "ok" for r in runs)
+def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.MAX_CV,
+                    max_drift: float = method.MAX_DRIFT) -> dict:
+    """A point's row: the method's figures over its ok repeats (analysis/method.py), its
+    status and first error, its device; `durations`: the timed steps' durations of each ok
+    repeat (numpy arrays), for the step-time percentiles."""
+    ok = [r for r in runs if r["status"] == "ok" and r["throughput"] is not None]
     # comm repeats have no training throughput: their figures are analysis/comm.py's
-    s = method.summarize(r["throughput"] for r in runs
-                         if r["status"] == "ok" and r["throughput"] is not None)
+    s = method.summarize(r["throughput"] for r in ok)
     row.update(throughput=s["median"], tp_min=s["min"], tp_max=s["max"], tp_cv=s["cv"],
-               n_ok=n_ok, n_recorded=len(runs))
+               n_ok=sum(r["status"] == "ok" for r in runs), n_recorded=len(runs),
+               ci_lo=s["ci_lo"], ci_hi=s["ci_hi"], ci_coverage=s["ci_coverage"])
     row["status"] = statuses.point_status((r["status"] for r in runs), row["repeats"])
     bad = next((r for r in runs if r["status"] != "ok" and r["error"]), None)
     row["error"] = bad["error"] if bad else None
     row["peak_device_bytes"] = max((r.get("peak_device_bytes") or 0 for r in runs), default=0) or None
+    row["device"] = next((r["device"] for r in sorted(runs, key=lambda r: r["status"] != "ok")
+                          if isinstance(r.get("device"), str)), None)
+    q = method.percentiles(np.concatenate(durations) if len(durations) else ())
+    row.update({f"step_p{k}": v for k, v in q.items()})
+    row["straggler"] = method.median_of(r["straggler"] for r in ok)
+    row["drift"] = method.median_of(r["drift"] for r in ok)
+    if s["n"]:  # flags belong to a figure: a point without one has its status instead
+        flags = method.point_flags(s["cv"], s["n"], row["drift"], max_cv, max_drift)
+    else:
+        flags = None
+    row.update(marks=flags, flag_spread=bool(flags and "C" in flags),
+               flag_few_repeats=bool(flags and "N" in flags),
+               flag_drift=bool(flags and "D" in flags))
     return row
 
 
 def add_speedup(points: pd.DataFrame) -> pd.DataFrame:
-    """Speedup over the 1-device point of the same configuration, and efficiency."""
+    """Speedup over the 1-device point of the same configuration, and efficiency; a
+    speedup over a flagged baseline is flagged (flag_baseline, speedup_marks)."""
     key = [c for c in CONFIG_COLUMNS if c not in ("nodes", "gpus_per_node", "devices")]
     config = [tuple(str(v) for v in row) for row in points[key].itertuples(index=False)]
-    base = {}
-    for cfg, devices, tp in zip(config, points.devices, points.throughput):
+    flags = points["marks"] if "marks" in points else pd.Series([None] * len(points), dtype=object)
+    base, base_flagged = {}, {}
+    for cfg, devices, tp, f in zip(config, points.devices, points.throughput, flags):
         if devices == 1 and not _nan(tp):
             base.setdefault(cfg, []).append(tp)
+            base_flagged[cfg] = base_flagged.get(cfg, False) or bool(isinstance(f, str) and f)
     base = {cfg: method.summarize(v)["median"] for cfg, v in base.items()}
     points = points.copy()
     points["speedup"] = [None if _nan(tp) else method.speedup(tp, base.get(cfg))
                          for cfg, tp in zip(config, points.throughput)]
     points["efficiency"] = [method.efficiency(s, d) for s, d in zip(points.speedup, points.devices)]
+    points["flag_baseline"] = [bool(not _nan(s) and d != 1 and base_flagged.get(cfg))
+                               for cfg, s, d in zip(config, points.speedup, points.devices)]
+    points["speedup_marks"] = [None if _nan(s) else
+                               method.speedup_flags(f if isinstance(f, str) else "", b)
+                               for s, f, b in zip(points.speedup, flags, points.flag_baseline)]
+    return points
+
+
+def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
+    """Model FLOPs per sample, achieved TFLOP/s per device, the peak of the dtype the math
+    ran in and MFU, for every point whose model has a count (analysis/flops.py)."""
+    rows = []
+    for p in points.itertuples(index=False):
+        point = manifests.get((str(p.sweep), p.point)) or {}
+        model = point.get("model") if isinstance(point.get("model"), dict) else {}
+        config = point.get("config") if isinstance(point.get("config"), dict) else {}
+        per_sample = flops.flops_per_sample(model) if p.bench == "train" else None
+        if per_sample is None:
+            rows.append((None, None, None, None, None, None))
+            continue
+        achieved = None if _nan(p.throughput) else flops.achieved_tflops_per_device(
+            p.throughput, per_sample, p.devices)
+        device = p.device if isinstance(p.device, str) else None
+        peak = flops.peak(device, p.precision, p.amp_dtype, config.get("peak_tflops"))
+        rows.append((per_sample, achieved, peak["tflops"], peak["dtype"], peak["source"],
+                     flops.mfu(achieved, peak["tflops"])))
+    points = points.copy()
+    for i, column in enumerate(FLOP_COLUMNS):
+        points[column] = pd.Series([r[i] for r in rows], index=points.index, dtype=object)
     return points
 
 
@@ -506,10 +589,11 @@ def find_points(root) -> list:
     return found
 
 
-def load(path) -> Results:
+def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT) -> Results:
     """Every sweep point under `path` (a sweep folder or a folder of sweeps), each file
-    read once. Bad record files cost their repeats (Results.corrupt lists them)."""
-    reader = _Reader(str(path))
+    read once. Bad record files cost their repeats (Results.corrupt lists them). `max_cv`
+    and `max_drift`: the flags' thresholds (analysis/method.py)."""
+    reader = _Reader(str(path), {"max_cv": max_cv, "max_drift": max_drift})
     files = find_points(path)
     for point_file in files:
         reader.point(point_file)

@@ -1,53 +1,99 @@
 """DLPerf-style tables: per model, rows = framework / precision / batch size (/ compile),
-columns = nodes x devices per node, cells = the method's figures. Points that
-failed or have not run are shown as such, never dropped."""
+columns = nodes x devices per node, cells = the method's figures (analysis/method.py)
+with their flags, model FLOPs and MFU (analysis/flops.py). Points that failed or have
+not run are shown as such, never dropped. Published figures that match a point are set
+beside it (analysis/published.py)."""
 import pandas as pd
-from tabulate import tabulate
 
-from analysis import environment, special
+from analysis import environment, method, published, special
+from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
 from frameworks.common import layout
 
-ROW_KEY = ["framework", "precision", "batch_size", "compile"]
-LABELS = {"failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT", "cancelled": "CANCELLED",
-          "unsupported": "UNSUPPORTED", "missing": "missing", "incomplete": "running?",
-          "corrupt": "CORRUPT"}
+SECTIONS = (("Throughput (samples/s, median of ok repeats)", "throughput", ".1f", None),
+            ("Speedup over 1 device", "speedup", ".2f", "speedup_marks"),
+            ("Scaling efficiency (speedup / devices)", "efficiency", ".0%", "speedup_marks"),
+            ("Spread across repeats (coefficient of variation)", "tp_cv", ".1%", None))
 
 
-def _layout(points: pd.DataFrame):
-    cols = (points[["nodes", "gpus_per_node", "devices"]].drop_duplicates()
-            .sort_values(["devices", "nodes"]))
-    return [f"{n}x{g}" for n, g in zip(cols.nodes, cols.gpus_per_node)]
+def _ms(seconds) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
 
 
-def _cell(row, column: str, fmt: str) -> str:
-    if row.status in LABELS:
-        return LABELS[row.status]
-    value = getattr(row, column)
-    if value is None or pd.isna(value):
+def _interval(row) -> str:
+    """The median's 95% interval, lo..hi; (min..max) where fewer repeats give none."""
+    if row.ci_lo is not None and row.ci_lo == row.ci_lo:
+        return f"{row.ci_lo:.1f}..{row.ci_hi:.1f}"
+    return f"({row.tp_min:.1f}..{row.tp_max:.1f})"
+
+
+def _steps(row) -> str:
+    if row.step_p50 is None or row.step_p50 != row.step_p50:
         return "n/a"
-    text = format(value, fmt)
-    return text + ("*" if row.status == "partial" else "")
+    return " / ".join(_ms(getattr(row, f"step_p{q}")) for q in method.PERCENTILES)
 
 
-def table(points: pd.DataFrame, column: str, fmt: str) -> str:
-    """One model's points as a grid of `column`, formatted with `fmt`."""
-    layout = _layout(points)
-    grid = {}
-    for row in points.itertuples():
-        key = tuple(getattr(row, k) for k in ROW_KEY)
-        grid.setdefault(key, {})[f"{row.nodes}x{row.gpus_per_node}"] = _cell(row, column, fmt)
-    rows = []
-    for key in sorted(grid, key=lambda k: tuple(str(x) for x in k)):
-        fw, prec, bs, comp = key
-        rows.append([fw, prec, bs, "on" if comp else "off"] + [grid[key].get(c, "-") for c in layout])
-    return tabulate(rows, headers=["framework", "precision", "batch/dev", "compile"] + layout,
-                    tablefmt="github", disable_numparse=True)
+def limits_of(results) -> dict:
+    """The flags' thresholds the results were loaded with (analysis.load's max_cv, max_drift)."""
+    return {"max_cv": method.MAX_CV, "max_drift": method.MAX_DRIFT,
+            **(getattr(results, "limits", None) or {})}
 
 
-SECTIONS = (("Throughput (samples/s, median of ok repeats)", "throughput", ".1f"),
-            ("Speedup over 1 device", "speedup", ".2f"),
-            ("Scaling efficiency (speedup / devices)", "efficiency", ".0%"),
-            ("Spread across repeats (coefficient of variation)", "tp_cv", ".1%"))
+def confidence_section(pts: pd.DataFrame, limits: dict) -> list:
+    """The median's interval and the flags of one model's points, with the marks' legend."""
+    if "ci_lo" not in pts:   # points not made by analysis.load
+        return []
+    marks = "".join(sorted({m for col in ("marks", "speedup_marks") if col in pts
+                            for f in pts[col] if isinstance(f, str) for m in f},
+                           key=list(method.MARKS).index))
+    parts = [f"### Median's 95% confidence interval (samples/s) and flags\n"
+             f"{table(pts, 'throughput', _interval, 'marks')}\n"
+             "lo..hi: order statistics of the ok repeats (binomial, distribution-free; from 6 "
+             "repeats); (lo..hi): min..max of fewer repeats, no 95% interval exists"
+             + (f"\nMarks: {method.legend(marks=marks, **limits)}" if marks else "\nMarks: none")]
+    return parts
+
+
+def window_sections(pts: pd.DataFrame) -> list:
+    """Inside the timed window: per rank step-time percentiles and the straggler ratio."""
+    parts = []
+    if "step_p50" in pts and pts.step_p50.notna().any():
+        parts.append("### Step time per rank (ms: p50 / p90 / p99 of the timed steps, every "
+                     f"rank of the ok repeats)\n{table(pts, 'step_p50', _steps)}")
+        parts.append("### Straggler ratio (slowest rank's timed window / median rank's, median "
+                     f"over ok repeats)\n{table(pts, 'straggler', '.2f')}")
+    return parts
+
+
+def _giga(n) -> str:
+    return f"{n / 1e9:.3g} GFLOP" if n >= 1e8 else f"{n / 1e6:.3g} MFLOP"
+
+
+def flops_sections(pts: pd.DataFrame) -> list:
+    """Achieved TFLOP/s per device and MFU of one model's points, where FLOPs are counted."""
+    if "flops_per_sample" not in pts or not pts.flops_per_sample.notna().any():
+        return []
+    counts = sorted({(str(s), int(f)) for s, f in zip(pts.model_size, pts.flops_per_sample)
+                     if f is not None and f == f})
+    per = ", ".join(f"{s} {_giga(f)}" for s, f in counts)
+    parts = [f"### Achieved TFLOP/s per device (model FLOPs per sample: {per}; a multiply-add "
+             f"= 2 FLOPs, training = 3 x forward; docs/flops.md)\n"
+             f"{table(pts, 'tflops_per_device', '.3g')}"]
+    known = pts[pts.peak_tflops.notna()]
+    if len(known):
+        used = sorted({f"{d} {t}: {v:g}" for d, t, v in zip(known.device.fillna("peak_tflops="),
+                                                            known.math_dtype, known.peak_tflops)})
+        parts.append("### MFU (model FLOPs utilisation: achieved / the device's dense peak)\n"
+                     f"{table(pts, 'mfu', '.1%')}\n"
+                     "MFU is taken against the dtype the math ran in: fp32 runs on Ampere or newer "
+                     "count against the TF32 peak (TF32 is on there: the frameworks' default, set "
+                     "by PyTorch's session); AMP against its bf16 or fp16 peak. Peaks "
+                     f"(analysis/peaks.yaml, with each figure's datasheet): {'; '.join(used)}")
+    else:
+        where = sorted({str(d) for d in pts.device.dropna()}) or ["unknown"]
+        parts.append(f"MFU: n/a: no peak known for {', '.join(where)} (analysis/peaks.yaml); "
+                     "set peak_tflops=")
+    return parts
 
 
 def amp_ratio(points: pd.DataFrame):
@@ -104,12 +150,17 @@ def failures(results) -> str:
 def render(results) -> str:
     train = results.points[(results.points.bench == "train")
                            & ~results.points.model.isin(special.OWN_SECTIONS)]  # theirs: below
+    limits = limits_of(results)
     parts = [header(results)]
     for model, pts in train.groupby("model", sort=True):
         sizes = ", ".join(sorted(pts.model_size.dropna().unique()))
         parts.append(f"## {model} ({sizes})")
-        for title, column, fmt in SECTIONS:
-            parts.append(f"### {title}\n{table(pts, column, fmt)}")
+        for title, column, fmt, marks in SECTIONS:
+            parts.append(f"### {title}\n{table(pts, column, fmt, marks)}")
+            if column == "throughput":
+                parts += confidence_section(pts, limits)
+        parts += window_sections(pts)
+        parts += flops_sections(pts)
         ratio = amp_ratio(pts)
         if ratio is not None:
             parts.append("### AMP over FP32 (throughput ratio)\n" + ratio)
@@ -117,6 +168,7 @@ def render(results) -> str:
             parts.append("### Peak device memory per rank (GiB)\n"
                          + table(pts.assign(mem=pts.peak_device_bytes / 2**30), "mem", ".2f"))
     parts.append(special.render_special(results))
+    parts.append(published.section(results))
     if (train.status == "partial").any():
         parts.append("`*` some repeats of this point did not finish ok; see below.")
     parts.append(failures(results))

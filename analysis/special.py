@@ -1,4 +1,4 @@
-"""DLPerf's special cases in the report (docs/special.md), and each point's figures.
+"""DLPerf's special cases in the report (docs/special.md).
 
 - Wide & Deep: latency per iteration (ms) and peak memory per rank against the deep
   vocabulary size; OOM is a result, shown as OOM.
@@ -6,69 +6,22 @@
 - InsightFace: the largest num_classes that trains per ranks x batch (launchers/search.py),
   with every size tried and its outcome.
 
-`metrics(results)` is the table of per-point figures that the report and the regression
-gate (analysis/compare.py) both read. Everything here is a function of what analysis.load
+The per-point figures these sections show are analysis/metrics.py's `metrics(results)`,
+which the regression gate (analysis/compare.py) reads too (`special.metrics` is the same
+function, kept under its old name). Everything here is a function of what analysis.load
 read (the points' settings: Results.manifests; the searches: Results.searches).
 """
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import flops, report  # report imports this module: use report.X at call time
+from analysis import tables
+from analysis.metrics import MODEL_KEYS, metrics  # noqa: F401 (special.MODEL_KEYS, special.metrics)
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
-MODEL_KEYS = ("deep_vocab_size", "seq_len", "num_classes")  # what tells a special point apart
-
-
-def _median(values):
-    values = [v for v in values if v is not None and v == v]
-    return float(pd.Series(values).median()) if values else None
-
-
-def metrics(results) -> pd.DataFrame:
-    """One row per point: its configuration and figures (None where they do not apply).
-
-    latency_ms = the timed window (longest rank) / timed steps, median over ok repeats;
-    timed steps = the repeat's timed samples / (batch x ranks), from the records.
-    peak_memory_bytes = the largest rank's peak over ok repeats: device memory where the
-    ranks had a device, else host memory (peak RSS)."""
-    runs = results.runs
-    rows = []
-    for p in results.points.itertuples():
-        point = results.manifest(p.sweep, p.point)
-        model = point.get("model") or {}
-        mine = runs[runs.point == p.point] if len(runs) else runs
-        ok = mine[mine.status == "ok"] if len(mine) else mine
-        per_rank = p.batch_size * p.devices
-        latency = _median(r.window_s / (r.samples / per_rank) * 1e3 for r in ok.itertuples()
-                          if r.samples)
-        device_mem = [v for v in ok.get("peak_device_bytes", []) if v == v and v is not None]
-        host_mem = [v for v in ok.get("peak_host_bytes", []) if v == v and v is not None]
-        devices = [d for d in mine.get("device", []) if isinstance(d, str)]
-        device = devices[0] if devices else None
-        search = point.get("search") if isinstance(point.get("search"), dict) else {}
-        row = {"point": p.point, "sweep": p.sweep, "status": p.status, "framework": p.framework,
-               "model": p.model, "model_size": p.model_size, "precision": p.precision,
-               "amp_dtype": p.amp_dtype, "batch_size": p.batch_size, "nodes": p.nodes,
-               "gpus_per_node": p.gpus_per_node, "devices": p.devices, "compile": p.compile,
-               "device": device, "throughput": p.throughput, "latency_ms": latency,
-               "peak_memory_bytes": max(device_mem or host_mem) if (device_mem or host_mem) else None,
-               "memory_kind": "device" if device_mem else ("host" if host_mem else None),
-               "search": search.get("base"), "search_value": search.get("value"),
-               "tokens_per_s": None, "tflops_per_device": None, "peak_tflops": None, "mfu": None}
-        row.update({k: model.get(k) for k in MODEL_KEYS})
-        if p.model == "gpt" and p.throughput == p.throughput and model.get("seq_len"):
-            row["tokens_per_s"] = p.throughput * model["seq_len"]
-            row["tflops_per_device"] = flops.achieved_tflops_per_device(
-                p.throughput, flops.flops_per_sample(model), p.devices)
-            row["peak_tflops"] = flops.peak_tflops(device, p.precision, p.amp_dtype,
-                                                   (point.get("config") or {}).get("peak_tflops"))
-            row["mfu"] = flops.mfu(row["tflops_per_device"], row["peak_tflops"])
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def _label(status) -> str:
-    return report.LABELS.get(status, status)
+    return tables.label(status)
 
 
 def _count(n) -> str:
@@ -113,11 +66,14 @@ def gpt_section(m: pd.DataFrame) -> str:
                      "TFLOP/s per device, MFU\n"
                      "FLOPs: Megatron's 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) per iteration "
                      "(analysis/flops.py); MFU against the device's dense peak "
-                     f"({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown: n/a; set peak_tflops='})")
+                     f"({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown: n/a; set peak_tflops='})"
+                     + ("\nMFU is taken against the dtype the math ran in: fp32 runs on Ampere or "
+                        "newer count against the TF32 peak, AMP against its bf16 or fp16 peak "
+                        "(analysis/peaks.yaml)" if peaks else ""))
         for title, column, fmt in (("Tokens/s (samples/s x seq_len)", "tokens_per_s", ".0f"),
                                    ("Achieved TFLOP/s per device", "tflops_per_device", ".3g"),
                                    ("MFU (model FLOPs utilisation)", "mfu", ".1%")):
-            parts.append(f"### {title}\n{report.table(pts, column, fmt)}")
+            parts.append(f"### {title}\n{tables.table(pts, column, fmt)}")
     return "\n\n".join(parts)
 
 

@@ -6,23 +6,34 @@ from frameworks.common.distenv import DistEnv
 
 
 def write_point(sweep, name, *, framework="pytorch", model="resnet50", precision="fp32",
-                batch_size=8, nodes=1, gpus_per_node=1, repeats=3, compile=False):
+                batch_size=8, nodes=1, gpus_per_node=1, repeats=3, compile=False, size="tiny",
+                settings=None, amp_dtype=None, config=None):
+    """A point.json; `settings`: the model's own (layers, hidden, ...), `config`: the
+    resolved config's keys the analysis reads (peak_tflops)."""
     pdir = layout.point_dir(sweep, name)
     os.makedirs(pdir, exist_ok=True)
     point = {"schema": layout.POINT_SCHEMA, "version": layout.SCHEMA_VERSION, "point": name,
              "num": 0, "dir": pdir, "bench": "train", "framework": {"name": framework},
-             "precision": precision, "model": {"name": model, "size": "tiny"}, "amp_dtype": None,
+             "precision": precision, "model": {"name": model, "size": size, **(settings or {})},
+             "amp_dtype": amp_dtype,
              "compile": compile,
              "batch_size": batch_size, "nodes": nodes, "gpus_per_node": gpus_per_node,
              "world_size": nodes * gpus_per_node, "repeats": repeats}
+    if config is not None:
+        point["config"] = dict(config)
     records.write_json_atomic(os.path.join(pdir, layout.POINT_FILE), point)
     return point
 
 
-def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, run_json=True):
-    """One repeat whose rank r timed `steps` steps of the point's batch in windows[r] seconds."""
+def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, run_json=True,
+                 device="cpu", step_times=None):
+    """One repeat whose rank r timed `steps` steps of the point's batch in windows[r] seconds,
+    steps of equal length; or, with `step_times` (one list of step durations per rank), the
+    steps of those durations, back to back, each rank's window their sum (windows: None)."""
     rdir = layout.repeat_dir(point["dir"], repeat)
     os.makedirs(rdir, exist_ok=True)
+    if step_times is not None:
+        windows = [sum(t) for t in step_times]
     world = len(windows)
     ranks = {}
     for rank, window in enumerate(windows):
@@ -31,13 +42,19 @@ def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, r
         rec = records.new_record(spec, dist, f"node{rank // point['gpus_per_node'] + 1}", 1e9)
         rec.update(status=status, error=error, window={"start": 1.0, "end": 1.0 + window})
         rec["framework"]["version"] = "9.9"
-        rec["environment"] = {"device": "cpu"}
-        dt = window / steps
+        rec["environment"] = {"device": device}
+        if step_times is None:
+            dt = window / steps
+            edges = [1.0 + i * dt for i in range(steps + 1)]
+        else:
+            edges = [1.0]
+            for t in step_times[rank]:
+                edges.append(edges[-1] + t)
         rec["steps"] = [{"step": 0, "phase": "warmup", "start": 0.0, "end": 1.0,
                          "samples": point["batch_size"], "loss": 1.0}]
-        rec["steps"] += [{"step": i + 1, "phase": "measure", "start": 1.0 + i * dt,
-                          "end": 1.0 + (i + 1) * dt, "samples": point["batch_size"], "loss": 1.0}
-                         for i in range(steps)]
+        rec["steps"] += [{"step": i + 1, "phase": "measure", "start": edges[i],
+                          "end": edges[i + 1], "samples": point["batch_size"], "loss": 1.0}
+                         for i in range(len(edges) - 1)]
         records.write_json_atomic(os.path.join(rdir, layout.rank_record_name(rank)), rec)
         ranks[rank] = rec
     if run_json:

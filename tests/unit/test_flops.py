@@ -8,7 +8,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import analysis
-from analysis import flops, special
+from analysis import flops, report, special
 from frameworks.pytorch import special as torch_special
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
@@ -95,3 +95,190 @@ def test_gpt_figures_from_records(tmp_path):
     assert two.mfu is None or two.mfu != two.mfu          # a CPU with no peak given: n/a
     assert one.latency_ms == pytest.approx(100.0)          # 1.0 s / 10 steps
     assert two.latency_ms == pytest.approx(200.0)          # the longest rank's window
+
+
+# ---- ResNet-50 v1.5 and BERT: counts by hand ---------------------------------------------------
+CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                    "conf", "model")
+
+
+def sizes(model):
+    import yaml
+
+    with open(os.path.join(CONF, f"{model}.yaml")) as f:
+        cfg = yaml.safe_load(f)
+    return {size: dict(s, name=model, **({"max_predictions_per_seq": cfg["max_predictions_per_seq"]}
+                                          if "max_predictions_per_seq" in cfg else {}))
+            for size, s in cfg["sizes"].items()}
+
+
+def test_resnet50_v1_5_by_hand():
+    # Multiply-adds (MACs) of each layer, H_out * W_out * k * k * c_in * c_out, at 224 x 224.
+    stem = 112 * 112 * 7 * 7 * 3 * 64                                  # 118,013,952
+    # Stage 1 at 56 x 56: block 1 (64 in, with the projection), then 2 blocks from 256.
+    s1_first = 3136 * (64 * 64 + 9 * 64 * 64 + 64 * 256 + 64 * 256)     # 231,211,008
+    s1_other = 3136 * (256 * 64 + 9 * 64 * 64 + 64 * 256)               # 218,365,952
+    # Stages 2-4: the first block's 1x1 reduce runs at the input size, its 3x3 (stride 2,
+    # v1.5) and the rest at the output size; each stage's first block costs 372,506,624.
+    s2_first = 3136 * 256 * 128 + 784 * (9 * 128 * 128 + 128 * 512 + 256 * 512)
+    s3_first = 784 * 512 * 256 + 196 * (9 * 256 * 256 + 256 * 1024 + 512 * 1024)
+    s4_first = 196 * 1024 * 512 + 49 * (9 * 512 * 512 + 512 * 2048 + 1024 * 2048)
+    assert s1_first == 231_211_008 and s1_other == 218_365_952
+    assert s2_first == s3_first == s4_first == 372_506_624
+    # every other block of every stage: the same 218,365,952 (width x 4 in, width, width x 4)
+    others = (2 + 3 + 5 + 2) * 218_365_952
+    fc = 2048 * 1000
+    macs = stem + s1_first + s2_first + s3_first + s4_first + others + fc
+    assert macs == 4_089_184_256                  # the "4.1 GFLOPs" quoted: multiply-adds
+    assert flops.resnet_forward_macs() == macs
+    full = sizes("resnet50")["full"]
+    assert flops.flops_per_sample(full) == 3 * 2 * macs == 24_535_105_536
+    # tiny: width 16, [1, 1, 1, 1], 32 x 32, 10 classes. Stem to 16 x 16, pool to 8 x 8.
+    t_stem = 16 * 16 * 7 * 7 * 3 * 16                                   # 602,112
+    t1 = 64 * (16 * 16 + 9 * 16 * 16 + 16 * 64 + 16 * 64)               # 294,912
+    t2 = 64 * 64 * 32 + 16 * (9 * 32 * 32 + 32 * 128 + 64 * 128)        # 8x8 -> 4x4: 475,136
+    t3 = 16 * 128 * 64 + 4 * (9 * 64 * 64 + 64 * 256 + 128 * 256)      # 4x4 -> 2x2: 475,136
+    t4 = 4 * 256 * 128 + 1 * (9 * 128 * 128 + 128 * 512 + 256 * 512)   # 2x2 -> 1x1: 475,136
+    tiny_macs = t_stem + t1 + t2 + t3 + t4 + 512 * 10
+    assert tiny_macs == 2_327_552
+    assert flops.flops_per_sample(sizes("resnet50")["tiny"]) == 6 * tiny_macs == 13_965_312
+
+
+def test_bert_by_hand():
+    # BERT-base: s=128, h=768, l=12, I=3072, V=30522; a layer: 8sh^2 + 4shI + 4s^2h
+    layer = 8 * 128 * 768**2 + 4 * 128 * 768 * 3072 + 4 * 128**2 * 768
+    assert layer == 603_979_776 + 1_207_959_552 + 50_331_648 == 1_862_270_976
+    pooler_nsp = 2 * 768**2 + 4 * 768                                   # 1,182,720
+    per_position = 2 * 768**2 + 2 * 768 * 30522                         # 48,061,440
+    gathered = 12 * layer + pooler_nsp + 20 * per_position              # 23,309,663,232
+    every = 12 * layer + pooler_nsp + 128 * per_position                # 28,500,298,752
+    assert (gathered, every) == (23_309_663_232, 28_500_298_752)
+    full = sizes("bert_base")["full"]
+    assert flops.bert_forward_flops(128, 768, 12, 3072, 30522, predictions=20) == gathered
+    assert flops.bert_forward_flops(128, 768, 12, 3072, 30522) == every
+    assert flops.flops_per_sample(full) == 3 * gathered == 69_928_989_696
+    assert flops.bert_flops_per_sample(full, gathered=False) == 3 * every == 85_500_896_256
+    # the gather saves 108 positions' head: 108 x 48,061,440 x 3 = 15,571,906,560 (18.2%)
+    assert 3 * (every - gathered) == 15_571_906_560
+    # tiny: s=128, h=128, l=2, I=512, V=1000
+    t_layer = 8 * 128 * 128**2 + 4 * 128 * 128 * 512 + 4 * 128**2 * 128   # 58,720,256
+    t_head = 2 * 128**2 + 2 * 128 * 1000                                  # 288,768 a position
+    tiny = 2 * t_layer + (2 * 128**2 + 4 * 128) + 20 * t_head             # 123,249,152
+    assert tiny == 123_249_152
+    assert flops.flops_per_sample(sizes("bert_base")["tiny"]) == 3 * tiny == 369_747_456
+    # max_predictions_per_seq from the model's settings, 20 when absent
+    no_key = {k: v for k, v in full.items() if k != "max_predictions_per_seq"}
+    assert flops.flops_per_sample(no_key) == 3 * gathered
+    assert flops.flops_per_sample(dict(full, max_predictions_per_seq=80)) == \
+        3 * (12 * layer + pooler_nsp + 80 * per_position)
+
+
+def test_resnet_count_matches_torch_flop_counter():
+    from frameworks.pytorch import models
+
+    cfg = model_cfg("resnet50", "tiny")
+    model, _ = models.build_model(cfg)
+    (x,), _ = models.synthetic_batch(cfg, 2, "cpu", 0)
+    with FlopCounterMode(display=False) as counter:
+        model(x)
+    assert counter.get_total_flops() == 2 * 2 * flops.resnet_forward_macs(**cfg)
+
+
+def test_bert_count_matches_torch_flop_counter():
+    """The forward of the suite's BERT, matmul by matmul: the MLM head on the positions the
+    model decodes (the gathered masked positions, or all of them before the gather)."""
+    from frameworks.pytorch import models
+
+    cfg = dict(model_cfg("bert_base", "tiny"), dropout=0.0)
+    model, _ = models.build_model(cfg)
+    model.eval()
+    b = 2
+    inputs, _ = models.synthetic_batch(cfg, b, "cpu", 0)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        mlm_logits, _ = model(*inputs)
+    decoded = mlm_logits.numel() // (b * cfg["vocab_size"])
+    keys = ("seq_len", "hidden", "layers", "intermediate", "vocab_size")
+    assert counter.get_total_flops() == b * flops.bert_forward_flops(*(cfg[k] for k in keys),
+                                                                     predictions=decoded)
+    if "max_predictions_per_seq" in cfg:          # the gathered model: the count the report uses
+        assert decoded == cfg["max_predictions_per_seq"]
+        assert 3 * counter.get_total_flops() == b * flops.flops_per_sample(cfg)
+
+
+@pytest.mark.parametrize("device,precision,amp_dtype,peak,dtype", [
+    ("NVIDIA H100 80GB HBM3", "fp32", None, 494.5, "tf32"),
+    ("NVIDIA H100 PCIe", "fp32", None, 378.0, "tf32"),
+    ("NVIDIA H100 NVL", "amp", "bf16", 835.5, "bf16"),
+    ("NVIDIA H200", "fp32", None, 494.5, "tf32"),
+    ("NVIDIA GH200 480GB", "amp", "bf16", 989.0, "bf16"),
+    ("NVIDIA A100-SXM4-40GB", "amp", "fp16", 312.0, "fp16"),
+    ("NVIDIA A100-PCIE-40GB", "fp32", None, 156.0, "tf32"),
+    ("NVIDIA A100 80GB PCIe", "amp", "bf16", 312.0, "bf16"),
+    ("Tesla V100-SXM2-16GB", "fp32", None, 15.7, "fp32"),      # no TF32 before Ampere
+    ("Tesla V100-SXM2-32GB", "amp", "fp16", 125.0, "fp16"),
+    ("Tesla V100-PCIE-16GB", "amp", "fp16", 112.0, "fp16"),
+    ("Tesla V100-SXM2-16GB", "amp", "bf16", None, "bf16"),     # no bf16 on Volta: no MFU
+    ("Tesla V100S-PCIE-32GB", "fp32", None, 16.4, "fp32"),
+    ("NVIDIA L40S", "amp", "bf16", 362.05, "bf16"),
+    ("NVIDIA L4", "fp32", None, 60.0, "tf32"),
+    ("NVIDIA A10", "amp", "fp16", 125.0, "fp16"),
+    ("Tesla T4", "amp", "fp16", 65.0, "fp16"),
+    ("cpu", "fp32", None, None, "fp32"),
+])
+def test_peaks_by_device_and_dtype(device, precision, amp_dtype, peak, dtype):
+    got = flops.peak(device, precision, amp_dtype)
+    assert (got["tflops"], got["dtype"]) == (peak, dtype)
+    assert (got["source"] is None) == (peak is None)
+    if peak:
+        assert "Datasheet" in got["source"]
+
+
+def test_every_peak_names_its_source():
+    entries = flops.peaks()
+    assert len(entries) >= 15 and all("Datasheet" in e["source"] for e in entries)
+    families = {e["family"] for e in entries}
+    assert {"H100", "H200", "GH200", "A100", "V100", "L40S", "L4", "A10"} <= families
+
+
+def _resnet_point(sweep, name, device, precision="fp32", amp_dtype=None, peak=None, size="full"):
+    pt = write_point(sweep, name, precision=precision, amp_dtype=amp_dtype, size=size, repeats=1,
+                     settings=sizes("resnet50")[size], config={"peak_tflops": peak})
+    # 10 steps x 8 images in 0.1 s: 800 images/s
+    write_repeat(pt, 0, [0.1], device=device)
+    return pt
+
+
+def test_mfu_of_every_training_model_in_the_report(tmp_path):
+    s = str(tmp_path)
+    _resnet_point(s, "000-pytorch-resnet50-fp32-1x1-bs8", "NVIDIA A100-SXM4-40GB")
+    _resnet_point(s, "001-pytorch-resnet50-amp-1x1-bs8", "NVIDIA A100-SXM4-40GB", "amp", "bf16")
+    res = analysis.load(s)
+    p = res.points.set_index("precision")
+    # 800 images/s x 24,535,105,536 FLOPs = 19.628 TFLOP/s; fp32 as TF32: / 156; bf16: / 312
+    assert p.loc["fp32"].tflops_per_device == pytest.approx(19.6280844288)
+    assert (p.loc["fp32"].peak_tflops, p.loc["fp32"].math_dtype) == (156.0, "tf32")
+    assert p.loc["fp32"].mfu == pytest.approx(19.6280844288 / 156)
+    assert p.loc["amp"].mfu == pytest.approx(19.6280844288 / 312)
+    text = report.render(res)
+    assert "### Achieved TFLOP/s per device" in text and "full 24.5 GFLOP" in text
+    tf = text.split("### Achieved TFLOP/s per device")[1].split("###")[0]
+    assert "| 19.6 " in tf
+    mfu = text.split("### MFU")[1].split("##")[0]
+    assert "| 12.6% " in mfu and "| 6.3% " in mfu
+    assert "fp32 runs on Ampere or newer count against the TF32 peak" in mfu
+    assert "NVIDIA A100-SXM4-40GB tf32: 156" in mfu and "NVIDIA A100-SXM4-40GB bf16: 312" in mfu
+    m = special.metrics(res).set_index("precision")
+    assert m.loc["fp32"].mfu == pytest.approx(19.6280844288 / 156)
+
+
+def test_no_peak_is_said_and_peak_tflops_covers_it(tmp_path):
+    s = str(tmp_path)
+    _resnet_point(s, "000-pytorch-resnet50-fp32-1x1-bs8", "cpu", size="tiny")
+    text = report.render(analysis.load(s))
+    assert "MFU: n/a: no peak known for cpu" in text and "### MFU" not in text
+    # tiny: 13,965,312 FLOPs an image x 800/s = 0.0112 TFLOP/s; against a given 0.5 TFLOP/s
+    _resnet_point(s, "001-pytorch-resnet50-fp32-1x1-bs8", "cpu", size="tiny", peak=0.5)
+    p = analysis.load(s).points.set_index("point").loc["001-pytorch-resnet50-fp32-1x1-bs8"]
+    assert p.tflops_per_device == pytest.approx(800 * 13_965_312 / 1e12)
+    assert p.mfu == pytest.approx(800 * 13_965_312 / 1e12 / 0.5)
+    assert p.peak_source == "peak_tflops= (config)"

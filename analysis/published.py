@@ -1,0 +1,222 @@
+"""Published training throughputs (analysis/published/*.yaml) beside a run's points: "is my
+number normal?"
+
+Each file is one source (its README says the fields): `source`, `date`, `device` (the
+default of each row's), `nodes_of` (devices per node), `data`, `unit`, and `rows`, each
+with framework, model, precision, batch_size (null or absent: any batch), devices,
+throughput and optionally speedup, implementation, mode, note. A row with a `speedup`
+also implies the 1-device figure throughput / speedup: `rows()` adds it, marked
+`derived` (with the arithmetic in `derived_from`). Figures are never changed here.
+
+A point matches a row (`matches`) when
+- the point finished (ok or partial) with a throughput, of a full-size model (published
+  figures are of the full models: a `tiny` point matches nothing);
+- its device is the row's (analysis/devices.py: same family, and form factor and memory
+  where both names state them: "NVIDIA A100-SXM4-40GB" matches "A100 40GB");
+- framework, model and precision are the row's, its device count is the row's `devices`,
+  and its batch per device is the row's batch_size where the row names one;
+- a row with `mode: xla` matches compiled points only, `mode: tf.function` uncompiled ones.
+
+The report's section "Published figures beside ours" lists every match with ours /
+published; `reference_entries(name)` turns a file into regression-gate entries for
+`python -m analysis compare SWEEP --reference published:NAME`.
+"""
+import glob
+import math
+import os
+
+import pandas as pd
+import yaml
+from tabulate import tabulate
+
+from analysis import devices, flops
+
+PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
+PREFIX = "published:"
+_COMPILE_MODES = {"xla": True, "tf.function": False}
+
+
+class PublishedError(ValueError):
+    """A published file that cannot be read, or a name with no file."""
+
+
+def names(folder: str = PUBLISHED_DIR) -> list:
+    """The sources there are: the files' names without .yaml."""
+    return sorted(os.path.splitext(os.path.basename(p))[0]
+                  for p in glob.glob(os.path.join(folder, "*.yaml")))
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def read_source(path) -> dict:
+    """One published file, checked: {name, source, date, data, unit, nodes_of, rows}; the
+    rows with their file's defaults filled and the derived 1-device rows added."""
+    name = os.path.splitext(os.path.basename(str(path)))[0]
+    try:
+        with open(path) as f:
+            data = yaml.load(f, Loader=flops.LOADER)
+    except OSError as exc:
+        raise PublishedError(f"cannot read published file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise PublishedError(f"published file {path}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise PublishedError(f"published file {path}: no list of rows")
+    out = []
+    for n, r in enumerate(data["rows"], 1):
+        if not isinstance(r, dict):
+            raise PublishedError(f"published file {path}: row {n} is not a mapping")
+        row = {"file": name, "source": data.get("source"), "date": data.get("date"),
+               "data": data.get("data"), "unit": data.get("unit", "samples/s"),
+               "nodes_of": data.get("nodes_of"), "device": data.get("device"),
+               "batch_size": None, "derived": False, "derived_from": None, **r, "n": n}
+        for key in ("device", "framework", "model", "precision"):
+            if not isinstance(row.get(key), str) or not row[key]:
+                raise PublishedError(f"published file {path}: row {n} has no {key}")
+        if not isinstance(row.get("devices"), int) or isinstance(row["devices"], bool) \
+                or row["devices"] < 1:
+            raise PublishedError(f"published file {path}: row {n}: devices {row.get('devices')!r}")
+        if not _number(row.get("throughput")):
+            raise PublishedError(f"published file {path}: row {n}: throughput {row.get('throughput')!r}")
+        if row["batch_size"] is not None and (not isinstance(row["batch_size"], int)
+                                              or isinstance(row["batch_size"], bool)):
+            raise PublishedError(f"published file {path}: row {n}: batch_size {row['batch_size']!r}")
+        if row.get("speedup") is not None and not _number(row["speedup"]):
+            raise PublishedError(f"published file {path}: row {n}: speedup {row['speedup']!r}")
+        out.append(row)
+        if row.get("speedup") is not None and row["devices"] > 1:
+            out.append(dict(row, devices=1, throughput=row["throughput"] / row["speedup"],
+                            speedup=None, derived=True,
+                            derived_from=f"{row['throughput']:.10g} / {row['speedup']:.10g} "
+                                         f"(its {row['devices']}-device figure / speedup)"))
+    return {"name": name, "source": data.get("source"), "date": data.get("date"),
+            "data": data.get("data"), "unit": data.get("unit", "samples/s"),
+            "nodes_of": data.get("nodes_of"), "rows": out}
+
+
+def path_of(name: str, folder: str = PUBLISHED_DIR) -> str:
+    path = os.path.join(folder, f"{name}.yaml")
+    if "/" in name or not os.path.isfile(path):
+        raise PublishedError(f"no published source {name!r} (there are: {', '.join(names(folder))})")
+    return path
+
+
+def rows(folder: str = PUBLISHED_DIR) -> list:
+    """Every row of every published file (derived 1-device rows included)."""
+    out = []
+    for name in names(folder):
+        out += read_source(os.path.join(folder, f"{name}.yaml"))["rows"]
+    return out
+
+
+def _same(a, b) -> bool:
+    return str(a).lower() == str(b).lower()
+
+
+def matches(point, row: dict) -> bool:
+    """Whether a point (a row of Results.points: needs device, framework, model, model_size,
+    precision, devices, batch_size, compile, status, throughput) is the row's setting."""
+    get = point.get if isinstance(point, dict) else lambda k, d=None: getattr(point, k, d)
+    tp = get("throughput")
+    if get("status") not in ("ok", "partial") or tp is None or tp != tp:
+        return False
+    if get("model_size") not in (None, "full") and get("model_size") == get("model_size"):
+        return False
+    if not devices.same_device(get("device"), row["device"]):
+        return False
+    if not all(_same(get(k), row[k]) for k in ("framework", "model", "precision")):
+        return False
+    if int(get("devices")) != row["devices"]:
+        return False
+    if row.get("batch_size") is not None and int(get("batch_size")) != row["batch_size"]:
+        return False
+    mode = _COMPILE_MODES.get(str(row.get("mode")).lower())
+    return mode is None or bool(get("compile")) == mode
+
+
+def beside(points: pd.DataFrame, published: list) -> list:
+    """[(point row, published row, ours / published)] for every match, in the points' order."""
+    out = []
+    for p in points.itertuples(index=False):
+        for r in published:
+            if matches(p, r):
+                out.append((p, r, p.throughput / r["throughput"]))
+    return out
+
+
+def describe(row: dict) -> str:
+    """The published row's source in a few words: file: implementation, mode, batch,
+    derived arithmetic, data, note."""
+    words = [str(row.get("implementation") or row["framework"])]
+    if row.get("mode"):
+        words.append(str(row["mode"]))
+    words.append(f"bs {row['batch_size']}" if row.get("batch_size") is not None else "bs not stated")
+    if row["derived"]:
+        words.append(f"derived: {row['derived_from']}")
+    if row.get("data"):
+        words.append(f"data: {row['data']}")
+    if row.get("clip_grad") is False:
+        words.append("no gradient clipping")
+    if row.get("note"):
+        words.append(str(row["note"]))
+    return f"{row['file']} ({row.get('date') or 'undated'}): " + ", ".join(words)
+
+
+def section(results, folder: str = PUBLISHED_DIR) -> str:
+    """The report's "Published figures beside ours"; empty when no point matches a row."""
+    p = results.points
+    if not len(p) or "device" not in p:
+        return ""
+    train = p[(p.bench == "train") & p.throughput.notna()]
+    # published figures are of GPUs: no file is read for points whose device has no family
+    train = train[[devices.device_key(d).family is not None for d in train.device]]
+    if not len(train):
+        return ""
+    lines, published = [], []
+    for name in names(folder):
+        try:
+            published += read_source(os.path.join(folder, f"{name}.yaml"))["rows"]
+        except PublishedError as exc:
+            lines.append(f"- skipped: {exc}")
+    found = beside(train, published)
+    if not found:
+        return ""
+    body = []
+    for pt, row, ratio in found:
+        body.append([pt.model, pt.framework, pt.precision + (" compile" if pt.compile else ""),
+                     str(pt.batch_size), f"{pt.nodes}x{pt.gpus_per_node}", str(pt.device),
+                     f"{pt.throughput:.1f}" + ("*" if pt.status == "partial" else ""),
+                     f"{row['throughput']:.1f}" + (" (derived)" if row["derived"] else ""),
+                     f"{ratio:.2f}", describe(row)])
+    text = ["## Published figures beside ours",
+            "Each published row (analysis/published/) whose device, framework, model, precision, "
+            "device count and batch per device (where the row names one) match a point of a "
+            "full-size model; ratio = ours / published. (derived): the 1-device figure the row's "
+            "stated speedup implies (its throughput / speedup). Ours: synthetic data, no input "
+            "pipeline; published rows say their data.", "",
+            tabulate(body, headers=["model", "framework", "precision", "batch/dev", "nodes x dev",
+                                    "our device", "ours (samples/s)", "published", "ours/published",
+                                    "source"], tablefmt="github", disable_numparse=True)]
+    return "\n".join(text + lines)
+
+
+def reference_entries(name: str, folder: str = PUBLISHED_DIR) -> tuple:
+    """(system, entries) of the regression gate (analysis/compare.py) from one published
+    file: one throughput entry per row, derived rows included, each matching by device,
+    framework, model (full size), precision, device count and batch where the row names
+    one; entries are `published`: a row no point of the run matches is not run, not failed."""
+    src = read_source(path_of(name, folder))
+    entries = []
+    for r in src["rows"]:
+        config = {"framework": r["framework"], "model": r["model"], "size": "full",
+                  "precision": r["precision"], "devices": r["devices"], "device": r["device"]}
+        if r.get("batch_size") is not None:
+            config["batch_size"] = r["batch_size"]
+        mode = _COMPILE_MODES.get(str(r.get("mode")).lower())
+        if mode is not None:
+            config["compile"] = mode
+        entries.append({"config": config, "metric": "throughput", "value": float(r["throughput"]),
+                        "unit": r.get("unit") or "samples/s", "published": True,
+                        "label": describe(r)})
+    return src["name"], entries

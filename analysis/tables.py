@@ -1,0 +1,61 @@
+"""The report's grids, written once: per model, rows = framework / precision / batch size /
+compile, columns = nodes x devices per node, cells = one figure of each point, formatted.
+Points that failed or have not run show their status (LABELS), never a blank; a partial
+point's figure carries `*`, and a flagged figure its marks (analysis/method.py, MARKS).
+
+A leaf of the analysis: it imports no other analysis module, so the report and its
+special sections (analysis/report.py, analysis/special.py) both build on it.
+"""
+import pandas as pd
+from tabulate import tabulate
+
+ROW_KEY = ["framework", "precision", "batch_size", "compile"]
+HEADERS = ["framework", "precision", "batch/dev", "compile"]
+LABELS = {"failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT", "cancelled": "CANCELLED",
+          "unsupported": "UNSUPPORTED", "missing": "missing", "incomplete": "running?",
+          "corrupt": "CORRUPT"}
+
+
+def label(status) -> str:
+    """A status as the tables show it: FAILED, OOM, ..., or the status itself."""
+    return LABELS.get(status, status)
+
+
+def layout_columns(points: pd.DataFrame) -> list:
+    """The grid's columns, "NxG", by devices then nodes."""
+    cols = (points[["nodes", "gpus_per_node", "devices"]].drop_duplicates()
+            .sort_values(["devices", "nodes"]))
+    return [f"{n}x{g}" for n, g in zip(cols.nodes, cols.gpus_per_node)]
+
+
+def missing(value) -> bool:
+    return value is None or (not isinstance(value, str) and pd.isna(value))
+
+
+def cell(row, column: str, fmt, marks: str = None) -> str:
+    """One point's cell: its status label, "n/a", or the figure formatted (`fmt`: a format
+    spec, or a function of the row that returns the text) with "*" when the point is
+    partial and, after a space, the marks of the row's column `marks` when it names one."""
+    if row.status in LABELS:
+        return LABELS[row.status]
+    value = getattr(row, column)
+    if missing(value):
+        return "n/a"
+    text = fmt(row) if callable(fmt) else format(value, fmt)
+    text += "*" if row.status == "partial" else ""
+    flags = getattr(row, marks, None) if marks else None
+    return f"{text} {flags}" if isinstance(flags, str) and flags else text
+
+
+def table(points: pd.DataFrame, column: str, fmt, marks: str = None) -> str:
+    """One model's points as a grid of `column`, formatted with `fmt` (see `cell`)."""
+    columns = layout_columns(points)
+    grid = {}
+    for row in points.itertuples():
+        key = tuple(getattr(row, k) for k in ROW_KEY)
+        grid.setdefault(key, {})[f"{row.nodes}x{row.gpus_per_node}"] = cell(row, column, fmt, marks)
+    rows = []
+    for key in sorted(grid, key=lambda k: tuple(str(x) for x in k)):
+        fw, prec, bs, comp = key
+        rows.append([fw, prec, bs, "on" if comp else "off"] + [grid[key].get(c, "-") for c in columns])
+    return tabulate(rows, headers=HEADERS + columns, tablefmt="github", disable_numparse=True)
