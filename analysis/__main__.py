@@ -2,6 +2,8 @@
 python -m analysis compare PATH --reference FILE      the regression gate (analysis/compare.py)
 python -m analysis compare PATH --reference published:NAME    against a published source
 python -m analysis reference PATH --out FILE          a reference file from a past run
+python -m analysis history ROOT                       each configuration across the sweeps
+                                                      under ROOT (analysis/history.py)
 
 `report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
 rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
@@ -54,6 +56,13 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_history(args) -> int:
+    from analysis import history
+    results = load(args.root)
+    print(history.render(history.history(results)))
+    return 1 if results.corrupt else 0
+
+
 def _fraction(text) -> float:
     try:
         value = float(text)
@@ -75,10 +84,12 @@ def main(argv=None) -> int:
                      help="flag a figure whose CV across repeats is above this (default 0.05)")
     rep.add_argument("--max-drift", type=_fraction, default=method.MAX_DRIFT,
                      help="flag a figure whose timed window's halves differ by more (default 0.05)")
+    hist = sub.add_parser("history", help="each configuration's throughput across sweeps")
+    hist.add_argument("root", help="a folder of sweeps")
     compare.add_commands(sub)
     args = parser.parse_args(argv)
     try:
-        return {"report": cmd_report, **compare.COMMANDS}[args.command](args)
+        return {"report": cmd_report, "history": cmd_history, **compare.COMMANDS}[args.command](args)
     except RecordError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,49 @@
+"""Results over time (analysis/history.py) on two constructed sweeps with known figures."""
+import json
+import os
+
+import analysis
+from analysis import history
+from frameworks.common import layout, records
+from tests.sweepfiles import write_point, write_repeat
+
+
+def sweep(root, name, created, commit, windows_per_repeat):
+    """One point (pytorch resnet50, 1 rank, batch 8, 10 timed steps a repeat): repeat k's
+    throughput is 80 / windows_per_repeat[k] samples/s."""
+    folder = os.path.join(root, name)
+    point = write_point(folder, "000-pytorch-resnet50-fp32-1x1-bs8", repeats=len(windows_per_repeat))
+    for k, window in enumerate(windows_per_repeat):
+        write_repeat(point, k, [window])
+    path = os.path.join(point["dir"], layout.POINT_FILE)
+    with open(path) as f:
+        data = json.load(f)
+    records.write_json_atomic(path, dict(data, created_unix=created, suite_commit=commit))
+
+
+def test_history_orders_sweeps_and_flags_a_change_beyond_the_spread(tmp_path):
+    sweep(tmp_path, "b-later", 2_000_000_000, "bbbbbbbbbbbbbbbb", [0.8, 1.0, 0.9])  # 100, 80, 88.9
+    sweep(tmp_path, "a-first", 1_000_000_000, "aaaaaaaaaaaaaaaa", [1.0, 1.0, 1.0])  # 80, 80, 80
+    sweep(tmp_path, "c-last", 2_100_000_000, "cccccccccccccccc", [0.4, 0.4, 0.5])   # 200, 200, 160
+    table = history.history(analysis.load(tmp_path))
+    assert [os.path.basename(s) for s in table.sweep] == ["a-first", "b-later", "c-last"]
+    assert list(table.suite_commit) == ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "cccccccccccccccc"]
+    assert table.throughput.round(3).tolist() == [80.0, 88.889, 200.0]
+    assert table.change.iloc[0] != table.change.iloc[0]  # NaN: nothing before the first
+    assert round(table.change.iloc[1], 4) == round(88.889 / 80 - 1, 4)
+    assert round(table.change.iloc[2], 4) == round(200 / 88.889 - 1, 4)
+    # b's range 80..100 overlaps a's 80..80: within the spread; c's 160..200 is beyond b's
+    assert list(table.beyond_spread.iloc[1:]) == [False, True]
+    assert table.date.iloc[0] == "2001-09-09 01:46" and table.framework_version.iloc[0] == "9.9"
+    text = history.render(table)
+    assert "+125.0% !" in text and "+11.1%" in text and "+11.1% !" not in text
+
+
+def test_the_history_command(tmp_path, capsys):
+    from analysis.__main__ import main
+    sweep(tmp_path, "a", 1_000_000_000, "aaaa", [1.0])
+    sweep(tmp_path, "b", 1_000_000_100, "bbbb", [0.5])
+    assert main(["history", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "## pytorch resnet50 (tiny) fp32 1x1 bs8" in out and "+100.0% !" in out
+    assert main(["history", str(tmp_path / "nothing")]) == 2
