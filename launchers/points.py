@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from frameworks.common import layout, records
+from frameworks.common import layout, modes, records
 
 ROOT = Path(__file__).resolve().parent.parent
 POINT_SCHEMA = layout.POINT_SCHEMA
@@ -45,6 +45,34 @@ def validate(cfg) -> None:
         raise ConfigError(f"precision.amp_dtype must be bf16 or fp16, got {cfg.precision.amp_dtype!r}")
     if cfg.get("memory_limit_mb") is not None:
         _positive(cfg, "memory_limit_mb")
+    compile_setting(cfg)
+    model = cfg.model
+    if model.get("clip_grad") not in (None, True, False):
+        raise ConfigError(f"model.clip_grad must be true or false, got {model.get('clip_grad')!r}")
+    norm = model.get("clip_norm")
+    if model.get("clip_grad") and norm is not None and not _number(norm, 0.0):
+        raise ConfigError(f"model.clip_norm must be a number > 0, got {norm!r}")
+    p = model.get("max_predictions_per_seq")
+    if p is not None and not (isinstance(p, int) and not isinstance(p, bool) and p >= 1):
+        raise ConfigError(f"model.max_predictions_per_seq must be an integer >= 1, got {p!r}")
+
+
+def _number(value, above) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > above
+
+
+def compile_setting(cfg):
+    """The point's compile setting: "auto", True or False (ConfigError otherwise)."""
+    try:
+        return modes.setting(cfg.get("compile", modes.AUTO))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def compiled(cfg) -> bool:
+    """Whether the point runs its framework's compiled mode: `compile=auto` resolved by
+    frameworks/common/modes.py (the framework's recommended mode)."""
+    return modes.compiled(cfg.framework.name, compile_setting(cfg))
 
 
 def resolve_model(model_cfg) -> dict:
@@ -63,7 +91,7 @@ def point_name(cfg, num: int) -> str:
     if cfg.bench.name != "train":
         parts.insert(1, cfg.bench.name)
     parts += [cfg.precision.name, f"{cfg.nodes}x{cfg.gpus_per_node}", f"bs{cfg.batch_size}"]
-    if cfg.compile:
+    if compiled(cfg):  # compile=auto: named by what it resolves to
         parts.append("compile")
     return "-".join(parts)
 
@@ -86,6 +114,7 @@ def make_point(cfg, sweep_dir, num: int, overrides=()) -> dict:
     """Validate cfg and return the point (not yet written)."""
     validate(cfg)
     name = point_name(cfg, num)
+    setting, is_compiled = compile_setting(cfg), compiled(cfg)
     return {
         "schema": POINT_SCHEMA, "version": layout.SCHEMA_VERSION,
         "point": name, "num": num,
@@ -96,7 +125,9 @@ def make_point(cfg, sweep_dir, num: int, overrides=()) -> dict:
         "model": resolve_model(cfg.model),
         "precision": cfg.precision.name,
         "amp_dtype": cfg.precision.amp_dtype,
-        "compile": bool(cfg.compile),
+        "compile": is_compiled,           # resolved: compile=auto is the framework's own choice
+        "compile_setting": setting,       # as given: "auto", true or false
+        "mode": modes.mode_name(cfg.framework.name, is_compiled),  # eager, jit, graph, ...
         "batch_size": cfg.batch_size,
         "nodes": cfg.nodes,
         "gpus_per_node": cfg.gpus_per_node,
@@ -136,11 +167,14 @@ def repeat_dir(point: dict, repeat: int) -> str:
 
 def run_spec(point: dict, repeat: int) -> dict:
     """What one repeat's workers read: the point's settings, the repeat, where to write."""
-    keep = ("point", "bench", "bench_options", "model", "precision", "amp_dtype", "compile", "batch_size",
-            "warmup_steps", "measure_steps", "device", "seed", "rendezvous_timeout_s",
+    keep = ("point", "bench", "bench_options", "model", "precision", "amp_dtype", "compile",
+            "batch_size", "warmup_steps", "measure_steps", "device", "seed", "rendezvous_timeout_s",
             "suite_commit", "config")
     spec = {"schema": layout.SPEC_SCHEMA, "version": layout.SCHEMA_VERSION}
     spec.update({k: point[k] for k in keep})
+    # A point written before compile=auto existed has neither: its compile was explicit.
+    spec["compile_setting"] = point.get("compile_setting", point["compile"])
+    spec["mode"] = point.get("mode") or modes.mode_name(point["framework"]["name"], point["compile"])
     spec.update(framework=point["framework"]["name"], repeat=repeat,
                 record_dir=repeat_dir(point, repeat), options=point["framework"].get("options", {}),
                 memory_limit_mb=point.get("memory_limit_mb"))

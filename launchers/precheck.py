@@ -1,7 +1,8 @@
 """Command-line overrides checked before Hydra starts, so that bad input costs one
 clear line and nothing has run yet: unknown names (with the valid ones), sizes
-out of range in any sweep value, unknown keys, an output folder that cannot be
-written. Points are validated again, whole, in points.validate.
+out of range in any sweep value, a compile value other than auto, true or false,
+unknown keys, an output folder that cannot be written. Points are validated again,
+whole, in points.validate.
 
 The valid names of a config group are the ones Hydra itself would find: the suite's
 conf/, a site's folder given with `--config-dir SITE`, and every `hydra.searchpath`
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
+
+from frameworks.common import modes
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 MINIMUM = {"nodes": 1, "gpus_per_node": 1, "batch_size": 1, "measure_steps": 1,
@@ -100,6 +103,12 @@ def check(argv) -> str:
             for v in values:
                 if not isinstance(v, int) or isinstance(v, bool) or v < MINIMUM[key]:
                     return f"{key} must be an integer >= {MINIMUM[key]}, got {v!r}"
+        if key == "compile":
+            for v in values:
+                try:
+                    modes.setting(v)
+                except ValueError as exc:
+                    return str(exc)
         if key == "output_root" and values:
             output_root = str(values[0])
     return _writable(output_root)

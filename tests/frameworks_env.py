@@ -13,6 +13,8 @@ from typing import NamedTuple, Optional
 
 import pytest
 
+from frameworks.common import modes
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_CONF = ROOT / "conf" / "model"
 
@@ -98,7 +100,7 @@ def assert_unsupported(run: dict, ranks: list, gap: str) -> None:
 
 # ---- each framework as data -----------------------------------------------------------
 
-CASES = ("counts", "fp32", "amp", "compile", "two_ranks")
+CASES = ("counts", "fp32", "amp", "compile", "two_ranks", "auto")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,8 +131,10 @@ class Framework:
     cases: tuple = CASES                # what test_frameworks.py runs for it
 
     def expected_env(self, spec: dict, world: int) -> dict:
-        """The environment values a trained record of this spec must carry."""
-        env = {"device": "cpu", **self.env}
+        """The environment values a trained record of this spec must carry: the framework's,
+        and in every framework the recipe's (BERT: the MLM head's P gathered positions and
+        clipping at global norm 1.0; ResNet: no clipping)."""
+        env = {"device": "cpu", **self.env, **RECIPES[spec["model"]["name"]]}
         compiled = bool(spec["compile"])
         if self.compile_key:
             env[self.compile_key] = self.compile_modes[compiled]
@@ -145,10 +149,17 @@ class Framework:
         return env
 
 
+# The recipe's environment values (frameworks/common/modes.py: recipe_environment) of the
+# smoke preset's models, whatever the framework: the tiny BERT gathers 20 positions per
+# sequence and clips at 1.0, as conf/model/bert_base.yaml says; ResNet does not clip.
+RECIPES = {"bert_base": {"max_predictions_per_seq": 20, "clip_grad": True, "clip_norm": 1.0},
+           "resnet50": {"clip_grad": False, "clip_norm": None}}
+
+
 FRAMEWORKS = {fw.name: fw for fw in [
     Framework(
         # PyTorch's own sweeps are tests/integration/test_local_e2e.py; here its ranks' checksums.
-        name="pytorch", version="2.13.0+cpu", env={}, compile_key=None, cases=("two_ranks",)),
+        name="pytorch", version="2.13.0+cpu", env={}, compile_key=None, cases=("two_ranks", "auto")),
     Framework(
         name="tensorflow", version="2.21.0", env={"keras": "3.15.1"},
         compile_key="jit_compile", compile_modes=(False, True), compile_env={"jit_scope": "step"},
@@ -284,8 +295,14 @@ def sweeps(tmp_path_factory):
 
 
 def fp32_amp_sweep(sweeps, name) -> dict:
-    """The suite's default sweep of a framework: both models, fp32 and AMP, compile=false."""
-    return sweeps(name, f"model={','.join(MODELS)}", "precision=fp32,amp")
+    """Both models, fp32 and AMP, compile=false (the suite's default before compile=auto;
+    the eager, or tf.function, mode of every framework)."""
+    return sweeps(name, f"model={','.join(MODELS)}", "precision=fp32,amp", "compile=false")
+
+
+def auto_sweep(sweeps, name) -> dict:
+    """The suite's defaults (compile=auto: the framework's recommended mode), BERT, fp32."""
+    return sweeps(name, "model=bert_base", "precision=fp32")
 
 
 def compile_sweep(sweeps, name) -> dict:
@@ -317,6 +334,9 @@ def assert_trained(name: str, point: Point, world: int = 1) -> list:
         assert rec["world_size"] == world
         assert rec["framework"] == {"name": name, "version": fw.version}
         spec = rec["spec"]
+        # The mode the point resolved (frameworks/common/modes.py), in the spec and the record.
+        assert rec["mode"] == spec["mode"] == modes.mode_name(name, spec["compile"]), rec["mode"]
+        assert spec["compile"] == modes.compiled(name, spec["compile_setting"])
         measured = [s for s in rec["steps"] if s["phase"] == "measure"]
         assert len(measured) == spec["measure_steps"] == SMOKE_MEASURE_STEPS
         assert len(rec["steps"]) == spec["warmup_steps"] + spec["measure_steps"]

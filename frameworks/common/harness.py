@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from . import capability, distenv, environment, layout, memory, records
+from . import capability, distenv, environment, layout, memory, modes, records
 
 
 class Cancelled(Exception):
@@ -189,6 +189,7 @@ def run(build, spec, dist, host=None):
     origin = time.perf_counter()
     record = records.new_record(spec, dist, host or socket.gethostname(), time.time())
     record["parameter_checksum"] = None  # run_steps fills it in once the loop has ended ok
+    record["mode"] = spec.get("mode") or _mode(spec)  # eager, jit, graph, ... (common/modes.py)
     session = limits = None
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)
@@ -220,6 +221,15 @@ def run(build, spec, dist, host=None):
         record["memory"]["peak_host_bytes"] = environment.peak_host_bytes()
         record["ended_unix"] = time.time()
     return record, session
+
+
+def _mode(spec):
+    """The mode of a spec that does not name it (written before specs carried `mode`)."""
+    try:
+        return modes.mode_name(spec["framework"], modes.compiled(spec["framework"],
+                                                                 spec.get("compile", False)))
+    except (KeyError, ValueError):
+        return None
 
 
 def _safe(fn):

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import flax.linen as nn
 import numpy as np
 import optax
-from frameworks.common import registry, synthetic
+from frameworks.common import modes, registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -111,7 +111,7 @@ class BertForPretraining(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, tokens, token_types, attention_mask, train: bool = True):
+    def __call__(self, tokens, token_types, attention_mask, masked_positions, train: bool = True):
         embed = partial(nn.Embed, features=self.hidden, dtype=self.dtype, embedding_init=_normal)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_normal)
         ln = partial(nn.LayerNorm, epsilon=1e-12, dtype=self.dtype)
@@ -126,6 +126,8 @@ class BertForPretraining(nn.Module):
             x = EncoderLayer(self.hidden, self.heads, self.intermediate, self.dropout,
                              dtype=self.dtype, name=f"layer{i}")(x, mask, train)
         pooled = jnp.tanh(dense(self.hidden, name="pooler")(x[:, 0]))
+        # The MLM head runs on the masked positions only (B, P, H), as the references'.
+        x = jnp.take_along_axis(x, masked_positions[:, :, None], axis=1)
         h = ln(name="mlm_ln")(nn.gelu(dense(self.hidden, name="mlm_dense")(x), approximate=False))
         mlm_bias = self.param("mlm_bias", nn.initializers.zeros, (self.vocab_size,), jnp.float32)
         mlm_logits = word.attend(h) + mlm_bias.astype(self.dtype)  # decoder tied to `word`
@@ -139,7 +141,8 @@ def classification_loss(logits, labels):
 
 
 def bert_loss(outputs, mlm_labels, nsp_labels):
-    """Cross-entropy over the masked positions (label -100 is ignored) plus NSP, as PyTorch's."""
+    """Cross-entropy over the gathered predictions (label -100, padding, is ignored) plus
+    NSP, as PyTorch's."""
     mlm_logits, nsp_logits = outputs
     keep = mlm_labels != -100
     ce = optax.softmax_cross_entropy_with_integer_labels(
@@ -184,9 +187,13 @@ def init_variables(model, inputs, seed):
 
 def build_optimizer(model_cfg):
     """PyTorch's optimizers: SGD with momentum and coupled weight decay; AdamW (decoupled),
-    both applied to every parameter as torch.optim does."""
+    both applied to every parameter as torch.optim does. With gradient clipping (BERT's
+    recipe) `optax.clip_by_global_norm` comes first in the chain: the worker hands the
+    optimizer the gradients already averaged over ranks, so the norm is the global one."""
     opt = model_cfg["optimizer"]
-    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
+    tx = registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
+    norm = modes.clip_norm(model_cfg)
+    return tx if norm is None else optax.chain(optax.clip_by_global_norm(norm), tx)
 
 
 def parameter_count(model_cfg: dict) -> int:

@@ -10,7 +10,8 @@ buffer broadcast keeps them); the loss a rank reports is its own, as DDP's. CPU
 collectives go through gloo (the `cpu_collectives` option), NCCL on GPUs. Each
 rank's record carries a parameter checksum, so that ranks can be compared.
 
-`compile` is XLA on or off, as DLPerf's and TensorFlow's switch: on, the whole
+`compile` is XLA on or off (`compile=auto`, the default, is on: JAX's recommended way
+to train, frameworks/common/modes.py), as DLPerf's and TensorFlow's switch: on, the whole
 training step (forward, backward, all-reduce, optimizer) is one `jax.jit`
 program that XLA fuses; off, the same Python step runs un-jitted, op by op, each
 primitive dispatched as its own small XLA computation (JAX's eager mode, like
@@ -34,7 +35,7 @@ import jaxlib
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from frameworks.common import capability, harness
+from frameworks.common import capability, harness, modes
 from frameworks.common.device import use_gpu
 from frameworks.common.rendezvous import rendezvous
 from frameworks.jax import models
@@ -117,6 +118,7 @@ class JaxSession(harness.Session):
             devices = [self.device]
         self.mesh = Mesh(np.array(devices), (AXIS,))
         self.compile = bool(spec.get("compile"))
+        self.recipe = modes.recipe_environment(spec["model"])
 
         cfg = spec["model"]
         self.amp = spec["precision"] == "amp"
@@ -226,7 +228,7 @@ class JaxSession(harness.Session):
                "jaxlib": jaxlib.__version__,
                "flax": flax.__version__, "optax": optax.__version__,
                "jit": self.compile, "amp_dtype": self.amp_dtype,
-               "xla_flags": os.environ.get("XLA_FLAGS")}
+               "xla_flags": os.environ.get("XLA_FLAGS"), **self.recipe}
         if self.dist.distributed and self.platform == "cpu":
             env["cpu_collectives"] = jax.config.jax_cpu_collectives_implementation
         if self.platform == "gpu":

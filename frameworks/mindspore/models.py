@@ -123,8 +123,8 @@ class BertForPretraining(nn.Cell):
         self.mlm_bias = ms.Parameter(ms.Tensor(np.zeros(vocab_size, np.float32)), name="mlm_bias")
         self.nsp = _dense(hidden, 2)
 
-    def construct(self, tokens, token_types, attention_mask):
-        s = tokens.shape[1]
+    def construct(self, tokens, token_types, attention_mask, masked_positions):
+        b, s = tokens.shape[0], tokens.shape[1]
         pos = ops.arange(s).astype(ms.int32)
         x = self.word(tokens) + self.position(pos).expand_dims(0) + self.token_type(token_types)
         x = self.emb_drop(self.emb_ln(x))
@@ -133,10 +133,15 @@ class BertForPretraining(nn.Cell):
         for layer in self.layers:
             x = layer(x, mask_bias)
         pooled = ops.tanh(self.pooler(x[:, 0]))
+        # The MLM head runs on the masked positions only, as the references' (model_zoo's
+        # BERT gathers rows of the flattened output the same way): (B, P, H).
+        p, hidden = masked_positions.shape[1], x.shape[-1]
+        rows = masked_positions + ops.arange(b).astype(masked_positions.dtype).reshape(b, 1) * s
+        x = ops.gather(x.reshape(-1, hidden), rows.reshape(-1), 0).reshape(b, p, hidden)
         h = self.mlm_ln(ops.gelu(self.mlm_dense(x), approximate="none"))
         table = self.word.embedding_table
         mlm_logits = ops.matmul(h, table.astype(h.dtype).T) + self.mlm_bias.astype(h.dtype)
-        return mlm_logits, self.nsp(pooled)
+        return mlm_logits, self.nsp(pooled)  # (B, P, vocab), (B, 2)
 
 
 def bert_loss(outputs, mlm_labels, nsp_labels):

@@ -3,7 +3,9 @@
 A functional training step: `mindspore.value_and_grad` over the network and
 loss, then the optimizer. `compile` selects GRAPH_MODE with the whole step under
 `mindspore.jit` (one compiled graph: forward, backward, all-reduce, update);
-without it the step runs op by op in PYNATIVE_MODE. AMP is
+without it the step runs op by op in PYNATIVE_MODE. `compile=auto` (the default) is
+GRAPH_MODE, as MindSpore's model_zoo trains (frameworks/common/modes.py). BERT's gradients
+are clipped by global norm (ops.clip_by_global_norm) after the all-reduce. AMP is
 `mindspore.amp.auto_mixed_precision` at level O2 in the spec's amp_dtype, with a
 dynamic loss scaler for fp16. MindSpore 2.10's CPU kernels have no bfloat16
 Conv2D, MatMul or Gather, so bf16 AMP fails on CPU with an error that says so;
@@ -30,7 +32,7 @@ try:
 except ImportError:  # before 2.7 it lived in mindspore.common.api
     from mindspore.common.api import _pynative_executor
 
-from frameworks.common import capability, device as devices, harness
+from frameworks.common import capability, device as devices, harness, modes
 from frameworks.mindspore import models
 
 # The scheduler process of the dynamic cluster: it only networks the workers. It lives
@@ -100,6 +102,10 @@ class MindSporeSession(harness.Session):
             reducer = nn.DistributedGradReducer(params, mean=True, degree=dist.world_size,
                                                 group=GlobalComm.WORLD_COMM_GROUP)
         inputs, labels, optimizer = self.inputs, self.labels, self.optimizer
+        # Gradient clipping by global norm (BERT's recipe; None: off), as model_zoo's BERT:
+        # after the all-reduce and the loss scaler's unscale.
+        self.recipe = modes.recipe_environment(cfg)
+        clip = modes.clip_norm(cfg)
 
         def forward():
             loss = loss_fn(net(*inputs), *labels)
@@ -115,9 +121,13 @@ class MindSporeSession(harness.Session):
                 grads = scaler.unscale(grads)
                 finite = ms.amp.all_finite(grads)
                 if finite:
+                    if clip is not None:
+                        grads = ops.clip_by_global_norm(grads, clip)
                     optimizer(grads)
                 scaler.adjust(finite)
             else:
+                if clip is not None:
+                    grads = ops.clip_by_global_norm(grads, clip)
                 optimizer(grads)
             return loss
 
@@ -178,7 +188,7 @@ class MindSporeSession(harness.Session):
     def environment(self):
         env = {"device": self.target.lower(), "device_count": 1,
                "mode": "GRAPH_MODE+jit" if self.compiled else "PYNATIVE_MODE",
-               "amp": f"O2 {self.amp_dtype}" if self.amp else None}
+               "amp": f"O2 {self.amp_dtype}" if self.amp else None, **self.recipe}
         if self.dist.distributed:
             env.update(comm_backend=self._comm_backend(), ms_rank=self.ms_rank)
         if self.target == "GPU":

@@ -139,7 +139,7 @@ class BertForPretraining(nn.HybridBlock):
                                     bias_initializer="zeros", params=self.word.collect_params())
             self.nsp = _dense(2, hidden)
 
-    def hybrid_forward(self, F, tokens, token_types, attention_mask):
+    def hybrid_forward(self, F, tokens, token_types, attention_mask, masked_positions):
         pos = self.position(F.contrib.arange_like(tokens, axis=1))        # (s, h)
         x = F.broadcast_add(self.word(tokens) + self.token_type(token_types),
                             F.expand_dims(pos, axis=0))
@@ -149,8 +149,13 @@ class BertForPretraining(nn.HybridBlock):
         for layer in self.layers:
             x = layer(x, mask_bias)
         pooled = F.tanh(self.pooler(F.squeeze(F.slice_axis(x, axis=1, begin=0, end=1), axis=1)))
+        # The MLM head runs on the masked positions only, as the references' (GluonNLP's
+        # BERT decoder gathers them with gather_nd the same way): (B, P, H).
+        rows = F.broadcast_like(F.expand_dims(F.contrib.arange_like(masked_positions, axis=0),
+                                              axis=1), masked_positions)
+        x = F.gather_nd(x, F.stack(rows, masked_positions, axis=0))
         h = self.mlm_ln(F.LeakyReLU(self.mlm_dense(x), act_type="gelu"))
-        return self.decoder(h), self.nsp(pooled)
+        return self.decoder(h), self.nsp(pooled)  # (B, P, vocab), (B, 2)
 
 
 def bert_init():

@@ -2,7 +2,9 @@
 
 Gluon HybridBlocks trained imperatively (autograd.record). `compile` is
 `hybridize(static_alloc=True, static_shape=True)`: MXNet's graph mode, which turns
-the forward pass and the loss into one cached symbolic graph. AMP is
+the forward pass and the loss into one cached symbolic graph; `compile=auto` (the
+default) hybridizes, as gluon-nlp's and gluon-cv's scripts do (frameworks/common/modes.py).
+BERT's gradients are clipped by global norm after the push/pull (clip_global_norm). AMP is
 `mxnet.contrib.amp` with target bf16 on a CPU (oneDNN kernels); on a GPU fp16 with
 its dynamic loss scaling (bf16 AMP in MXNet 1.9 is CPU-only).
 
@@ -33,7 +35,7 @@ import time
 
 import numpy as np
 
-from frameworks.common import capability, device, harness
+from frameworks.common import capability, device, harness, modes
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
@@ -250,6 +252,11 @@ class MXNetSession(harness.Session):
         # Gradients are summed over workers; dividing by their number averages them
         # (each rank's loss is already the mean over its own batch).
         self.grad_divisor = dist.world_size
+        # Gradient clipping by global norm (BERT's recipe; None: off), on the summed
+        # gradients after the push/pull: bounding the sum by norm x ranks bounds the mean
+        # (what the update applies) by norm.
+        self.recipe = modes.recipe_environment(cfg)
+        self.clip_norm = modes.clip_norm(cfg)
         self.last_weight = self.weights[-1]  # the trainer updates it last
         self.in_flight = collections.deque()
         self.step_timer = None
@@ -270,6 +277,12 @@ class MXNetSession(harness.Session):
             for i, grad in enumerate(self.grads):  # the sum over ranks, in place
                 self.kv.push(i, grad, priority=-i)
                 self.kv.pull(i, out=grad, priority=-i)
+        if self.clip_norm is not None:
+            if self.scale_loss:
+                self.amp_mod.unscale(self.trainer)  # AMP's own step before clipping
+            # check_isfinite=False: no host read, the engine stays asynchronous.
+            gluon.utils.clip_global_norm(self.grads, self.clip_norm * self.grad_divisor,
+                                         check_isfinite=False)
         self.trainer.step(self.grad_divisor)
         # A one-element copy of the weight updated last: ready once this step is done.
         marker = mx.nd.slice_axis(self.last_weight, axis=0, begin=0, end=1)
@@ -298,7 +311,7 @@ class MXNetSession(harness.Session):
                "mxnet_features": sorted(f.name for f in features.values() if f.enabled),
                "compile": "hybridize" if self.compile else "imperative",
                "amp": f"contrib.amp {self.amp_dtype}" if self.amp else None,
-               "kvstore": self.kv.type if self.kv is not None else None}
+               "kvstore": self.kv.type if self.kv is not None else None, **self.recipe}
         if self.gpu:
             env.update(device=f"gpu({self.ctx.device_id})", device_count=mx.context.num_gpus(),
                        cuda=features.is_enabled("CUDA"), cudnn=features.is_enabled("CUDNN"),

@@ -12,7 +12,7 @@ import math
 import oneflow as flow
 from oneflow import nn
 import oneflow.nn.functional as F
-from frameworks.common import registry, synthetic
+from frameworks.common import modes, registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -115,7 +115,7 @@ class BertForPretraining(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def forward(self, tokens, token_types, attention_mask):
+    def forward(self, tokens, token_types, attention_mask, masked_positions):
         s = tokens.shape[1]
         if tokens.is_global:  # graph-mode data parallel: tensors are global, with a placement
             pos = flow.arange(s, placement=tokens.placement, sbp=flow.sbp.broadcast)
@@ -128,9 +128,11 @@ class BertForPretraining(nn.Module):
         for layer in self.layers:
             x = layer(x, mask_bias)
         pooled = flow.tanh(self.pooler(x[:, 0]))
+        # The MLM head runs on the masked positions only (B, P, H), as the references'.
+        x = flow.gather(x, 1, masked_positions.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
         h = self.mlm_ln(F.gelu(self.mlm_dense(x)))
         mlm_logits = flow.matmul(h, self.word.weight.to(h.dtype).t()) + self.mlm_bias.to(h.dtype)
-        return mlm_logits, self.nsp(pooled)
+        return mlm_logits, self.nsp(pooled)  # (B, P, vocab), (B, 2)
 
 
 def bert_loss(outputs, mlm_labels, nsp_labels):
@@ -165,8 +167,14 @@ def build_model(model_cfg):
     return model(**model_cfg), loss
 
 
-def build_optimizer(model_cfg, params):
+def build_optimizer(model_cfg, params, clip_in_group=False):
+    """SGD or AdamW. `clip_in_group`: gradient clipping (BERT's recipe, when on) as the
+    parameter group's `clip_grad_max_norm`, which nn.Graph compiles into its update (an
+    eager step calls `oneflow.nn.utils.clip_grad_norm_` itself)."""
     opt = model_cfg["optimizer"]
+    norm = modes.clip_norm(model_cfg)
+    if clip_in_group and norm is not None:
+        params = [{"params": list(params), "clip_grad_max_norm": norm, "clip_grad_norm_type": 2.0}]
     return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
 
 

@@ -2,7 +2,10 @@
 
 OneFlow's eager API mirrors PyTorch's, so the step is the reference's: zero_grad,
 forward, loss, backward, optimizer step. `compile` runs the step as a
-`oneflow.nn.Graph` (OneFlow's static-graph compiler, its counterpart of XLA).
+`oneflow.nn.Graph` (OneFlow's static-graph compiler, its counterpart of XLA), which
+`compile=auto` (the default) picks, as OneFlow-Benchmark trains (frameworks/common/modes.py).
+BERT's gradients are clipped by global norm: clip_grad_norm_ in eager steps, the optimizer
+parameter group's clip_grad_max_norm in nn.Graph.
 
 Data parallel (WORLD_SIZE > 1): OneFlow builds its process group when it is
 imported, from MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and LOCAL_RANK, which
@@ -14,8 +17,9 @@ OneFlow's own rendezvous retries forever, so a standard-library rendezvous on
 MASTER_PORT, bounded by spec.rendezvous_timeout_s, runs first: OneFlow is only
 imported once every rank has arrived.
 
-AMP is oneflow.autocast (+ GradScaler for fp16) in eager runs and
-Graph.config.enable_amp in graph runs, on CUDA only: OneFlow 0.9 has no CPU
+AMP is oneflow.autocast in eager runs (bf16 only: OneFlow 0.9's GradScaler configures
+nn.Graph only, so eager fp16 is `unsupported`) and Graph.config.enable_amp (+ GradScaler
+for fp16) in graph runs, on CUDA only: OneFlow 0.9 has no CPU
 autocast (it warns and runs float32) and no bf16 CPU matmul, so precision=amp
 fails on CPU with an error that says so.
 
@@ -25,7 +29,7 @@ nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
 """
 import os
 
-from frameworks.common import capability, device, harness
+from frameworks.common import capability, device, harness, modes
 from frameworks.common.rendezvous import rendezvous
 
 
@@ -57,6 +61,14 @@ class OneFlowSession(harness.Session):
         capability.require("oneflow", spec, () if cuda else None)  # 0.9 does not tell the capability
         dtype = {"bf16": flow.bfloat16, "fp16": flow.float16, None: None}[self.amp_dtype]
         fp16 = self.amp_dtype == "fp16"
+        if fp16 and not self.compiled:  # flow.amp.GradScaler has no scale() or unscale_()
+            raise capability.Unsupported(
+                "OneFlow 0.9 has no eager loss scaling (its GradScaler configures nn.Graph "
+                "only): fp16 AMP needs compile=true (nn.Graph)")
+        # Gradient clipping by global norm (BERT's recipe; None: off): eager calls
+        # clip_grad_norm_ after DDP's all-reduce; nn.Graph clips in its optimizer's update.
+        self.recipe = modes.recipe_environment(spec["model"])
+        self.clip_norm = modes.clip_norm(spec["model"])
 
         flow.manual_seed(spec["seed"])  # the same initial weights on every rank
         cfg = spec["model"]
@@ -75,7 +87,7 @@ class OneFlowSession(harness.Session):
                 to_split = lambda ts: tuple(t.to_global(placement=placement, sbp=flow.sbp.split(0))
                                             for t in ts)
                 self.inputs, self.labels = to_split(self.inputs), to_split(self.labels)
-            self.optimizer = models.build_optimizer(cfg, model.parameters())
+            self.optimizer = models.build_optimizer(cfg, model.parameters(), clip_in_group=True)
             inputs, labels, optimizer = self.inputs, self.labels, self.optimizer
 
             class TrainGraph(flow.nn.Graph):
@@ -97,8 +109,8 @@ class OneFlowSession(harness.Session):
         else:
             self.optimizer = models.build_optimizer(cfg, model.parameters())
             self.model = flow.nn.parallel.DistributedDataParallel(model) if dist.distributed else model
-            self.scaler = flow.amp.GradScaler(init_scale=2.0 ** 16) if fp16 else None
             self.autocast_dtype = dtype
+            self.params = list(model.parameters())
 
     def step(self):
         if self.compiled:
@@ -108,13 +120,10 @@ class OneFlowSession(harness.Session):
         with flow.autocast(self.device.type, dtype=self.autocast_dtype or flow.float32,
                            enabled=self.amp):
             loss = self.loss_fn(self.model(*self.inputs), *self.labels)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.optimizer.step()
+        loss.backward()  # DDP all-reduces the gradients here
+        if self.clip_norm is not None:
+            flow.nn.utils.clip_grad_norm_(self.params, self.clip_norm)
+        self.optimizer.step()
         return loss.detach()
 
     def loss_value(self, handle):
@@ -135,7 +144,7 @@ class OneFlowSession(harness.Session):
     def environment(self):
         flow = self.flow
         env = {"device": "cpu", "device_count": 1,
-               "mode": "nn.Graph" if self.compiled else "eager",
+               "mode": "nn.Graph" if self.compiled else "eager", **self.recipe,
                "oneflow_cuda_build": flow.sysconfig.get_cuda_version() if flow.sysconfig.with_cuda() else None}
         if self.cuda:
             env.update(device=flow.cuda.get_device_name(self.device),

@@ -15,7 +15,7 @@ import paddle
 from paddle import nn
 import paddle.nn.functional as F
 
-from frameworks.common import registry, synthetic
+from frameworks.common import modes, registry, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -133,8 +133,8 @@ class BertForPretraining(nn.Layer):
                                               default_initializer=nn.initializer.Constant(0.0))
         self.nsp = _linear(hidden, 2)
 
-    def forward(self, tokens, token_types, attention_mask):
-        s = tokens.shape[1]
+    def forward(self, tokens, token_types, attention_mask, masked_positions):
+        b, s = tokens.shape[0], tokens.shape[1]
         pos = paddle.arange(s, dtype="int64")
         x = self.word(tokens) + self.position(pos).unsqueeze(0) + self.token_type(token_types)
         x = F.dropout(self.emb_ln(x), self.dropout, training=self.training)
@@ -143,9 +143,14 @@ class BertForPretraining(nn.Layer):
         for layer in self.layers:
             x = layer(x, mask)
         pooled = paddle.tanh(self.pooler(x[:, 0]))
+        # The MLM head runs on the masked positions only, as the references' (PaddleNLP's
+        # BertPretrainingHeads gathers rows of the flattened output the same way).
+        p, hidden = masked_positions.shape[1], x.shape[-1]
+        rows = masked_positions + paddle.arange(b, dtype=masked_positions.dtype).unsqueeze(1) * s
+        x = paddle.gather(x.reshape([-1, hidden]), rows.flatten()).reshape([b, p, hidden])
         h = self.mlm_ln(F.gelu(self.mlm_dense(x)))
         mlm_logits = paddle.matmul(h, self.word.weight, transpose_y=True) + self.mlm_bias
-        return mlm_logits, self.nsp(pooled)
+        return mlm_logits, self.nsp(pooled)  # (B, P, vocab), (B, 2)
 
 
 def bert_loss(outputs, mlm_labels, nsp_labels):
@@ -174,10 +179,11 @@ def synthetic_batch(model_cfg, batch_size, seed):
 MODELS = {"resnet50": (ResNet, classification_loss), "bert_base": (BertForPretraining, bert_loss)}
 # Paddle's Momentum with a float weight_decay adds L2 to the gradient, as torch's SGD.
 OPTIMIZERS = {
-    "sgd": lambda o, params: paddle.optimizer.Momentum(
-        learning_rate=o["lr"], momentum=o["momentum"], parameters=params, weight_decay=o["weight_decay"]),
-    "adamw": lambda o, params: paddle.optimizer.AdamW(learning_rate=o["lr"], parameters=params,
-                                                      weight_decay=o["weight_decay"]),
+    "sgd": lambda o, params, clip: paddle.optimizer.Momentum(
+        learning_rate=o["lr"], momentum=o["momentum"], parameters=params, weight_decay=o["weight_decay"],
+        grad_clip=clip),
+    "adamw": lambda o, params, clip: paddle.optimizer.AdamW(
+        learning_rate=o["lr"], parameters=params, weight_decay=o["weight_decay"], grad_clip=clip),
 }
 
 
@@ -191,8 +197,13 @@ def trainable_parameters(model):
 
 
 def build_optimizer(model_cfg, params):
+    """Momentum or AdamW; with gradient clipping on (BERT's recipe) the optimizer's own
+    `grad_clip=ClipGradByGlobalNorm`, which runs in its step: after DataParallel's
+    all-reduce, and after GradScaler has unscaled the gradients."""
     opt = model_cfg["optimizer"]
-    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
+    norm = modes.clip_norm(model_cfg)
+    clip = None if norm is None else nn.ClipGradByGlobalNorm(clip_norm=norm)
+    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params, clip)
 
 
 def count_parameters(model) -> int:

@@ -1,6 +1,7 @@
 """PaddlePaddle adapter: `build(spec, dist)` for the harness (stdlib + numpy + paddle only).
 
-Dynamic graph (eager) training. `compile` converts the forward pass and the loss to
+Dynamic graph (eager) training, which `compile=auto` (the default) keeps, as PaddleClas
+and PaddleNLP train (frameworks/common/modes.py). `compile` converts the forward pass and the loss to
 a static program with `paddle.jit.to_static` (Paddle's graph mode; the backward
 runs as that program's gradient, the optimizer update stays eager). AMP is
 `paddle.amp.auto_cast` at level O1: on a GPU fp16 with a GradScaler, or bf16, as the
@@ -24,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from frameworks.common import capability, device, harness
+from frameworks.common import capability, device, harness, modes
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("GLOG_minloglevel", "1")  # Paddle's C++ INFO lines drown the rank log
@@ -69,10 +70,10 @@ class ResNetStep(TrainStep):
 
 
 class BertStep(TrainStep):
-    def forward(self, tokens, token_types, attention_mask, mlm_labels, nsp_labels):
+    def forward(self, tokens, token_types, attention_mask, masked_positions, masked_ids, nsp_labels):
         with paddle.amp.auto_cast(enable=self.amp, dtype=self.amp_dtype, level="O1"):
-            return self.loss_fn(self.model(tokens, token_types, attention_mask),
-                                mlm_labels, nsp_labels)
+            return self.loss_fn(self.model(tokens, token_types, attention_mask, masked_positions),
+                                masked_ids, nsp_labels)
 
 
 STEPS = {"resnet50": ResNetStep, "bert_base": BertStep}
@@ -121,7 +122,7 @@ class PaddleSession(harness.Session):
 
         seed = spec["seed"]
         paddle.seed(seed)  # the same initial weights on every rank
-        cfg = spec["model"]
+        cfg = self.cfg = spec["model"]
         model, loss_fn = models.build_model(cfg)
         self.model = model
         self.inputs, self.labels = models.synthetic_batch(cfg, spec["batch_size"], seed + dist.rank)
@@ -164,7 +165,8 @@ class PaddleSession(harness.Session):
         env = {"device": "cpu", "device_count": 1, "paddle_commit": paddle.version.commit,
                "mkl": paddle.version.with_mkl,
                "compile": "paddle.jit.to_static" if self.compile else "eager",
-               "amp": f"auto_cast O1 {self.amp_dtype}" if self.amp else None}
+               "amp": f"auto_cast O1 {self.amp_dtype}" if self.amp else None,
+               **modes.recipe_environment(self.cfg)}
         if self.gpu:
             env.update(device=paddle.device.cuda.get_device_name(),
                        device_count=paddle.device.cuda.device_count(),

@@ -2,6 +2,9 @@
 
 These definitions are the reference every other framework matches: the same
 layers, the same parameter counts (tests/unit/test_models.py), the same loss.
+BERT's MLM head (transform and tied decoder) runs on the `masked_positions` of the
+synthetic batch only, gathered from the encoder's output, as the reference
+pretraining scripts do: logits are (batch, max_predictions_per_seq, vocab).
 """
 import torch
 from torch import nn
@@ -107,7 +110,7 @@ class BertForPretraining(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def forward(self, tokens, token_types, attention_mask):
+    def forward(self, tokens, token_types, attention_mask, masked_positions):
         s = tokens.shape[1]
         pos = torch.arange(s, device=tokens.device)
         x = self.word(tokens) + self.position(pos)[None] + self.token_type(token_types)
@@ -117,12 +120,15 @@ class BertForPretraining(nn.Module):
         for layer in self.layers:
             x = layer(x, mask)
         pooled = torch.tanh(self.pooler(x[:, 0]))
+        # The MLM head runs on the masked positions only (B, P, H), as the references'.
+        x = torch.gather(x, 1, masked_positions[:, :, None].expand(-1, -1, x.shape[-1]))
         h = self.mlm_ln(F.gelu(self.mlm_dense(x)))
-        mlm_logits = h @ self.word.weight.t() + self.mlm_bias
+        mlm_logits = h @ self.word.weight.t() + self.mlm_bias  # (B, P, vocab)
         return mlm_logits, self.nsp(pooled)
 
 
 def bert_loss(outputs, mlm_labels, nsp_labels):
+    """MLM cross-entropy over the gathered predictions (label -100: padding) plus NSP."""
     mlm_logits, nsp_logits = outputs
     mlm = F.cross_entropy(mlm_logits.flatten(0, 1).float(), mlm_labels.flatten(), ignore_index=-100)
     return mlm + F.cross_entropy(nsp_logits.float(), nsp_labels)

@@ -1,5 +1,5 @@
 """The PyTorch training session every PyTorch model runs in: device and process group,
-DDP, torch.compile, AMP and the CUDA-event timer, written once.
+DDP, torch.compile, AMP, gradient clipping and the CUDA-event timer, written once.
 
 A model family changes what is built through three hooks: `build_model(cfg)`,
 `synthetic_batch(cfg, batch_size, seed)` and `build_optimizer(cfg, params)`
@@ -11,7 +11,7 @@ import datetime
 import torch
 import torch.distributed as torch_dist
 
-from frameworks.common import capability, device as devices, harness
+from frameworks.common import capability, device as devices, harness, modes
 from frameworks.pytorch import models
 
 # A CPU allocation refused (e.g. under the harness's memory_limit_mb) is out of memory too.
@@ -76,6 +76,10 @@ class TorchSession(harness.Session):
         model, self.loss_fn, params = self.build_model(cfg)
         self.inputs, self.labels = self.synthetic_batch(cfg, spec["batch_size"], spec["seed"] + dist.rank)
         self.optimizer = self.build_optimizer(cfg, params)
+        # Gradient clipping by global norm (BERT's recipe; None: off), after DDP's all-reduce.
+        self.recipe = modes.recipe_environment(cfg)
+        self.clip_norm = modes.clip_norm(cfg)
+        self.clip_params = [p for g in self.optimizer.param_groups for p in g["params"]]
         if dist.distributed:
             model = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[self.device.index] if self.cuda else None)
@@ -109,6 +113,9 @@ class TorchSession(harness.Session):
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
             loss = self.loss_fn(self.model(*self.inputs), *self.labels)
         self.scaler.scale(loss).backward()
+        if self.clip_norm is not None:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients (fp16: unscaled)
+            torch.nn.utils.clip_grad_norm_(self.clip_params, self.clip_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return loss.detach()
@@ -128,7 +135,8 @@ class TorchSession(harness.Session):
         return CudaTimer() if self.cuda else harness.HostTimer()
 
     def environment(self):
-        env = {"device": "cpu", "device_count": 1, "torch_threads": torch.get_num_threads()}
+        env = {"device": "cpu", "device_count": 1, "torch_threads": torch.get_num_threads(),
+               **getattr(self, "recipe", {})}  # (a session without a model, bench=comm, has none)
         if self.cuda:
             env.update(device=torch.cuda.get_device_name(self.device),
                        device_count=torch.cuda.device_count(), cuda=torch.version.cuda,

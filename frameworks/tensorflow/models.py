@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 from keras import layers as kl
-from frameworks.common import registry, synthetic
+from frameworks.common import modes, registry, synthetic
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
 
@@ -148,7 +148,7 @@ class BertForPretraining(keras.Model):
         self.nsp = _dense(2, "nsp")
 
     def call(self, inputs, training=False):
-        tokens, token_types, attention_mask = inputs
+        tokens, token_types, attention_mask, masked_positions = inputs
         s = tf.shape(tokens)[1]
         x = (self.word(tokens) + self.position(tf.range(s)[None]) + self.token_type(token_types))
         x = self.emb_drop(self.emb_ln(x), training=training)
@@ -157,6 +157,8 @@ class BertForPretraining(keras.Model):
         for layer in self.encoder:
             x = layer(x, key_bias, training=training)
         pooled = tf.tanh(self.pooler(x[:, 0]))
+        # The MLM head runs on the masked positions only (B, P, H), as the references'.
+        x = tf.gather(x, masked_positions, axis=1, batch_dims=1)
         h = self.mlm_ln(_gelu(self.mlm_dense(x)))
         word = tf.cast(self.word.embeddings, h.dtype)
         mlm_logits = tf.matmul(h, word, transpose_b=True) + tf.cast(self.mlm_bias, h.dtype)
@@ -164,7 +166,7 @@ class BertForPretraining(keras.Model):
 
 
 def bert_loss(outputs, mlm_labels, nsp_labels):
-    """MLM cross-entropy over the masked positions (label -100 elsewhere) plus NSP."""
+    """MLM cross-entropy over the gathered predictions (label -100: padding) plus NSP."""
     mlm_logits, nsp_logits = outputs
     valid = tf.not_equal(mlm_labels, -100)
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -201,8 +203,29 @@ def build_model(model_cfg):
     return model(**model_cfg), loss
 
 
+def clipped(optimizer_cls):
+    """`optimizer_cls` that clips the gradients by their global norm after they are summed
+    over the replicas (the reference's order: TF Model Garden's BERT all-reduces, then
+    `tf.clip_by_global_norm`, then applies). Keras 3's own `global_clipnorm` clips each
+    replica's gradient before that sum, which is not the global norm with several ranks;
+    `_all_reduce_sum_gradients` is where Keras' TensorFlow optimizer sums them."""
+    class Clipped(optimizer_cls):
+        def __init__(self, *args, clip_norm, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.clip_norm = float(clip_norm)
+
+        def _all_reduce_sum_gradients(self, grads_and_vars):
+            pairs = [(g, v) for g, v in super()._all_reduce_sum_gradients(grads_and_vars)]
+            grads, _ = tf.clip_by_global_norm([g for g, _ in pairs], self.clip_norm)
+            return list(zip(grads, [v for _, v in pairs]))
+
+    Clipped.__name__ = f"Clipped{optimizer_cls.__name__}"
+    return Clipped
+
+
 def build_optimizer(model_cfg):
-    """(optimizer, coupled_weight_decay).
+    """(optimizer, coupled_weight_decay). With gradient clipping on (BERT's recipe) the
+    optimizer is `clipped`.
 
     SGD: PyTorch's weight_decay is an L2 term added to the gradient before momentum;
     Keras' `weight_decay` is decoupled, so the worker adds `coupled_weight_decay * w`
@@ -210,14 +233,21 @@ def build_optimizer(model_cfg):
     PyTorch's at a constant learning rate. AdamW: Keras' decoupled decay is PyTorch's
     (w -= lr*wd*w); epsilon is set to PyTorch's 1e-8 (Keras' default is 1e-7)."""
     opt = model_cfg["optimizer"]
-    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
+    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, modes.clip_norm(model_cfg))
+
+
+def _make(optimizer_cls, clip_norm, **kwargs):
+    if clip_norm is None:
+        return optimizer_cls(**kwargs)
+    return clipped(optimizer_cls)(clip_norm=clip_norm, **kwargs)
 
 
 OPTIMIZERS = {
-    "sgd": lambda o: (keras.optimizers.SGD(learning_rate=o["lr"], momentum=o["momentum"]),
-                      float(o["weight_decay"])),
-    "adamw": lambda o: (keras.optimizers.AdamW(learning_rate=o["lr"], weight_decay=o["weight_decay"],
-                                               beta_1=0.9, beta_2=0.999, epsilon=1e-8), 0.0),
+    "sgd": lambda o, clip: (_make(keras.optimizers.SGD, clip, learning_rate=o["lr"],
+                                  momentum=o["momentum"]), float(o["weight_decay"])),
+    "adamw": lambda o, clip: (_make(keras.optimizers.AdamW, clip, learning_rate=o["lr"],
+                                    weight_decay=o["weight_decay"], beta_1=0.9, beta_2=0.999,
+                                    epsilon=1e-8), 0.0),
 }
 
 

@@ -1,7 +1,9 @@
 """TensorFlow adapter: `build(spec, dist)` for the harness (stdlib + numpy + tensorflow/keras).
 
 A custom training step: GradientTape inside a tf.function; `compile` turns on XLA
-with `jit_compile=True` (off: a plain graph-mode tf.function). AMP is the Keras
+with `jit_compile=True` (off: a plain graph-mode tf.function, which `compile=auto`, the
+default, picks as TF Model Garden trains: frameworks/common/modes.py). BERT's gradients
+are clipped by global norm after the all-reduce (models.clipped). AMP is the Keras
 mixed-precision policy: 'mixed_bfloat16' (float32 variables, bfloat16 compute) on
 CPU; on a GPU the spec's amp_dtype picks 'mixed_bfloat16' or 'mixed_float16' with
 a loss-scale optimizer. Data parallel over ranks with
@@ -28,7 +30,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-from frameworks.common import capability, device, harness  # noqa: E402
+from frameworks.common import capability, device, harness, modes  # noqa: E402
 from frameworks.common.rendezvous import rendezvous  # noqa: E402
 from frameworks.tensorflow import models  # noqa: E402
 
@@ -86,7 +88,7 @@ class TFSession(harness.Session):
         keras.mixed_precision.set_global_policy(self.policy)
         keras.utils.set_random_seed(spec["seed"])  # same initial weights on every rank
 
-        cfg = spec["model"]
+        cfg = self.cfg = spec["model"]
         with self.strategy.scope():
             self.model, self.loss_fn = models.build_model(cfg)
             self.optimizer, self.l2 = models.build_optimizer(cfg)
@@ -207,7 +209,7 @@ class TFSession(harness.Session):
                "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
                "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
                "strategy": "MultiWorkerMirroredStrategy" if self.dist.distributed else "default",
-               "replicas": self.replicas}
+               "replicas": self.replicas, **modes.recipe_environment(self.cfg)}
         if self.dist.distributed:
             env["tf_config"] = json.loads(self.tf_config)
             env["communication"] = self.communication

@@ -2,23 +2,28 @@
 
 For each framework whose environment is built (`make env-<name>`; skips otherwise): its
 models' parameter counts equal PyTorch's; the smoke sweep of both models in fp32 and AMP
-trains, AMP where the capability check says it runs and `unsupported` with its one line
-where it does not; compile trains; and two CPU ranks, each training on its own batch
-(seed + rank), end with equal parameter checksums in their records (the gradients were
-all-reduced) while their losses differ. What is specific to one framework lives in
-test_framework_<name>.py; `-k <name>` selects one framework's rows.
+(compile=false) trains, AMP where the capability check says it runs and `unsupported` with
+its one line where it does not; compile=true trains; the default, compile=auto, runs the
+framework's recommended mode (frameworks/common/modes.py); and two CPU ranks, each training
+on its own batch (seed + rank), end with equal parameter checksums in their records (the
+gradients were all-reduced) while their losses differ. Every trained record names its
+`mode`; every BERT one says that its MLM head gathered 20 positions per sequence and that
+its gradients were clipped at global norm 1.0 (`Framework.expected_env`), so BERT
+pretraining as the references define it runs compiled and not, in every framework. What
+is specific to one framework lives in test_framework_<name>.py; `-k <name>` selects one
+framework's rows.
 """
 import os
 import time
 
 import pytest
 
-from frameworks.common import harness
+from frameworks.common import harness, modes
 from frameworks.common.distenv import DistEnv
 from tests.frameworks_env import (  # noqa: F401  (sweeps: a fixture)
-    COUNT_CASES, FRAMEWORKS, MODELS, assert_amp, assert_trained, checksums, compile_sweep,
-    fp32_amp_sweep, framework_ready, losses, parameter_count, parameter_counts, sweeps,
-    two_ranks_sweep)
+    COUNT_CASES, FRAMEWORKS, MODELS, assert_amp, assert_trained, auto_sweep, checksums,
+    compile_sweep, fp32_amp_sweep, framework_ready, losses, parameter_count, parameter_counts,
+    sweeps, two_ranks_sweep)
 
 framework = pytest.mark.framework  # every test but the first needs a framework's env
 
@@ -97,7 +102,7 @@ def test_counting_through_the_shared_helper(fw):
 @pytest.mark.e2e
 @pytest.mark.parametrize("fw", rows("fp32"), indirect=True)
 def test_fp32_sweep_trains(fw, sweeps):
-    """The suite's default sweep (compile=false): its four points, fp32 ones trained."""
+    """Both models, fp32 and AMP, compile=false: its four points, fp32 ones trained."""
     points = fp32_amp_sweep(sweeps, fw.name)
     assert sorted(points) == sorted(f"{fw.name}-{m}-{p}-1x1-bs4" for m in MODELS for p in ("fp32", "amp"))
     for name, point in points.items():
@@ -153,3 +158,21 @@ def test_two_ranks_agree(fw, sweeps):
             assert s0 == pytest.approx(s1, rel=fw.checksum_rel), (s0, s1)
         else:
             assert s0 == s1, (s0, s1)
+
+
+RECOMMENDED = {"pytorch": "eager", "tensorflow": "tf.function", "jax": "jit", "paddle": "eager",
+               "mxnet": "hybridize", "mindspore": "graph", "oneflow": "graph"}
+
+
+@framework
+@pytest.mark.e2e
+@pytest.mark.parametrize("fw", rows("auto"), indirect=True)
+def test_auto_is_the_recommended_mode(fw, sweeps):
+    """The suite's defaults (compile=auto): BERT trains in the framework's recommended mode,
+    the point is named by what auto resolved to, and its records say which mode that was."""
+    (name, point), = auto_sweep(sweeps, fw.name).items()
+    compiled = RECOMMENDED[fw.name] not in ("eager", "tf.function")
+    assert name == f"{fw.name}-bert_base-fp32-1x1-bs4" + ("-compile" if compiled else "")
+    (rec,) = assert_trained(fw.name, point)
+    assert rec["mode"] == RECOMMENDED[fw.name] == modes.recommended(fw.name)
+    assert rec["spec"]["compile_setting"] == "auto" and rec["spec"]["compile"] is compiled

@@ -42,6 +42,15 @@ def test_every_rank_of_every_repeat_recorded(sweep):
                 assert len(timed) == point["measure_steps"] == 5
                 assert rec["framework"]["version"].startswith("2.13")
                 assert rec["spec"]["config"]["model"]["size"] == "tiny"
+                # compile=auto, the default: PyTorch's recommended mode is eager.
+                assert rec["mode"] == point["mode"] == "eager" and point["compile"] is False
+                assert rec["spec"]["compile_setting"] == point["compile_setting"] == "auto"
+                env = rec["environment"]
+                if point["model"]["name"] == "bert_base":  # BERT as the references pretrain it
+                    assert (env["max_predictions_per_seq"], env["clip_grad"], env["clip_norm"]) == \
+                        (20, True, 1.0)
+                else:
+                    assert env["clip_grad"] is False
 
 
 def test_analysis_of_the_sweep(sweep):
@@ -95,6 +104,7 @@ def test_rerun_into_the_same_sweep_counts_nothing_twice(tmp_path):
     (["-m", "measure_steps=5,0"], "error: measure_steps must be an integer >= 1"),
     (["nodes=2"], "error: launcher=local runs on one node"),
     (["output_root=/proc/forbidden"], "error: output folder '/proc/forbidden' cannot be written"),
+    (["compile=maybe"], "error: compile must be auto, true or false, got 'maybe'"),
 ])
 def test_bad_input_one_line_nonzero(args, message, tmp_path):
     if not any(a.startswith("output_root=") for a in args):
@@ -112,6 +122,9 @@ def test_compile_switch_is_torch_compile(tmp_path):
     points = analysis.load(tmp_path).points
     assert points.iloc[0].status == "ok" and bool(points.iloc[0].compile)
     assert points.iloc[0].point.endswith("-compile")
+    (path,) = glob.glob(f"{tmp_path}/points/*/repeat-00/rank-*.json")
+    rec = json.load(open(path))
+    assert rec["mode"] == "torch.compile" and rec["spec"]["compile_setting"] is True
 
 
 def crashing_python(tmp_path, signal_name="SEGV"):

@@ -1,4 +1,5 @@
 """The reference model definitions: parameter counts and the v1.5 stride."""
+import pytest
 import torch
 
 from frameworks.pytorch import models
@@ -54,6 +55,75 @@ def test_every_framework_gets_the_same_batch():
     (nchw,), (y1,) = synthetic.arrays(cfg, 2, 5)
     (nhwc,), (y2,) = synthetic.arrays(cfg, 2, 5, channels_last=True, int_dtype="int32")
     assert (nhwc == nchw.transpose(0, 2, 3, 1)).all() and (y1 == y2).all()
-    (tokens, types, mask), (mlm, nsp) = synthetic.arrays(model_cfg("bert_base", "tiny"), 3, 1)
+    (tokens, types, mask, positions), (mlm, nsp) = synthetic.arrays(model_cfg("bert_base", "tiny"), 3, 1)
     assert tokens.shape == (3, 128) and types[:, 64:].all() and not types[:, :64].any()
     assert ((mlm == -100) | ((mlm >= 0) & (mlm < 1000))).all() and (mlm[:, 1] != -100).all()
+    assert positions.shape == mlm.shape == (3, 20)
+    again = synthetic.arrays(model_cfg("bert_base", "tiny"), 3, 1, int_dtype="int32")
+    assert all((a == b).all()
+               for a, b in zip(again[0] + again[1], (tokens, types, mask, positions, mlm, nsp)))
+
+
+@pytest.mark.parametrize("seq_len,mask_prob,p,count", [
+    (128, 0.15, 20, 19),   # the smoke preset's and BERT-base's: round(0.15 * 128) = 19 of 20
+    (64, 0.15, 20, 10),    # a shorter sequence: fewer masked, more padding
+    (128, 0.5, 20, 20),    # never more than max_predictions_per_seq
+    (8, 0.01, 3, 1),       # at least one
+    (4, 1.0, 20, 3),       # at most the non-special positions 1..s-1
+])
+def test_masked_positions_are_distinct_sorted_and_padded(seq_len, mask_prob, p, count):
+    """BERT's masked positions (synthetic.arrays): per row `count` distinct, sorted
+    positions of 1..seq_len-1 with a label each, then padding to P: position 0, label -100."""
+    from frameworks.common import synthetic
+    cfg = dict(model_cfg("bert_base", "tiny"), seq_len=seq_len, mask_prob=mask_prob,
+               max_predictions_per_seq=p)
+    assert synthetic.mlm_count(cfg) == count
+    (tokens, _, _, positions), (ids, nsp) = synthetic.arrays(cfg, 16, 3)
+    assert positions.shape == ids.shape == (16, p) and positions.dtype == ids.dtype
+    real, pad = positions[:, :count], positions[:, count:]
+    assert ((real >= 1) & (real < seq_len)).all() and (pad == 0).all()
+    assert (real[:, 1:] > real[:, :-1]).all()  # sorted, hence distinct
+    assert ((ids[:, :count] >= 0) & (ids[:, :count] < cfg["vocab_size"])).all()
+    assert (ids[:, count:] == -100).all()
+    assert count == seq_len - 1 or len({tuple(r) for r in real}) > 1  # rows differ
+
+
+def test_bert_mlm_head_runs_on_the_gathered_positions():
+    """The MLM logits are (B, P, vocab): the head applied at the masked positions only,
+    equal to the whole sequence's logits picked at those positions."""
+    cfg = model_cfg("bert_base", "tiny")
+    model, loss_fn = models.build_model(cfg)
+    model.eval()  # no dropout: the two passes compare
+    (tokens, types, mask, positions), labels = models.synthetic_batch(cfg, 3, "cpu", 0)
+    with torch.no_grad():
+        mlm, nsp = model(tokens, types, mask, positions)
+        every = torch.arange(tokens.shape[1]).expand(3, -1)
+        full, _ = model(tokens, types, mask, every)
+    assert mlm.shape == (3, cfg["max_predictions_per_seq"], cfg["vocab_size"]) and nsp.shape == (3, 2)
+    picked = full[torch.arange(3)[:, None], positions]
+    assert torch.allclose(mlm, picked, atol=1e-5)
+    assert torch.isfinite(loss_fn((mlm, nsp), *labels))
+    # Parameter counts are unchanged by the gather (test_bert_base_pretraining_parameters).
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_pytorch_clips_bert_gradients_by_global_norm(monkeypatch, clip):
+    """clip_grad_norm_ at clip_norm after backward (and the GradScaler's unscale), in every
+    step, when model.clip_grad is on; never when off (DLPerf's "W/O clip"). The record's
+    environment says which."""
+    from frameworks.common.distenv import DistEnv
+    from frameworks.pytorch import worker
+    calls = []
+    real = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_",
+                        lambda params, norm, *a, **k: calls.append(norm) or real(params, norm, *a, **k))
+    cfg = dict(model_cfg("bert_base", "tiny"), clip_grad=clip)
+    spec = {"model": cfg, "precision": "fp32", "amp_dtype": None, "compile": False,
+            "batch_size": 2, "seed": 0, "device": "cpu", "rendezvous_timeout_s": 30}
+    session = worker.build(spec, DistEnv(0, 1, 0, 1, "127.0.0.1", 1))
+    losses = [session.loss_value(session.step()) for _ in range(2)]
+    assert all(map(torch.isfinite, map(torch.tensor, losses)))
+    assert calls == ([1.0, 1.0] if clip else [])
+    env = session.environment()
+    assert (env["clip_grad"], env["clip_norm"], env["max_predictions_per_seq"]) == \
+        ((True, 1.0, 20) if clip else (False, None, 20))

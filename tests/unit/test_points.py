@@ -49,3 +49,70 @@ def test_missing_interpreter_is_named(tmp_path):
     point["framework"] = {"name": "tensorflow", "python": ".venvs/nowhere/bin/python"}
     with pytest.raises(points.WorkerUnavailable, match="make env-tensorflow"):
         points.worker_argv(point, "spec.json", "python3")
+
+
+@pytest.mark.parametrize("framework,compile,setting,compiled,mode", [
+    ("pytorch", None, "auto", False, "eager"),          # the default: compile=auto
+    ("jax", None, "auto", True, "jit"),
+    ("mindspore", None, "auto", True, "graph"),
+    ("oneflow", None, "auto", True, "graph"),
+    ("mxnet", None, "auto", True, "hybridize"),
+    ("tensorflow", None, "auto", False, "tf.function"),
+    ("paddle", None, "auto", False, "eager"),
+    ("pytorch", "true", True, True, "torch.compile"),   # explicit settings keep their meaning
+    ("jax", "false", False, False, "eager"),
+    ("tensorflow", "true", True, True, "xla"),
+])
+def test_compile_auto_is_resolved_when_the_point_is_made(tmp_path, framework, compile, setting,
+                                                         compiled, mode):
+    """The point keeps `compile` as the resolved bool (so its name ends in -compile when
+    compiled, auto or not), the setting as given, and the mode's name; the spec carries both."""
+    overrides = ["preset=smoke", f"framework={framework}"] + ([f"compile={compile}"] if compile else [])
+    point = points.make_point(cfg_of(*overrides), tmp_path, 3)
+    assert point["compile"] is compiled and point["compile_setting"] == setting
+    assert point["mode"] == mode
+    assert point["point"] == f"003-{framework}-resnet50-fp32-1x1-bs4" + ("-compile" if compiled else "")
+    spec = points.run_spec(point, 0)
+    assert (spec["compile"], spec["compile_setting"], spec["mode"]) == (compiled, setting, mode)
+
+
+def test_the_default_is_auto():
+    assert cfg_of().compile == "auto"
+
+
+def test_a_point_written_before_auto_still_makes_a_spec(tmp_path):
+    point = points.make_point(cfg_of("framework=jax", "compile=true"), tmp_path, 0)
+    for key in ("compile_setting", "mode"):
+        del point[key]
+    spec = points.run_spec(point, 0)
+    assert (spec["compile_setting"], spec["mode"]) == (True, "jit")
+
+
+@pytest.mark.parametrize("override,message", [
+    ("compile=yes", "compile must be auto, true or false, got 'yes'"),
+    ("compile=1", "compile must be auto, true or false, got 1"),
+    ("model.clip_norm=0", "model.clip_norm must be a number > 0, got 0"),
+    ("model.max_predictions_per_seq=0", "model.max_predictions_per_seq must be an integer >= 1"),
+    ("model.clip_grad=maybe", "model.clip_grad must be true or false"),
+])
+def test_bad_compile_and_recipe_values_are_one_line(override, message):
+    cfg = cfg_of("model=bert_base", override)
+    with pytest.raises(points.ConfigError, match=message):
+        points.validate(cfg)
+
+
+@pytest.mark.parametrize("override,problem", [
+    ("compile=auto", None), ("compile=true", None), ("compile=false", None),
+    ("compile=maybe", "compile must be auto, true or false, got 'maybe'"),
+])
+def test_precheck_refuses_a_bad_compile_value(tmp_path, override, problem):
+    from launchers import precheck
+    assert precheck.check([override, f"output_root={tmp_path}"]) == problem
+
+
+def test_bert_clips_and_gathers_by_default():
+    m = points.resolve_model(cfg_of("model=bert_base", "preset=smoke").model)
+    assert (m["clip_grad"], m["clip_norm"], m["max_predictions_per_seq"], m["seq_len"]) == \
+        (True, 1.0, 20, 128)
+    off = points.resolve_model(cfg_of("model=bert_base", "model.clip_grad=false").model)
+    assert off["clip_grad"] is False

@@ -1,0 +1,64 @@
+"""frameworks/common/modes.py: each framework's modes, what compile=auto picks, and the
+recipe's switches (clipping, BERT's gathered positions) every adapter records."""
+import pytest
+
+from frameworks.common import modes
+
+# framework -> (compile=false, compile=true, compile=auto): each framework's official
+# benchmark or example scripts' way to train for throughput (docs/frameworks/<name>.md).
+TABLE = {
+    "pytorch": ("eager", "torch.compile", "eager"),
+    "tensorflow": ("tf.function", "xla", "tf.function"),
+    "jax": ("eager", "jit", "jit"),
+    "paddle": ("eager", "to_static", "eager"),
+    "mxnet": ("imperative", "hybridize", "hybridize"),
+    "mindspore": ("pynative", "graph", "graph"),
+    "oneflow": ("eager", "graph", "graph"),
+}
+
+
+@pytest.mark.parametrize("framework", sorted(TABLE))
+def test_mode_defaults_per_framework(framework):
+    off, on, auto = TABLE[framework]
+    assert modes.compiled(framework, False) is False and modes.compiled(framework, True) is True
+    assert modes.mode_name(framework, False) == off and modes.mode_name(framework, True) == on
+    assert modes.recommended(framework) == auto
+    assert modes.mode_name(framework, modes.compiled(framework, "auto")) == auto
+
+
+def test_every_framework_of_the_suite_is_in_the_table():
+    from tests.frameworks_env import FRAMEWORKS
+    assert set(modes.MODES) == set(FRAMEWORKS) == set(TABLE)
+
+
+@pytest.mark.parametrize("value,setting", [
+    ("auto", "auto"), ("AUTO", "auto"), (True, True), (False, False), ("true", True),
+    ("False", False)])
+def test_settings(value, setting):
+    assert modes.setting(value) == setting
+
+
+@pytest.mark.parametrize("value", ["yes", "", 1, 0, None, "xla"])
+def test_a_bad_setting_is_one_line(value):
+    with pytest.raises(ValueError, match=r"^compile must be auto, true or false, got "):
+        modes.setting(value)
+
+
+def test_a_framework_outside_the_table_runs_eager_under_auto():
+    assert modes.compiled("caffe", "auto") is False and modes.compiled("caffe", True) is True
+    assert (modes.mode_name("caffe", False), modes.mode_name("caffe", True)) == ("eager", "compiled")
+
+
+def test_clipping_and_the_recipe_environment():
+    from tests.frameworks_env import model_cfg
+    bert = model_cfg("bert_base", "tiny")
+    assert modes.clip_norm(bert) == 1.0
+    assert modes.recipe_environment(bert) == {"clip_grad": True, "clip_norm": 1.0,
+                                              "max_predictions_per_seq": 20}
+    assert modes.clip_norm(dict(bert, clip_grad=False)) is None  # DLPerf's "W/O clip"
+    assert modes.recipe_environment(dict(bert, clip_grad=False))["clip_grad"] is False
+    assert modes.recipe_environment(model_cfg("resnet50", "tiny")) == {"clip_grad": False,
+                                                                      "clip_norm": None}
+    assert model_cfg("bert_base", "full")["max_predictions_per_seq"] == 20
+    with pytest.raises(ValueError, match="clip_norm must be > 0"):
+        modes.clip_norm(dict(bert, clip_norm=0))
