@@ -26,6 +26,7 @@ RUN_SCHEMA = "dlbench.run"
 SLURM_SCHEMA = "dlbench.slurm"
 SEARCH_SCHEMA = "dlbench.search"
 REFERENCE_SCHEMA = "dlbench.reference"  # a regression gate's reference (analysis/compare.py)
+PEAKS_SCHEMA = "dlbench.peaks"          # device peak TFLOP/s, as data (analysis/peaks.yaml)
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"
