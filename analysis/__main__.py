@@ -7,7 +7,8 @@ python -m analysis history ROOT                       each configuration across 
 
 `report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
 rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
-and the plots to DIR (default PATH/report). --max-cv and --max-drift set the flags'
+the plots, and report.html (every table with the plots embedded: one self-contained file
+to mail; --html PATH puts it elsewhere) to DIR (default PATH/report). --max-cv and --max-drift set the flags'
 thresholds (analysis/method.py: a CV across repeats, a drift between the timed window's
 halves, above which a figure is marked; 5% each by default).
 
@@ -21,17 +22,18 @@ import argparse
 import os
 import sys
 
-from analysis import comm, compare, load, method, report
+from analysis import comm, compare, html_report, load, method, report
 from analysis.load import RecordError
 from frameworks.common import layout
 
 
 def cmd_report(args) -> int:
     results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
-    print(report.render(results))
+    text = report.render(results)
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if len(comm_table):
-        print(comm.render_comm(comm_table))
+        text += "\n" + comm.render_comm(comm_table)
+    print(text)
     out = args.out or os.path.join(args.path, layout.REPORT_DIR)
     try:
         os.makedirs(out, exist_ok=True)
@@ -45,9 +47,11 @@ def cmd_report(args) -> int:
         if len(comm_table):
             comm_table.to_csv(os.path.join(out, "comm.csv"), index=False)
             written += [] if args.no_plot else comm.busbw_plots(comm_table, out)
+        page = html_report.write(args.html or os.path.join(out, "report.html"), f"dlbench: {args.path}",
+                          text, written, "plots skipped (--no-plot)" if args.no_plot else "")
     except OSError as exc:
         raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
-    print(f"tables: {out}/points.csv, runs.csv, steps.parquet" +
+    print(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {page}" +
           "".join(f"\nplot: {p}" for p in written))
     if results.corrupt:
         print(f"error: {len(results.corrupt)} corrupt record file(s); their repeats are marked "
@@ -79,7 +83,8 @@ def main(argv=None) -> int:
     rep = sub.add_parser("report", help="tables, CSV, Parquet and plots of a sweep")
     rep.add_argument("path", help="a sweep folder (or a folder of sweeps)")
     rep.add_argument("--out", help="where CSV, Parquet and PNG go (default PATH/report)")
-    rep.add_argument("--no-plot", action="store_true")
+    rep.add_argument("--no-plot", action="store_true", help="no PNG plots (nor in the page)")
+    rep.add_argument("--html", help="where report.html goes (default DIR/report.html)")
     rep.add_argument("--max-cv", type=_fraction, default=method.MAX_CV,
                      help="flag a figure whose CV across repeats is above this (default 0.05)")
     rep.add_argument("--max-drift", type=_fraction, default=method.MAX_DRIFT,

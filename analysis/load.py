@@ -46,7 +46,7 @@ STAT_COLUMNS = ["ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p
 # Model FLOPs and MFU (analysis/flops.py): added once the points are known (add_flops).
 FLOP_COLUMNS = ["flops_per_sample", "tflops_per_device", "peak_tflops", "math_dtype",
                 "peak_source", "mfu"]
-POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "throughput", "tp_min", "tp_max",
+POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "mode", "throughput", "tp_min", "tp_max",
                  "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes", "device",
                  *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",
                  *FLOP_COLUMNS]
@@ -241,7 +241,8 @@ def point_row(point: dict, sweep: str) -> dict:
            "precision": _field(point, "precision", str), "amp_dtype": point.get("amp_dtype"),
            "compile": point["compile"], "batch_size": _field(point, "batch_size", int),
            "nodes": _field(point, "nodes", int), "gpus_per_node": _field(point, "gpus_per_node", int),
-           "devices": _field(point, "world_size", int), "repeats": _field(point, "repeats", int)}
+           "devices": _field(point, "world_size", int), "repeats": _field(point, "repeats", int),
+           "mode": point.get("mode")}  # the mode that ran: eager, graph, jit, xla, ... (frameworks/common/modes.py)
     if row["devices"] < 1:
         raise ValueError(f"world_size {row['devices']}")
     return row

@@ -10,7 +10,7 @@ import pandas as pd
 from tabulate import tabulate
 
 ROW_KEY = ["framework", "precision", "batch_size", "compile"]
-HEADERS = ["framework", "precision", "batch/dev", "compile"]
+HEADERS = ["framework", "precision", "batch/dev", "mode"]
 LABELS = {"failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT", "cancelled": "CANCELLED",
           "unsupported": "UNSUPPORTED", "missing": "missing", "incomplete": "running?",
           "corrupt": "CORRUPT"}
@@ -47,15 +47,21 @@ def cell(row, column: str, fmt, marks: str = None) -> str:
     return f"{text} {flags}" if isinstance(flags, str) and flags else text
 
 
+def mode_of(row) -> str:
+    """The mode that ran (records since compile=auto name it), else compile on/off."""
+    mode = getattr(row, "mode", None)
+    return mode if isinstance(mode, str) and mode else ("compile on" if row.compile else "compile off")
+
+
 def table(points: pd.DataFrame, column: str, fmt, marks: str = None) -> str:
     """One model's points as a grid of `column`, formatted with `fmt` (see `cell`)."""
     columns = layout_columns(points)
     grid = {}
     for row in points.itertuples():
-        key = tuple(getattr(row, k) for k in ROW_KEY)
+        key = tuple(getattr(row, k) for k in ROW_KEY[:3]) + (mode_of(row),)
         grid.setdefault(key, {})[f"{row.nodes}x{row.gpus_per_node}"] = cell(row, column, fmt, marks)
     rows = []
     for key in sorted(grid, key=lambda k: tuple(str(x) for x in k)):
         fw, prec, bs, comp = key
-        rows.append([fw, prec, bs, "on" if comp else "off"] + [grid[key].get(c, "-") for c in columns])
+        rows.append([fw, prec, bs, comp] + [grid[key].get(c, "-") for c in columns])
     return tabulate(rows, headers=HEADERS + columns, tablefmt="github", disable_numparse=True)
