@@ -34,22 +34,32 @@ def _run(argv, timeout):
     return r.stdout if r.returncode == 0 else None
 
 
-def squeue_states(job_ids, timeout: float = 30) -> dict:
-    """job id -> state for the jobs the controller still holds (pending, running, or ended
-    within MinJobAge); jobs it has forgotten are absent."""
+def squeue_jobs(job_ids, timeout: float = 30) -> dict:
+    """job id -> {state, reason} for the jobs the controller still holds (pending, running,
+    or ended within MinJobAge); jobs it has forgotten are absent. `reason` is squeue's %r:
+    why a pending job waits (Resources, Priority, BeginTime, ReqNodeNotAvail, ...), None
+    when it says none."""
     ids = sorted({str(j) for j in job_ids})
     if not ids:
         return {}
-    out = _run(["squeue", "-h", "--states=all", "-j", ",".join(ids), "-o", "%i|%T"], timeout)
+    fmt = ["-o", "%i|%T|%r"]
+    out = _run(["squeue", "-h", "--states=all", "-j", ",".join(ids), *fmt], timeout)
     if out is None and len(ids) > 1:  # one unknown id can fail the whole call: ask one by one
-        out = "".join(_run(["squeue", "-h", "--states=all", "-j", j, "-o", "%i|%T"], timeout) or ""
+        out = "".join(_run(["squeue", "-h", "--states=all", "-j", j, *fmt], timeout) or ""
                       for j in ids)
-    states = {}
+    jobs = {}
     for line in (out or "").splitlines():
-        job, _, state = line.partition("|")
+        job, _, rest = line.partition("|")
+        state, _, reason = rest.partition("|")
         if job in ids:
-            states[job] = normalize(state)
-    return states
+            reason = reason.strip()
+            jobs[job] = {"state": normalize(state), "reason": None if reason in ("", "None") else reason}
+    return jobs
+
+
+def squeue_states(job_ids, timeout: float = 30) -> dict:
+    """job id -> state, as squeue_jobs."""
+    return {j: info["state"] for j, info in squeue_jobs(job_ids, timeout).items()}
 
 
 def sacct_states(job_ids, timeout: float = 60) -> dict:
@@ -66,11 +76,18 @@ def sacct_states(job_ids, timeout: float = 60) -> dict:
     return states
 
 
-def job_states(job_ids) -> dict:
-    """job id -> state: the controller's while it holds the job (sacct lags it by seconds
-    and learns a start late), else accounting's; None where neither knows the job."""
+def jobs(job_ids) -> dict:
+    """job id -> {state, reason}: the controller's while it holds the job (sacct lags it by
+    seconds and learns a start late), else accounting's state (no reason); state None
+    where neither knows the job. One squeue call for all jobs, one sacct for the rest."""
     ids = [str(j) for j in job_ids]
-    states = squeue_states(ids)
-    missing = [j for j in ids if j not in states]
-    states.update(sacct_states(missing) if missing else {})
-    return {j: states.get(j) for j in ids}
+    out = squeue_jobs(ids)
+    missing = [j for j in ids if j not in out]
+    for job, state in (sacct_states(missing) if missing else {}).items():
+        out[job] = {"state": state, "reason": None}
+    return {j: out.get(j, {"state": None, "reason": None}) for j in ids}
+
+
+def job_states(job_ids) -> dict:
+    """job id -> state, as jobs()."""
+    return {j: info["state"] for j, info in jobs(job_ids).items()}

@@ -101,11 +101,16 @@ def worker_argv(point, spec_path: str, python: str) -> list:
 
 
 def srun_argv(point, spec_path: str, rdir: str, python: str, job_min: int) -> list:
-    """One repeat's job step as an argument list: one task per GPU on every node."""
+    """One repeat's job step as an argument list: one task per GPU on every node.
+
+    --kill-on-bad-exit=0 (whatever the site's KillOnBadExit): the driver ends the step
+    when a rank fails, after launcher.failure_grace_s, with signals. srun's own kill of the
+    step is queued by the controller for a node that does not answer and delivered when the
+    node is back, where it kills the same-numbered step of the requeued job (Slurm 22.05)."""
     cl = _cluster(point)
     gpn = point["gpus_per_node"]
     argv = ["srun", f"--nodes={point['nodes']}", f"--ntasks={point['world_size']}",
-            f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=1",
+            f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=0",
             f"--time={step_time_min(point, job_min)}",
             f"--output={os.path.join(rdir, 'rank-%5t.log')}", f"--chdir={points.ROOT}"]
     if cl.get("cpus_per_task"):
@@ -315,7 +320,9 @@ def submit(point: dict, dry_run: bool = False) -> None:
 
 def scancel_steps(job_id, signal: str = None, timeout: float = 30) -> None:
     """Signal the job's running srun steps (not the job, not its batch shell): with
-    `signal` (TERM: the ranks write their records and end), else end them (SIGKILL)."""
+    `signal` (TERM: the ranks write their records and end; KILL), else cancel them. A
+    signal to a node that does not answer fails after MessageTimeout; a cancel is queued
+    until the node answers again (slurm_driver.PointDriver._stop)."""
     try:
         out = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i"],
                              capture_output=True, text=True, timeout=timeout).stdout

@@ -61,8 +61,9 @@ def read_points(sweep: str) -> list:
     return out
 
 
-def point_state(p: dict, slurm_state):
-    """(state, detail) of one point from its Slurm state (None: unknown or local) and records."""
+def point_state(p: dict, slurm_state, reason=None):
+    """(state, detail) of one point from its Slurm state (None: unknown or local), the
+    reason squeue gives a pending job (None: none), and records."""
     runs, expected = p["runs"], p["expected"]
     ok = sum(run.get("status") == "ok" for run in runs.values())
     bad = [runs[r] for r in sorted(runs) if runs[r].get("status") != "ok"]
@@ -70,6 +71,8 @@ def point_state(p: dict, slurm_state):
     if p["slurm"] and slurm_state in ("PENDING", "RUNNING"):
         detail = first_error or (f"repeat {p['running'][-1]} running"
                                  if slurm_state == "RUNNING" and p["running"] else "")
+        if slurm_state == "PENDING" and reason:  # why it waits: BeginTime after a requeue, ...
+            detail = "; ".join(filter(None, [f"waiting: {reason}", detail]))
         return slurm_state, detail
     if len(runs) == expected:
         if ok == expected:
@@ -93,11 +96,12 @@ def point_state(p: dict, slurm_state):
 def states(sweep: str) -> list:
     pts = read_points(sweep)
     ids = [p["slurm"]["job_id"] for p in pts if p["slurm"] and p["slurm"].get("job_id")]
-    slurm_states = sacct.job_states(ids) if ids else {}
+    slurm_jobs = sacct.jobs(ids) if ids else {}
     rows = []
     for p in pts:
         job = (p["slurm"] or {}).get("job_id")
-        state, detail = point_state(p, slurm_states.get(job) if job else None)
+        info = slurm_jobs.get(job) or {}
+        state, detail = point_state(p, info.get("state"), info.get("reason"))
         ok = sum(run.get("status") == "ok" for run in p["runs"].values())
         bad = next((p["runs"][r] for r in sorted(p["runs"]) if p["runs"][r].get("log_tail")
                     and p["runs"][r].get("status") != "ok"), None)

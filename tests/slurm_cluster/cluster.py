@@ -225,10 +225,8 @@ class LocalSlurmCluster:
             self._daemon(["slurmctld", "-f", self.conf])
             # Clients retry a refused connection only after a second: wait for the port.
             _wait(lambda: _listening(config.CONTROLLER_ADDR, config.PORTS["slurmctld"]), 30, "slurmctld")
-            for k, name in enumerate(self.node_names, 1):
-                self._daemon(["nsenter", f"--net=/run/netns/{net.NETNS.format(k)}", "unshare", "--uts",
-                              "--mount", "--propagation", "private", "/bin/sh", "-c", NODE_SH, "sh",
-                              name, self.dir / "etc" / "hosts", which("slurmd"), "-f", self.conf, "-N", name])
+            for name in self.node_names:
+                self._start_slurmd(name)
             self.wait_idle(timeout)
         except Exception as e:
             tails = config.log_tails(self)
@@ -238,6 +236,54 @@ class LocalSlurmCluster:
             self.down()
             raise
         return True
+
+    def _start_slurmd(self, name: str) -> None:
+        k = self.node_names.index(name) + 1
+        self._daemon(["nsenter", f"--net=/run/netns/{net.NETNS.format(k)}", "unshare", "--uts",
+                      "--mount", "--propagation", "private", "/bin/sh", "-c", NODE_SH, "sh",
+                      name, self.dir / "etc" / "hosts", which("slurmd"), "-f", self.conf, "-N", name])
+
+    # ---- losing a node and getting it back ------------------------------------
+    def kill_node(self, name: str) -> set[int]:
+        """SIGKILL every process in a node's namespace (slurmd, slurmstepd, the job's
+        tasks), as if the node lost power; returns their pids. `restart_node` undoes it."""
+        with _locked():
+            pids = net.ns_pids(net.NETNS.format(self.node_names.index(name) + 1))
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            _wait(lambda: not any(_running(p) for p in pids), 10, f"{name}'s processes to die")
+        return pids
+
+    def connections(self, name: str, comm: str = "python") -> int:
+        """Established TCP connections of processes named `comm` inside a node: a rank
+        past its rendezvous holds one to the store and one to each peer."""
+        ns = f"--net=/run/netns/{net.NETNS.format(self.node_names.index(name) + 1)}"
+        r = _run([which("nsenter"), ns, which("ss") or "ss", "-Htnp", "state", "established"],
+                 check=False)
+        return sum(f'(("{comm}",' in line for line in r.stdout.splitlines())
+
+    def node_state(self, name: str) -> str:
+        """sinfo's short state of one node: idle, mix, alloc, down*, idle* (* = not responding)."""
+        r = _run(["sinfo", "-h", "-N", "-n", name, "-o", "%t"], check=False, env=self.client_env())
+        return r.stdout.strip()
+
+    def restart_node(self, name: str, timeout: float = 60) -> None:
+        """Start a killed node's slurmd again and return the node to service: it then
+        answers and takes jobs, whatever Slurm had marked it (DOWN, NOT_RESPONDING)."""
+        with _locked():
+            if not self._our_pid(self.dir / "run" / f"slurmd-{name}.pid", "slurmd"):
+                self._start_slurmd(name)
+        # A node Slurm marked DOWN comes back on its own (ReturnToService=2) once it
+        # registers; resume is for one still marked, and is refused for one that is not.
+        end = time.monotonic() + timeout
+        while (state := self.node_state(name)) not in ("idle", "mix", "alloc"):
+            if time.monotonic() > end:
+                raise ClusterError(f"{name} did not come back within {timeout:.0f}s (sinfo: {state!r})")
+            if state.startswith(("down", "drain", "fail")) and not state.endswith("*"):
+                _run(["scontrol", "update", f"nodename={name}", "state=resume"], check=False,
+                     env=self.client_env())
+            time.sleep(0.5)
 
     def _daemon(self, argv: list) -> None:
         """Run a daemon that detaches itself (or via `setsid -f`); its output goes
