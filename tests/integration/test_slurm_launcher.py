@@ -71,9 +71,10 @@ def release_requeued(job: str) -> None:
 
 
 def status_lines(text) -> dict:
-    """point name -> (state, ok/rec/exp, job, detail) from the status table."""
+    """point name -> (state, ok/rec/exp, job, detail) from the status table (the log tails
+    of failed points follow it after a blank line)."""
     out = {}
-    for line in text.splitlines()[1:]:
+    for line in text.split("\n\n")[0].splitlines()[1:]:
         name, state, counts, job, *detail = line.split(None, 4)
         out[name] = (state, counts, job, detail[0] if detail else "")
     return out

@@ -62,7 +62,7 @@ def test_localtest(tmp_path):
     text = dry_run(tmp_path, "nodes=2", "gpus_per_node=2", "preset=smoke", "cluster=localtest")
     check_golden("slurm_localtest.txt", text)
     assert "--gpus-per-node=2" in text and "--container" not in text
-    assert text.count("srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1") == 2
+    assert text.count("srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=0") == 2
     assert "<PYTHON> -m frameworks --spec <SWEEP>/points/000-pytorch-resnet50-fp32-2x2-bs4/repeat-01/spec.json" in text
 
 
