@@ -8,6 +8,7 @@ half-way is moved aside whole and run again.
 """
 import json
 import os
+import shutil
 import time
 
 from frameworks.common import layout, records, statuses
@@ -26,10 +27,21 @@ def read_rank_records(rdir: str, world_size: int) -> dict:
     return out
 
 
-def _set_aside(rdir: str) -> None:
-    """Keep an interrupted attempt's files, out of the way of the analysis."""
-    if os.path.isdir(rdir) and os.listdir(rdir):
+def set_aside(rdir: str) -> None:
+    """Move an interrupted attempt out of the analysis' way, whole (the layout's
+    interrupted name: kept, never read); a repeat that never started (nothing, or only
+    its spec) is simply removed."""
+    if not os.path.isdir(rdir):
+        return
+    if sorted(os.listdir(rdir)) in ([], [layout.SPEC_FILE]):
+        shutil.rmtree(rdir, ignore_errors=True)
+    else:
         os.rename(rdir, layout.interrupted_dir(rdir))
+
+
+def _fresh(rdir: str) -> None:
+    """An empty folder for a repeat about to run; an earlier attempt's is set aside."""
+    set_aside(rdir)
     os.makedirs(rdir, exist_ok=True)
 
 
@@ -48,7 +60,7 @@ def run_repeat(point: dict, repeat: int, start) -> dict:
     """Run one repeat with `start(point, spec_path, rdir) -> (rank_ends, ended_by)`, where
     rank_ends maps rank -> {exit_code, signal, node, stopped} (statuses.run_outcome)."""
     rdir = points.repeat_dir(point, repeat)
-    _set_aside(rdir)
+    _fresh(rdir)
     spec_path = os.path.join(rdir, layout.SPEC_FILE)
     records.write_json_atomic(spec_path, points.run_spec(point, repeat))
     started = time.time()
@@ -80,7 +92,7 @@ def _not_run(point: dict, repeat: int, because: dict) -> dict:
     """A repeat not run because an earlier one found the point unsupported here: a missing
     capability does not come back on the next try, so the point ends in seconds."""
     rdir = points.repeat_dir(point, repeat)
-    _set_aside(rdir)
+    _fresh(rdir)
     now = time.time()
     run = {"schema": layout.RUN_SCHEMA, "version": layout.SCHEMA_VERSION,
            "point": point["point"], "repeat": repeat, "status": "unsupported",

@@ -26,12 +26,11 @@ def check(point: dict) -> None:
 
 def rank_env(point: dict, rank: int, port: int, base=None) -> dict:
     world = point["world_size"]
-    env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not k.startswith("SLURM_")}  # an outer allocation's variables would mislead
-    env.update({str(k): str(v) for k, v in point["cluster"].get("env", {}).items()})
+    env = {str(k): str(v) for k, v in point["cluster"].get("env", {}).items()}
     env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-               LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(points.ROOT), env.get("PYTHONPATH")])))
+               LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # An outer allocation's variables would mislead.
+    env = points.rank_environ(base, lambda name: name.startswith("SLURM_"), env)
     # Share the cores among the ranks instead of letting each claim them all.
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world)))
     return env

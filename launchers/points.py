@@ -181,6 +181,16 @@ def run_spec(point: dict, repeat: int) -> dict:
     return spec
 
 
+def rank_environ(base, drop, additions: dict) -> dict:
+    """A rank's environment, as each launcher builds it: `base` (os.environ when None)
+    without the variables `drop(name)` is true of, plus the launcher's `additions`;
+    PYTHONPATH leads to the suite, then whatever PYTHONPATH was there."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not drop(k)}
+    env.update(additions)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 class WorkerUnavailable(RuntimeError):
     """The framework's interpreter is not there: the repeat fails with this message."""
 

@@ -34,6 +34,17 @@ def _run(argv, timeout):
     return r.stdout if r.returncode == 0 else None
 
 
+def _rows(out, ids) -> dict:
+    """job id -> the rest of its line after the first '|', for the lines of `out` (squeue's
+    or sacct's `-o ID|...` output) whose job id is one of `ids`."""
+    rows = {}
+    for line in (out or "").splitlines():
+        job, _, rest = line.partition("|")
+        if job in ids:
+            rows[job] = rest
+    return rows
+
+
 def squeue_jobs(job_ids, timeout: float = 30) -> dict:
     """job id -> {state, reason} for the jobs the controller still holds (pending, running,
     or ended within MinJobAge); jobs it has forgotten are absent. `reason` is squeue's %r:
@@ -48,12 +59,10 @@ def squeue_jobs(job_ids, timeout: float = 30) -> dict:
         out = "".join(_run(["squeue", "-h", "--states=all", "-j", j, *fmt], timeout) or ""
                       for j in ids)
     jobs = {}
-    for line in (out or "").splitlines():
-        job, _, rest = line.partition("|")
+    for job, rest in _rows(out, ids).items():
         state, _, reason = rest.partition("|")
-        if job in ids:
-            reason = reason.strip()
-            jobs[job] = {"state": normalize(state), "reason": None if reason in ("", "None") else reason}
+        reason = reason.strip()
+        jobs[job] = {"state": normalize(state), "reason": None if reason in ("", "None") else reason}
     return jobs
 
 
@@ -68,12 +77,7 @@ def sacct_states(job_ids, timeout: float = 60) -> dict:
     if not ids:
         return {}
     out = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(ids)], timeout)
-    states = {}
-    for line in (out or "").splitlines():
-        job, _, state = line.partition("|")
-        if job in ids:
-            states[job] = normalize(state)
-    return states
+    return {job: normalize(state) for job, state in _rows(out, ids).items()}
 
 
 def jobs(job_ids) -> dict:

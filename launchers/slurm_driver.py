@@ -3,7 +3,8 @@
 submitit runs `PointDriver(point_dir)()` as the batch shell itself (launchers/slurm.py
 `exec`s the interpreter). It calls launchers.driver.run_point with `start`, which runs
 one repeat as one `srun` job step: one task per GPU on every node, MASTER_ADDR the first
-host of the allocation, MASTER_PORT from the job id, the cluster's `env:` added.
+host of the allocation, MASTER_PORT the first free block of ports from the job id's slot
+(launchers/ports.py), the cluster's `env:` added.
 
 How a repeat ends, and what it leaves:
 - its ranks end: run.json from their records (launchers/driver.py);
@@ -28,7 +29,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -37,15 +37,14 @@ import time
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from frameworks.common import records
-from launchers import driver, points, slurm, srun_output
+from frameworks.common import layout, records
+from launchers import driver, points, srun_output, srun_step
 
 STEP_GRACE_S = 30  # how long a timed-out step's ranks get between SIGTERM and SIGKILL
 STOP_TERM_S = 10   # the same after a peer failed: the rest are waiting on it, not working
 POLL_S = 1.0       # how often a running step's records and srun.log are read
 FAILURE_GRACE_S = 30  # launcher.failure_grace_s when the point does not say
 PROBE_TIMEOUT_S = 15  # each call that asks Slurm or a node whether it is there
-RECORD = re.compile(r"^rank-(\d{5})\.json$")
 
 
 class AllocationEnding(BaseException):
@@ -71,17 +70,6 @@ def job_running(job_id: str) -> bool:
         return True
     state = r.stdout.strip()
     return r.returncode != 0 or not state or state == "RUNNING"
-
-
-def set_aside(rdir: str) -> None:
-    """Move an interrupted attempt out of the analysis' way, whole; a repeat that never
-    started (only its spec) is simply removed."""
-    if not os.path.isdir(rdir):
-        return
-    if sorted(os.listdir(rdir)) in ([], ["spec.json"]):
-        shutil.rmtree(rdir, ignore_errors=True)
-    else:
-        os.rename(rdir, f"{rdir}.interrupted-{time.time():.0f}")
 
 
 def slurm_config(keys=("SlurmdPort", "SlurmdTimeout")) -> dict:
@@ -169,7 +157,7 @@ class StepWatch:
         except OSError:
             names = []
         for name in names:
-            m = RECORD.match(name)
+            m = layout.RANK_RECORD_RE.match(name)
             rank = int(m.group(1)) if m else None
             if rank is not None and rank not in self.records and rank < self.world:
                 try:
@@ -178,7 +166,7 @@ class StepWatch:
                 except (OSError, ValueError):
                     pass  # not there after all: the next look reads it
         try:
-            with open(os.path.join(self.rdir, "srun.log"), "rb") as f:
+            with open(os.path.join(self.rdir, layout.SRUN_LOG), "rb") as f:
                 f.seek(self._seen)
                 new = f.read()
         except OSError:
@@ -244,7 +232,7 @@ class PointDriver(Checkpointable):
         bad = [f"repeat {r}: {s}" for r, s in enumerate(statuses) if s != "ok"]
         if bad:  # the job's own state then says the point did not complete ok
             raise RuntimeError(f"{len(bad)} of {len(statuses)} repeat(s) not ok ({', '.join(bad)}); "
-                               "see run.json in the repeat folders")
+                               f"see {layout.RUN_FILE} in the repeat folders")
         return statuses
 
     def _on_sigterm(self, signum, frame):
@@ -254,21 +242,21 @@ class PointDriver(Checkpointable):
     def start(self, point: dict, spec_path: str, rdir: str):
         """Run one repeat as one srun step -> (rank_ends, ended_by) (launchers/driver.py)."""
         if self.ending:
-            set_aside(rdir)
+            driver.set_aside(rdir)
             raise AllocationEnding(self.ending)
         self._leave_lost_nodes(rdir)
         self._end_lingering()
         repeat = records.read_spec(spec_path)["repeat"]
-        job_min = slurm.time_limit_min(point)
-        argv = slurm.srun_argv(point, spec_path, rdir, sys.executable, job_min)
-        port = slurm.master_port(self.job_id, repeat, self.restarts)
-        env = slurm.step_env(point, self.master, port)
-        records.write_json_atomic(os.path.join(rdir, "step.json"), {
-            "argv": argv, "env": slurm.step_env_additions(point, self.master, port),
+        job_min = srun_step.time_limit_min(point)
+        argv = srun_step.srun_argv(point, spec_path, rdir, sys.executable, job_min)
+        port = srun_step.master_port(point, self.job_id)
+        env = srun_step.step_env(point, self.master, port)
+        records.write_json_atomic(os.path.join(rdir, layout.STEP_FILE), {
+            "argv": argv, "env": srun_step.step_env_additions(point, self.master, port),
             "job_id": self.job_id, "restarts": self.restarts, "nodelist": self.nodelist,
             "started_unix": time.time()})
         log(f"repeat {repeat}: {shlex.join(argv)}")
-        srun_log = os.path.join(rdir, "srun.log")
+        srun_log = os.path.join(rdir, layout.SRUN_LOG)
         with open(srun_log, "w") as out:
             proc = subprocess.Popen(argv, cwd=points.ROOT, env=env, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -277,7 +265,7 @@ class PointDriver(Checkpointable):
             ended_by, failed, stopped = self._watch(proc, watch, point, repeat)
         except BaseException:  # submitit's requeue (SystemExit) or anything else: leave no step
             self._stop(proc, grace=10)
-            set_aside(rdir)
+            driver.set_aside(rdir)
             raise
         watch.poll()  # srun's last words
         # A step that failed while the allocation ends was cut short, not failed; unless a
@@ -285,7 +273,7 @@ class PointDriver(Checkpointable):
         # died). One that succeeded is whole: its records are, and it is recorded.
         if ended_by is None and not failed and proc.returncode != 0 \
                 and (self.ending or not job_running(self.job_id)):
-            set_aside(rdir)
+            driver.set_aside(rdir)
             raise AllocationEnding(self.ending or "the job is no longer running")
         if ended_by is None and "DUE TO TIME LIMIT" in watch.text:
             ended_by = "timeout"  # srun's --time backstop
@@ -379,7 +367,7 @@ class PointDriver(Checkpointable):
             if refused:
                 log(f"scontrol requeue {self.job_id} failed: {refused}; the unrecorded repeats "
                     "run when the sweep is submitted again")
-        set_aside(rdir)
+        driver.set_aside(rdir)
         raise AllocationEnding(self.ending or f"node(s) {', '.join(sorted(bad))} unreachable")
 
     def _await_node_failure(self, nodes: list, conf: dict) -> bool:
@@ -415,7 +403,7 @@ class PointDriver(Checkpointable):
         Signals (`scancel --signal`) are not queued."""
         for signal_name, wait_s in (("TERM", grace), ("KILL", kill_wait)):
             until = time.monotonic() + wait_s  # scancel itself can take seconds (a dead node's)
-            slurm.scancel_steps(self.job_id, signal=signal_name)
+            srun_step.scancel_steps(self.job_id, signal=signal_name)
             try:
                 proc.wait(timeout=max(0.1, until - time.monotonic()))
                 return True

@@ -25,12 +25,13 @@ import os
 import sys
 import time
 
-from frameworks.common import statuses
+from frameworks.common import layout, statuses
 from launchers import sacct
 
 RUN_STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
              "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED"}
 FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED")
+POINT_FILES = os.path.join("SWEEP", layout.POINTS_DIR, "*", layout.POINT_FILE)  # in messages
 TAIL_LINES = 5  # of a failed point's log shown under the table (-v: all that run.json keeps)
 
 
@@ -45,19 +46,19 @@ def _json(path):
 def read_points(sweep: str) -> list:
     """Every point of the sweep with its records: [{name, point, slurm, runs}]."""
     out = []
-    for pfile in sorted(glob.glob(os.path.join(sweep, "points", "*", "point.json"))):
+    for pfile in sorted(glob.glob(os.path.join(sweep, layout.POINTS_DIR, "*", layout.POINT_FILE))):
         pdir = os.path.dirname(pfile)
         point = _json(pfile) or {}
         repeats = int(point.get("repeats") or 0)
         runs = {}
         for r in range(repeats):
-            run = _json(os.path.join(pdir, f"repeat-{r:02d}", "run.json"))
+            run = _json(os.path.join(layout.repeat_dir(pdir, r), layout.RUN_FILE))
             if run is not None:
                 runs[r] = run
         out.append({"name": os.path.basename(pdir), "dir": pdir, "expected": repeats,
-                    "slurm": _json(os.path.join(pdir, "slurm.json")), "runs": runs,
+                    "slurm": _json(os.path.join(pdir, layout.SLURM_FILE)), "runs": runs,
                     "running": [r for r in range(repeats) if r not in runs
-                                and os.path.isdir(os.path.join(pdir, f"repeat-{r:02d}"))]})
+                                and os.path.isdir(layout.repeat_dir(pdir, r))]})
     return out
 
 
@@ -147,15 +148,15 @@ def progress(rows: list, elapsed: float, width: int = 30) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m launch status",
                                      description="Where each point of a sweep stands.")
-    parser.add_argument("sweep", help="the sweep folder (SWEEP/points/*/point.json)")
+    parser.add_argument("sweep", help=f"the sweep folder ({POINT_FILES})")
     parser.add_argument("--wait", action="store_true", help="wait until every point is final")
     parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
     parser.add_argument("--interval", type=float, default=5.0, help="with --wait: seconds between polls")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show every kept log line of a failed rank, not the last few")
     args = parser.parse_args(argv)
-    if not glob.glob(os.path.join(args.sweep, "points", "*", "point.json")):
-        print(f"error: no sweep points under {args.sweep} (expected SWEEP/points/*/point.json)",
+    if not glob.glob(os.path.join(args.sweep, layout.POINTS_DIR, "*", layout.POINT_FILE)):
+        print(f"error: no sweep points under {args.sweep} (expected {POINT_FILES})",
               file=sys.stderr)
         return 2
     rows = states(args.sweep)

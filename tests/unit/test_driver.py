@@ -86,3 +86,32 @@ def test_an_unsupported_point_runs_one_repeat_and_records_the_rest(tmp_path):
     with open(os.path.join(points.repeat_dir(point, 2), "run.json")) as f:
         run = json.load(f)
     assert run["not_run"] and "repeat 0 found it unsupported" in run["error"]
+
+
+def test_set_aside_removes_an_attempt_that_never_started_and_keeps_one_that_did(tmp_path):
+    # One rule for both launchers (the local one before a repeat, the Slurm driver when the
+    # allocation ends under one): nothing or only the spec -> removed; else renamed aside.
+    empty, spec_only, started = (str(tmp_path / f"repeat-0{i}") for i in range(3))
+    os.makedirs(empty)
+    os.makedirs(spec_only)
+    open(os.path.join(spec_only, "spec.json"), "w").write("{}")
+    os.makedirs(started)
+    open(os.path.join(started, "spec.json"), "w").write("{}")
+    open(os.path.join(started, "rank-00000.log"), "w").write("partial")
+    for rdir in (empty, spec_only, started, str(tmp_path / "repeat-09")):
+        driver.set_aside(rdir)
+    names = sorted(os.listdir(tmp_path))
+    assert len(names) == 1 and names[0].startswith("repeat-02.interrupted-")
+    assert sorted(os.listdir(tmp_path / names[0])) == ["rank-00000.log", "spec.json"]
+
+
+def test_a_rerun_repeat_starts_in_an_empty_folder(tmp_path):
+    point = make(tmp_path, repeats=1)
+    rdir = points.repeat_dir(point, 0)
+    os.makedirs(rdir)
+    open(os.path.join(rdir, "spec.json"), "w").write("{}")  # a spec, then the allocation ended
+    seen = []
+    driver.run_repeat(point, 0, lambda p, s, r: (seen.append(sorted(os.listdir(r))),
+                                                 writer([])(p, s, r))[1])
+    assert seen == [["spec.json"]]
+    assert not [d for d in os.listdir(point["dir"]) if ".interrupted-" in d]

@@ -5,13 +5,14 @@ Regenerate the goldens after an intended change with
     UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/test_slurm_dryrun.py
 """
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from launchers import points, sacct, slurm, status
+from launchers import points, ports, sacct, slurm, srun_step, status
 from tests import sweepfiles
 from tests.unit.test_points import cfg_of
 
@@ -77,7 +78,7 @@ def test_too_many_gpus_per_node_is_refused():
 
 def test_no_gpus_asked_where_the_site_has_none():
     point = make("cluster=local", "nodes=2", "gpus_per_node=2", "preset=smoke")
-    argv = slurm.srun_argv(point, "/s/spec.json", "/s", "py", 10)
+    argv = srun_step.srun_argv(point, "/s/spec.json", "/s", "py", 10)
     assert not any(a.startswith("--gpus") for a in argv)
     assert "gpus_per_node" not in slurm.executor_parameters(point)
     assert argv[-5:] == ["py", "-m", "frameworks", "--spec", "/s/spec.json"]
@@ -85,20 +86,39 @@ def test_no_gpus_asked_where_the_site_has_none():
 
 def test_time_limits():
     point = make("cluster=localtest", "preset=smoke")  # 2 repeats x (300 + 60) s + 120 s
-    assert slurm.time_limit_min(point) == 14
-    assert slurm.time_limit_min(make("cluster=localtest")) == 15  # capped by max_time_min
-    assert slurm.time_limit_min(make("cluster=localtest", "launcher.time_min=3")) == 3
-    assert slurm.step_time_min(point, 14) == 6 and slurm.step_time_min(point, 3) == 3
+    assert srun_step.time_limit_min(point) == 14
+    assert srun_step.time_limit_min(make("cluster=localtest")) == 15  # capped by max_time_min
+    assert srun_step.time_limit_min(make("cluster=localtest", "launcher.time_min=3")) == 3
+    assert srun_step.step_time_min(point, 14) == 6 and srun_step.step_time_min(point, 3) == 3
 
 
 def test_ports_differ_between_repeats_requeues_and_jobs():
-    ports = {slurm.master_port(job, r, restarts) for job in (41, 42) for r in range(3)
-             for restarts in range(2)} | {slurm.master_port(41, 0)}
+    point = make("cluster=localtest", "nodes=2", "gpus_per_node=2")  # blocks of 4 + 2 ports
+    waiting = set()  # ports a finished step left in TIME_WAIT on the first node: not free
+
+    def step(job):
+        port = srun_step.master_port(point, job, free=lambda p: p not in waiting)
+        waiting.update(range(port, port + ports.span(point["world_size"])))
+        return port
     # consecutive steps: the next repeat, and the same repeat rerun after a requeue
-    assert slurm.master_port(41, 0) != slurm.master_port(41, 1)
-    assert slurm.master_port(41, 1) != slurm.master_port(41, 1, restarts=1)
-    assert slurm.master_port(41, 0) != slurm.master_port(42, 0)
-    assert all(20000 <= p < 32000 for p in ports)
+    first, second, requeued = step(41), step(41), step(41)
+    assert len({first, second, requeued}) == 3
+    waiting.clear()
+    assert srun_step.master_port(point, 41) != srun_step.master_port(point, 42)
+    assert srun_step.master_port(point, 41, free=lambda p: True) == ports.block(41, 4).start
+    assert all(20000 <= p < 32000 for p in (first, second, requeued))
+
+
+def test_the_step_port_is_a_block_free_on_the_drivers_node():
+    point = make("cluster=localtest", "nodes=2", "gpus_per_node=2")
+    start = ports.block(7, 4).start
+    with socket.socket() as held:  # the preferred block's last port is taken here
+        try:
+            held.bind(("", start + 5))
+        except OSError:
+            pytest.skip(f"port {start + 5} is in use on this machine")
+        port = srun_step.master_port(point, 7)
+    assert port != start and ports.block(7, 4).stop <= port
 
 
 def test_step_env_drops_stale_rank_and_step_variables():
@@ -106,7 +126,7 @@ def test_step_env_drops_stale_rank_and_step_variables():
     base = {"PATH": "/bin", "RANK": "3", "WORLD_SIZE": "9", "MASTER_PORT": "1", "SLURM_JOB_ID": "7",
             "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_STEP_ID": "4", "SLURM_PROCID": "2",
             "SLURM_CONF": "/etc/slurm.conf"}
-    env = slurm.step_env(point, "node1", 20071, base=base)
+    env = srun_step.step_env(point, "node1", 20071, base=base)
     assert "RANK" not in env and "WORLD_SIZE" not in env and "SLURM_STEP_ID" not in env
     assert "SLURM_PROCID" not in env
     assert env["SLURM_JOB_ID"] == "7" and env["SLURM_CONF"] == "/etc/slurm.conf"

@@ -1,0 +1,151 @@
+"""One repeat's `srun` job step on Slurm: its argument list, environment, port, time limit,
+and how its ranks are signalled (docs/slurm.md, "How a repeat runs").
+
+Both sides of launcher=slurm use it: launchers/slurm.py (submission and the dry run) and
+launchers/slurm_driver.py (the driver in the allocation, which runs the steps). It imports
+neither of them.
+"""
+import math
+import os
+import subprocess
+
+from frameworks.common import layout
+from launchers import points, ports
+
+# Per-rank variables a worker prefers over Slurm's (frameworks/common/distenv.py): a stale
+# RANK in the driver's environment would give every task the same rank.
+RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# Per-step / per-task Slurm variables: srun sets its own; an inherited one would mislead.
+STEP_PREFIXES = ("SLURM_STEP", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASK_PID",
+                 "SLURM_GTIDS", "SLURM_CPU_BIND", "SLURM_SRUN_COMM", "SLURM_LAUNCH_NODE_IPADDR")
+
+
+# ---- the point's settings ---------------------------------------------------------------
+def cluster(point) -> dict:
+    return point.get("cluster") or {}
+
+
+def launcher(point) -> dict:
+    return point.get("launcher") or {}
+
+
+def container_image(point):
+    """The framework's image: framework.container, else the site's containers.<framework>."""
+    fw = point["framework"]
+    return fw.get("container") or (cluster(point).get("containers") or {}).get(fw["name"])
+
+
+def time_limit_min(point) -> int:
+    """The allocation's time limit: launcher.time_min, else enough for every repeat
+    (timeout_s + step_overhead_s each, plus the requeue signal's lead), capped at the
+    cluster's max_time_min. A point that needs more is requeued by its checkpoint."""
+    ln, cl = launcher(point), cluster(point)
+    if ln.get("time_min"):
+        return int(ln["time_min"])
+    need_s = point["repeats"] * (point["timeout_s"] + ln.get("step_overhead_s", 60)) \
+        + ln.get("signal_delay_s", 120)
+    need = math.ceil(need_s / 60)
+    cap = cl.get("max_time_min")
+    return min(need, int(cap)) if cap else need
+
+
+def step_time_min(point, job_min: int) -> int:
+    """srun --time for one repeat: a backstop just past timeout_s (the driver's own timer
+    ends the step first), never above the allocation's limit."""
+    return max(1, min(math.ceil(point["timeout_s"] / 60) + 1, job_min))
+
+
+def master_port(point, job_id, free=ports.is_free) -> int:
+    """MASTER_PORT of a step (launchers/ports.py, the one rule). The driver runs on the
+    allocation's first node (MASTER_ADDR), so the ports it finds free are free there. The
+    preferred slot comes from the job id, so concurrent jobs sharing a first node start
+    apart; a port the previous repeat (or the requeued job's last run) left in TIME_WAIT
+    is not free, so the next block is taken."""
+    return ports.free_block(point["world_size"], preferred_slot=int(job_id), free=free)
+
+
+def port_rule_text(point) -> str:
+    """master_port in words, for the dry run."""
+    world = point["world_size"]
+    return (f"<first free block of world_size + 2 = {ports.span(world)} ports in "
+            f"{ports.LOW}..{ports.HIGH - 1}, from slot job_id % {ports.slots(world)} "
+            "(launchers/ports.py)>")
+
+
+# ---- the step ---------------------------------------------------------------------------
+def worker_argv(point, spec_path: str, python: str) -> list:
+    """The worker command: in the framework's container its own `python`, else the
+    framework's interpreter (or ours) as on the local launcher."""
+    if container_image(point):
+        bare = dict(point, framework=dict(point["framework"], python=None))
+        return points.worker_argv(bare, spec_path, cluster(point).get("container_python") or "python")
+    return points.worker_argv(point, spec_path, python)
+
+
+def srun_argv(point, spec_path: str, rdir: str, python: str, job_min: int) -> list:
+    """One repeat's job step as an argument list: one task per GPU on every node.
+
+    --kill-on-bad-exit=0 (whatever the site's KillOnBadExit): the driver ends the step
+    when a rank fails, after launcher.failure_grace_s, with signals. srun's own kill of the
+    step is queued by the controller for a node that does not answer and delivered when the
+    node is back, where it kills the same-numbered step of the requeued job (Slurm 22.05)."""
+    cl = cluster(point)
+    gpn = point["gpus_per_node"]
+    argv = ["srun", f"--nodes={point['nodes']}", f"--ntasks={point['world_size']}",
+            f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=0",
+            f"--time={step_time_min(point, job_min)}",
+            f"--output={os.path.join(rdir, layout.RANK_LOG_SRUN)}", f"--chdir={points.ROOT}"]
+    if cl.get("cpus_per_task"):
+        argv.append(f"--cpus-per-task={int(cl['cpus_per_task'])}")
+    if cl.get("gpus"):
+        argv.append(f"--gpus-per-node={gpn}")
+    image = container_image(point)
+    if image:  # pyxis
+        root, sweep = str(points.ROOT), layout.sweep_of(point["dir"])
+        mounts = [f"{root}:{root}"]
+        if not (sweep + os.sep).startswith(root + os.sep):
+            mounts.append(f"{sweep}:{sweep}")
+        mounts += [str(m) for m in cl.get("container_mounts") or []]
+        argv += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}",
+                 f"--container-workdir={root}"]
+    argv += [str(a) for a in cl.get("srun_args") or []]
+    return argv + worker_argv(point, spec_path, python)
+
+
+def step_env_additions(point, master_addr: str, port) -> dict:
+    """What the driver adds to its environment for every rank of a step."""
+    cl = cluster(point)
+    env = {str(k): str(v) for k, v in (cl.get("env") or {}).items()}
+    env.update(MASTER_ADDR=str(master_addr), MASTER_PORT=str(port))
+    # Ranks share the task's CPUs instead of each claiming the whole node.
+    env.setdefault("OMP_NUM_THREADS", str(int(cl.get("cpus_per_task") or 1)))
+    return env
+
+
+def _stale(name: str) -> bool:
+    return name in RANK_VARIABLES or name.startswith(STEP_PREFIXES)
+
+
+def step_env(point, master_addr: str, port, base=None) -> dict:
+    """The step's whole environment: the driver's own job's, minus stale per-rank and
+    per-step variables, plus the additions; PYTHONPATH leads to the suite."""
+    return points.rank_environ(base, _stale, step_env_additions(point, master_addr, port))
+
+
+def scancel_steps(job_id, signal: str = None, timeout: float = 30) -> None:
+    """Signal the job's running srun steps (not the job, not its batch shell): with
+    `signal` (TERM: the ranks write their records and end; KILL), else cancel them. A
+    signal to a node that does not answer fails after MessageTimeout; a cancel is queued
+    until the node answers again (slurm_driver.PointDriver._stop)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i"],
+                             capture_output=True, text=True, timeout=timeout).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    steps = [s for s in out.split() if s.partition(".")[2].isdigit()]
+    if steps:
+        try:
+            subprocess.run(["scancel", *([f"--signal={signal}"] if signal else []), *steps],
+                           capture_output=True, timeout=timeout)
+        except (OSError, subprocess.SubprocessError):
+            pass
