@@ -5,7 +5,7 @@ not run are shown as such, never dropped. Published figures that match a point a
 beside it (analysis/published.py)."""
 import pandas as pd
 
-from analysis import environment, method, published, special
+from analysis import environment, method, published, special, tables
 from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
 from frameworks.common import layout
 
@@ -98,7 +98,8 @@ def flops_sections(pts: pd.DataFrame) -> list:
 
 def amp_ratio(points: pd.DataFrame):
     """AMP throughput over FP32 throughput for each configuration both ran, or None."""
-    key = ["framework", "batch_size", "compile", "nodes", "gpus_per_node", "devices"]
+    key = ["framework", "batch_size", "compile", "mode", "nodes", "gpus_per_node", "devices"]
+    points = points.assign(mode=[tables.mode_of(r) for r in points.itertuples()])
     # (one figure per configuration: points of several sweeps may share one)
     fp32 = points[points.precision == "fp32"].groupby(key, sort=False).throughput.first()
     amp = points[points.precision == "amp"].groupby(key, sort=False).throughput.first()
