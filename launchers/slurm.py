@@ -204,7 +204,7 @@ def submit(point: dict, dry_run: bool = False) -> None:
             shutil.rmtree(point["dir"], ignore_errors=True)
         message = " ".join(str(exc).split())
         raise points.ConfigError(f"sbatch refused {point['point']}: {message[-400:]}") from None
-    info = {"schema": layout.SLURM_SCHEMA, "version": records.SCHEMA_VERSION, "point": point["point"],
+    info = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION, "point": point["point"],
             "job_id": str(job.job_id), "submitit_folder": submitit_folder(point),
             "log": os.path.join(submitit_folder(point), f"{job.job_id}_0_log.out"),
             "submitted_unix": time.time(), "time_min": srun_step.time_limit_min(point),

@@ -19,10 +19,6 @@ SPEC_KEYS = ("point", "repeat", "framework", "model", "precision", "batch_size",
              "warmup_steps", "measure_steps", "record_dir")
 
 
-def record_name(rank: int) -> str:
-    return layout.rank_record_name(rank)
-
-
 def _create_temporary(folder: str):
     """(fd, path) of a new file beside the target, created with mode 0666 less the umask
     (as open() would): a record is as readable as any other file its user writes, where
