@@ -2,6 +2,7 @@
 
     python -m launch [-m] key=value ...     one point, or a sweep with -m
     python -m launch status SWEEP_DIR       where each point of a sweep stands
+    python -m launch dataset OUT            a small JPEG + BERT dataset for data=files
 
 Hydra composes conf/ into one config per sweep point; each point is validated,
 written to SWEEP/points/<name>/point.json and handed to its launcher. Ranks
@@ -49,6 +50,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["status"]:
         from launchers import status
         return status.main(argv[1:])
+    if argv[:1] == ["dataset"]:
+        from launchers import dataset
+        return dataset.main(argv[1:])
     problem = precheck.check(argv)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

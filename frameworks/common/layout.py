@@ -39,6 +39,17 @@ STEP_FILE = "step.json"
 SRUN_LOG = "srun.log"
 RANK_LOG_SRUN = "rank-%5t.log"          # srun --output's pattern of rank_log_name (%5t: the task)
 
+# A dataset folder (`python -m launch dataset OUT`, read with data=files; docs/data.md):
+#   OUT/dataset.json                      what wrote it (seed, counts, format)
+#   OUT/train/<class>/<name>.JPEG         ImageNet's layout, for ResNet-50
+#   OUT/bert/pretrain-00000.npz           BERT pretraining sequences (numpy arrays)
+DATASET_SCHEMA = "dlbench.dataset"
+DATASET_FILE = "dataset.json"
+IMAGES_DIR = "train"
+IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")   # compared in lower case
+BERT_DIR = "bert"
+BERT_SHARD_RE = re.compile(r"^pretrain-(\d+)\.npz$")
+
 REPEAT_RE = re.compile(r"^repeat-(\d+)$")             # a recorded or running attempt
 INTERRUPTED_RE = re.compile(r"^repeat-(\d+)\.interrupted-(\d+)$")  # set aside: never read
 RANK_RECORD_RE = re.compile(r"^rank-(\d+)\.json$")
@@ -107,3 +118,7 @@ def search_files(sweeps) -> list:
             continue
         out += [os.path.join(sdir, n) for n in names if n.endswith(".json") and not n.startswith(".")]
     return sorted(out)
+
+
+def bert_shard_name(shard: int) -> str:
+    return f"pretrain-{shard:05d}.npz"

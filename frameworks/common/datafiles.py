@@ -1,0 +1,221 @@
+"""Training from files (`data=files`), the part every framework shares: what the point
+asks for, the files of a dataset folder, each rank's disjoint shard, the order of its
+samples across epochs, and a digest of the sample ids a rank has seen (docs/data.md).
+
+Each framework reads the files with its own standard pipeline (frameworks/<name>/);
+what it reads, and in which order, is decided here once, so that every framework's
+rank r sees the same samples. Standard library only (numpy, imported where a BERT shard
+is read, is in every framework's environment).
+"""
+import hashlib
+import os
+import random
+
+from . import capability, layout
+
+SYNTHETIC, FILES = "synthetic", "files"
+BACKENDS = {"pytorch": ("torch", "dali")}   # where a framework has several; else "default"
+# A BERT shard's arrays (numpy .npz; every framework's env has numpy), in the order of
+# synthetic.arrays: inputs, then labels. Shapes (N, seq_len) or (N, P); nsp (N,).
+BERT_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "masked_positions")
+BERT_LABELS = ("masked_ids", "nsp_labels")
+IGNORE = -100                               # a padded masked position's label
+MEAN = (0.485, 0.456, 0.406)                # ImageNet's, on 0..1 pixels (torchvision's)
+STD = (0.229, 0.224, 0.225)
+
+
+class CorruptFile(Exception):
+    """A file of the dataset cannot be decoded: the rank fails with the file named."""
+
+
+def settings(spec: dict, dist=None) -> dict:
+    """The point's data settings: source, path, backend, workers (resolved: `null` is the
+    cores given to this rank). A spec without `data` (written before it existed) is
+    synthetic."""
+    data = dict((spec.get("config") or {}).get("data") or {})
+    source = data.get("source", SYNTHETIC)
+    if source != FILES:
+        return {"source": SYNTHETIC, "path": None, "backend": None, "workers": 0}
+    backend = data.get("backend") or "default"
+    workers = data.get("workers")
+    return {"source": FILES, "path": data.get("path"), "backend": backend,
+            "workers": rank_cores(dist) if workers is None else int(workers)}
+
+
+def rank_cores(dist=None) -> int:
+    """The cores given to this rank: Slurm's --cpus-per-task where set, else this
+    process's CPUs shared among the node's ranks."""
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
+    if slurm and slurm.isdigit():
+        return max(1, int(slurm))
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // (dist.local_world_size if dist is not None else 1))
+
+
+def require(spec: dict, framework: str, backends=None) -> dict:
+    """The settings, or Unsupported where the framework has no pipeline for them:
+    `backends` are those it implements (None: data=files not implemented yet)."""
+    s = settings(spec)
+    if s["source"] != FILES:
+        return s
+    if backends is None:
+        raise capability.Unsupported(f"data=files not implemented for {framework} yet")
+    if s["backend"] == "default":
+        s["backend"] = backends[0]
+    if s["backend"] not in backends:
+        raise capability.Unsupported(f"data.backend={s['backend']} is not available for "
+                                     f"{framework} here (implemented: {', '.join(backends)})")
+    return s
+
+
+# ---- the files ------------------------------------------------------------------------
+def image_files(root: str):
+    """(paths, labels, class names) of ROOT/train/<class>/<file>: classes sorted by name
+    and numbered from 0 (ImageNet's rule), files sorted within their class."""
+    top = os.path.join(root, layout.IMAGES_DIR)
+    classes = sorted(d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d)))
+    paths, labels = [], []
+    for label, name in enumerate(classes):
+        folder = os.path.join(top, name)
+        for f in sorted(os.listdir(folder)):
+            if f.lower().endswith(layout.IMAGE_SUFFIXES):
+                paths.append(os.path.join(folder, f))
+                labels.append(label)
+    return paths, labels, classes
+
+
+def bert_shards(root: str) -> list:
+    folder = os.path.join(root, layout.BERT_DIR)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(os.path.join(folder, n) for n in names if layout.BERT_SHARD_RE.match(n))
+
+
+def load_bert(root: str, model_cfg: dict) -> dict:
+    """Every shard's arrays, concatenated, fitted to the model: token ids taken modulo a
+    smaller vocabulary (the tiny size's), labels -100 kept."""
+    import numpy as np
+    parts = []
+    for path in bert_shards(root):
+        try:
+            with np.load(path) as z:
+                parts.append({k: z[k] for k in BERT_INPUTS + BERT_LABELS})
+        except (OSError, ValueError, KeyError) as exc:
+            raise CorruptFile(f"cannot read {path}: {exc}") from None
+    if not parts:
+        raise CorruptFile(f"no BERT shard under {os.path.join(root, layout.BERT_DIR)}")
+    arrays = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    seq, p = arrays["input_ids"].shape[1], arrays["masked_positions"].shape[1]
+    if seq != model_cfg["seq_len"] or p != int(model_cfg["max_predictions_per_seq"]):
+        raise CorruptFile(f"BERT shard has seq_len {seq} and {p} masked positions; the model "
+                          f"wants {model_cfg['seq_len']} and {model_cfg['max_predictions_per_seq']}")
+    vocab = model_cfg["vocab_size"]
+    arrays["input_ids"] = arrays["input_ids"] % vocab
+    ids = arrays["masked_ids"]
+    arrays["masked_ids"] = np.where(ids == IGNORE, IGNORE, ids % vocab)
+    return arrays
+
+
+def available(root: str, model: str) -> int:
+    """How many samples of `model` the folder holds (0 when none)."""
+    try:
+        if model == "bert_base":
+            import numpy as np
+            return sum(int(np.load(p, mmap_mode="r")["nsp_labels"].shape[0])
+                       for p in bert_shards(root))
+        return len(image_files(root)[0])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+# ---- who reads what, in which order ---------------------------------------------------
+def shard(n: int, rank: int, world: int) -> list:
+    """This rank's sample ids: every world-th id from `rank` (disjoint, covering all)."""
+    return list(range(rank, n, world))
+
+
+def epoch_order(ids: list, seed: int, epoch: int) -> list:
+    """The rank's ids in epoch `epoch`'s order: a shuffle seeded by (seed, epoch)."""
+    order = list(ids)
+    random.Random(f"{seed}:{epoch}").shuffle(order)
+    return order
+
+
+def batches(ids: list, batch_size: int, seed: int):
+    """Endless batches of sample ids: epoch after epoch, each reshuffled; a batch that
+    reaches an epoch's end is filled from the next (the loader wraps around)."""
+    if not ids:
+        raise CorruptFile("this rank's shard is empty: fewer samples than ranks")
+    epoch, pending = 0, []
+    while True:
+        while len(pending) < batch_size:
+            pending += epoch_order(ids, seed, epoch)
+            epoch += 1
+        yield pending[:batch_size]
+        pending = pending[batch_size:]
+
+
+def _id_hash(i: int) -> int:
+    return int.from_bytes(hashlib.blake2b(str(int(i)).encode(), digest_size=8).digest(), "big")
+
+
+def ids_digest(ids) -> str:
+    """An order-free digest of a set of sample ids: XOR of each id's 64-bit hash. Disjoint
+    sets' digests XOR to their union's; an id two ranks both saw cancels out."""
+    d = 0
+    for i in set(int(i) for i in ids):
+        d ^= _id_hash(i)
+    return f"{d:016x}"
+
+
+class Seen:
+    """The sample ids a rank consumed, for its record (`data` field)."""
+
+    def __init__(self):
+        self.ids, self.samples = set(), 0
+
+    def add(self, ids) -> None:
+        ids = [int(i) for i in ids]
+        self.samples += len(ids)
+        self.ids.update(ids)
+
+    def record(self) -> dict:
+        return {"samples_read": self.samples, "ids_distinct": len(self.ids),
+                "ids_digest": ids_digest(self.ids)}
+
+
+def crop_box(width: int, height: int, rng: random.Random, scale=(0.08, 1.0),
+             ratio=(3 / 4, 4 / 3)):
+    """RandomResizedCrop's box (left, top, right, bottom), torchvision's algorithm: an area
+    of `scale` of the image at an aspect ratio of `ratio` (log-uniform), 10 tries, then
+    the centre crop at the nearest allowed ratio."""
+    import math
+    area = width * height
+    for _ in range(10):
+        target = area * rng.uniform(*scale)
+        aspect = math.exp(rng.uniform(math.log(ratio[0]), math.log(ratio[1])))
+        w = int(round(math.sqrt(target * aspect)))
+        h = int(round(math.sqrt(target / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            left, top = rng.randint(0, width - w), rng.randint(0, height - h)
+            return left, top, left + w, top + h
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        w, h = width, int(round(width / ratio[0]))
+    elif in_ratio > ratio[1]:
+        h, w = height, int(round(height * ratio[1]))
+    else:
+        w, h = width, height
+    left, top = (width - w) // 2, (height - h) // 2
+    return left, top, left + w, top + h
+
+
+def sample_rng(seed: int, sample_id: int, serial: int) -> random.Random:
+    """The augmentation's random numbers for one read of one sample (`serial`: how many
+    samples the rank had read before), the same whichever loader worker decodes it."""
+    return random.Random(f"{seed}:{sample_id}:{serial}")
