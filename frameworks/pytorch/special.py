@@ -1,6 +1,7 @@
-"""DLPerf's special cases in PyTorch (docs/special.md): Wide & Deep (CTR), a Megatron-style
-GPT decoder, and InsightFace-style face classification whose very large softmax is sharded
-across ranks (partial FC, model parallel).
+"""DLPerf's special cases in PyTorch (docs/special.md): Wide & Deep (CTR, its tables split
+by rows over the ranks: sharded_embedding.py), a Megatron-style GPT decoder, and
+InsightFace-style face classification whose very large softmax is sharded across ranks
+(partial FC, model parallel).
 
 frameworks/pytorch/worker.py maps these models to the sessions here. They are
 session.TorchSession with other models, batches and optimizers (its three hooks); device,
@@ -14,8 +15,10 @@ import torch.distributed as torch_dist
 import torch.distributed.nn.functional as dist_nn
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from frameworks.pytorch import models
+from frameworks.pytorch.sharded_embedding import RowShardedEmbedding, ScaleGrad, shard_rows
 from frameworks.pytorch.session import TorchSession
 
 
@@ -23,16 +26,19 @@ from frameworks.pytorch.session import TorchSession
 
 class WideDeep(nn.Module):
     """Wide: one learned weight per hashed sparse feature (its own table), summed.
-    Deep: the sparse features' embeddings and the dense features through an MLP."""
+    Deep: the sparse features' embeddings and the dense features through an MLP.
+
+    Both tables are RowShardedEmbedding: rows split over `world` ranks (this is `rank`),
+    or whole where world is 1. Each table's rows come from a seed it draws from the global
+    generator, so every rank, sharded or not, starts from the same full tables."""
 
     def __init__(self, deep_vocab_size, wide_vocab_size, deep_embedding_size, hidden_units,
-                 hidden_layers, dense_fields, sparse_fields, dropout, **_):
+                 hidden_layers, dense_fields, sparse_fields, dropout, rank=0, world=1, **_):
         super().__init__()
-        self.wide = nn.Embedding(wide_vocab_size, 1)
+        wide_seed, deep_seed = torch.randint(2**62, (2,), device="cpu").tolist()
+        self.wide = RowShardedEmbedding(wide_vocab_size, 1, rank, world, wide_seed)
         self.wide_bias = nn.Parameter(torch.zeros(1))
-        self.deep = nn.Embedding(deep_vocab_size, deep_embedding_size)
-        for table in (self.wide, self.deep):
-            nn.init.uniform_(table.weight, -0.05, 0.05)
+        self.deep = RowShardedEmbedding(deep_vocab_size, deep_embedding_size, rank, world, deep_seed)
         layers, cin = [], dense_fields + sparse_fields * deep_embedding_size
         for _ in range(hidden_layers):
             layers += [nn.Linear(cin, hidden_units), nn.ReLU(inplace=True), nn.Dropout(dropout)]
@@ -105,12 +111,6 @@ def gpt_loss(logits, labels):
 
 # --- InsightFace: partial FC ------------------------------------------------------
 
-def shard_rows(num_classes: int, world: int, rank: int):
-    """(first row, rows) of rank's classifier shard: num_classes split as evenly as can be."""
-    base, extra = divmod(num_classes, world)
-    return rank * base + min(rank, extra), base + (rank < extra)
-
-
 class _ShardedSoftmaxCE(torch.autograd.Function):
     """Mean softmax cross-entropy over logits whose class columns are split across ranks.
 
@@ -147,17 +147,6 @@ class _ShardedSoftmaxCE(torch.autograd.Function):
         return prob.mul_(grad / prob.shape[0]), None, None
 
 
-class _ScaleGrad(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, factor):
-        ctx.factor = factor
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.factor, None
-
-
 class PartialFC(nn.Module):
     """The classifier rows [first, first + rows) of num_classes, CosFace logits and the
     sharded softmax cross-entropy over the embeddings of every rank's batch.
@@ -178,7 +167,7 @@ class PartialFC(nn.Module):
         group = torch_dist.group.WORLD if self.world > 1 else None
         if group is not None:
             if self.data_parallel:
-                embeddings = _ScaleGrad.apply(embeddings, float(self.world))
+                embeddings = ScaleGrad.apply(embeddings, float(self.world))
             embeddings = torch.cat(dist_nn.all_gather(embeddings), dim=0)  # autograd: grads come back
             gathered = [torch.empty_like(labels) for _ in range(self.world)]
             torch_dist.all_gather(gathered, labels)
@@ -245,10 +234,11 @@ class SpecialSession(TorchSession):
     never visits the host), its own synthetic batch and optimizer."""
 
     def build_model(self, cfg):
-        """(data-parallel model on the device, loss_fn(outputs, *labels), all parameters)."""
+        """(data-parallel model on the device, loss_fn(outputs, *labels), all parameters):
+        GPT's here; the sessions below build the others."""
         with self.device:
-            model = {"wide_deep": WideDeep, "gpt": GPT}[cfg["name"]](**cfg)
-        return model, {"wide_deep": wide_deep_loss, "gpt": gpt_loss}[cfg["name"]], list(model.parameters())
+            model = GPT(**cfg)
+        return model, gpt_loss, list(model.parameters())
 
     def synthetic_batch(self, cfg, batch_size, seed):
         return synthetic_batch(cfg, batch_size, self.device, torch.Generator().manual_seed(seed))
@@ -266,6 +256,48 @@ class SpecialSession(TorchSession):
             torch_dist.destroy_process_group()
 
 
+class WideDeepSession(SpecialSession):
+    """Wide & Deep with its tables split by rows over the ranks (`model.embedding=sharded`,
+    the default) or whole on every rank (`replicated`: plain DDP, the tables' gradients
+    all-reduced). Sharded, the MLP and the wide bias stay data parallel (DDP) and each rank
+    updates only its own rows; on one rank both are the same model."""
+
+    EMBEDDINGS = ("sharded", "replicated")
+
+    def build_model(self, cfg):
+        self.embedding = cfg.get("embedding", "replicated")  # specs from before the switch
+        if self.embedding not in self.EMBEDDINGS:
+            raise ValueError(f"model.embedding must be one of {', '.join(self.EMBEDDINGS)}, "
+                             f"got {self.embedding!r}")
+        split = self.embedding == "sharded" and self.dist.world_size > 1
+        with self.device:
+            model = WideDeep(**cfg, rank=self.dist.rank if split else 0,
+                             world=self.dist.world_size if split else 1)
+        self.tables = {"deep": model.deep, "wide": model.wide}
+        self.own = {id(t.weight) for t in self.tables.values()} if split else set()
+        if split:  # a shard is this rank's own: DDP leaves it alone (as TorchRec's DMP does)
+            DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+                model, [f"{name}.weight" for name in self.tables])
+        return model, wide_deep_loss, list(model.parameters())
+
+    def environment(self):
+        """The record says which embedding ran and the rows this rank held."""
+        return {**super().environment(), "embedding": self.embedding,
+                "embedding_rows": {name: {"first": t.first, "rows": t.weight.shape[0], "of": t.num_rows}
+                                   for name, t in self.tables.items()}}
+
+    def parameter_checksum(self) -> float:
+        """TorchSession's sum of |p| over the data-parallel parameters only: equal on every
+        rank (a table's shard differs by rank, so it is left out)."""
+        total = 0.0
+        with torch.no_grad():
+            for p in self.model.parameters():
+                if id(p) not in self.own:
+                    for chunk in p.detach().reshape(-1).split(1 << 24):
+                        total += chunk.abs().sum(dtype=torch.float64).item()
+        return total
+
+
 class FaceSession(SpecialSession):
     """The backbone is data parallel (DDP); the classifier shard is this rank's alone."""
 
@@ -278,5 +310,5 @@ class FaceSession(SpecialSession):
         return backbone, head, list(backbone.parameters()) + list(head.parameters())
 
 
-SESSIONS = {"wide_deep": SpecialSession, "gpt": SpecialSession, "insightface": FaceSession}
+SESSIONS = {"wide_deep": WideDeepSession, "gpt": SpecialSession, "insightface": FaceSession}
 
