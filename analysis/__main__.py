@@ -40,19 +40,19 @@ def cmd_report(args) -> int:
         for name in ("points", "runs"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
         results.write_steps(os.path.join(out, "steps.parquet"))
-        written = []
+        plots, skipped, written = [], ["plots skipped (--no-plot)"], []
         if not args.no_plot:
             from analysis import plot  # matplotlib: only when plotting
-            written = plot.speedup_plots(results.points, out)
+            plots, skipped = plot.render(results, comm_table)
+            written = plot.write(plots, out)
         if len(comm_table):
             comm_table.to_csv(os.path.join(out, "comm.csv"), index=False)
-            written += [] if args.no_plot else comm.busbw_plots(comm_table, out)
         page = html_report.write(args.html or os.path.join(out, "report.html"), f"dlbench: {args.path}",
-                          text, written, "plots skipped (--no-plot)" if args.no_plot else "")
+                                 text, plots, "\n".join(skipped))
     except OSError as exc:
         raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     print(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {page}" +
-          "".join(f"\nplot: {p}" for p in written))
+          "".join(f"\nplot: {p}" for p in written) + "".join(f"\n{line}" for line in skipped))
     if results.corrupt:
         print(f"error: {len(results.corrupt)} corrupt record file(s); their repeats are marked "
               "corrupt and listed under 'Failed, cut short or missing'", file=sys.stderr)

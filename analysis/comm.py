@@ -1,6 +1,6 @@
-"""Collective benchmarks (bench=comm, docs/comm.md) -> a DataFrame, nccl-tests-style tables
-and bus-bandwidth plots, from what analysis.load read (this module reads no file).
-Training points are left to analysis/report.py.
+"""Collective benchmarks (bench=comm, docs/comm.md) -> a DataFrame and nccl-tests-style tables,
+from what analysis.load read (this module reads no file); the bus-bandwidth plot is
+analysis/plot.py's. Training points are left to analysis/report.py.
 
 One row per point x op x size x in-place setting, aggregated over the ranks and the
 recorded repeats of the point, the way nccl-tests aggregates its ranks: the time is
@@ -9,8 +9,6 @@ that mean time (nccl-tests' default `-a 1`); `*_min` / `*_max` are the extremes 
 the per-rank figures. A point with no measurement at all (it failed before its
 first) still gets one row, with op empty, so that it is never silently dropped.
 """
-import os
-
 import pandas as pd
 from tabulate import tabulate
 
@@ -164,41 +162,3 @@ def render_comm(df: pd.DataFrame) -> str:
         lines = [f"- {r.point}: {r.status}: {r.error}" for r in bad.itertuples()]
         parts.append("\n".join(["### Collective points failed, cut short or missing", *lines]))
     return "\n\n".join(parts)
-
-
-def busbw_plots(df: pd.DataFrame, out_dir) -> list:
-    """Write busbw_<op>.png: bus bandwidth against message size (log2 axis), a line per
-    layout (nodes x ranks per node), the band between the slowest and fastest rank.
-    Out-of-place figures where the op has them, in-place otherwise. Returns the paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; no display on cluster login nodes
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
-
-    paths = []
-    data = df[df.op.notna()]
-    for op in sorted(data.op.unique(), key=lambda o: _OP_ORDER.get(o, 99)):
-        rows = data[data.op == op]
-        place = False if (rows.inplace == False).any() else True  # noqa: E712
-        rows = rows[rows.inplace == place]
-        many = rows[["framework", "dtype"]].drop_duplicates().shape[0] > 1
-        fig, ax = plt.subplots(figsize=(6.5, 4.5))
-        for (fw, dtype, nodes, gpn, point), line in rows.groupby(
-                ["framework", "dtype", "nodes", "gpus_per_node", "point"], sort=False):
-            line = line.sort_values("bytes")
-            label = f"{nodes}x{gpn} ({nodes * gpn} ranks)" + (f" {fw} {dtype}" if many else "")
-            ax.plot(line.bytes, line.busbw_avg, "o-", ms=3, label=label)
-            ax.fill_between(line.bytes, line.busbw_min, line.busbw_max, alpha=0.15)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: human_bytes(x) if x >= 1 else ""))
-        ax.set(xlabel="message size", ylabel="bus bandwidth (GB/s)",
-               title=f"{op} ({'in' if place else 'out-of'}-place): bus bandwidth")
-        ax.tick_params(axis="x", labelrotation=45)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        path = os.path.join(str(out_dir), f"busbw_{op}.png")
-        fig.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(fig)
-        paths.append(path)
-    return paths

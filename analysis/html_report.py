@@ -1,8 +1,8 @@
 """report.html: the terminal report as one self-contained page, to open, mail or attach.
 
 The page is the report's own Markdown (every table, trust flag and failure reason the
-terminal shows) rendered by python-markdown, with the plots embedded as base64 PNG and a
-small inline style sheet: nothing is loaded from the network. Record text (errors, log
+terminal shows) rendered by python-markdown, with the plots embedded as base64 PNG (made
+in memory by analysis/plot.py) and a small inline style sheet: nothing is loaded from the network. Record text (errors, log
 lines) is escaped before rendering, so a '<' in a traceback stays text.
 """
 import base64
@@ -19,14 +19,14 @@ th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
 th { background: #eef2f7; } td:first-child, th:first-child { text-align: left; }
 h1 { font-size: 1.5em; } h2 { border-bottom: 2px solid #4a6fa5; margin-top: 2em; }
 h3 { font-size: 1.05em; margin-bottom: 0.2em; } code, pre { background: #f5f5f5; }
-figure { display: inline-block; margin: 0.5em 1em 0.5em 0; } img { max-width: 36em; }
+figure { display: inline-block; margin: 0.5em 1em 0.5em 0; } img { max-width: 46em; }
 """
 
 
-def _embedded(path: str) -> str:
-    with open(path, "rb") as f:
-        data = base64.b64encode(f.read()).decode("ascii")
-    name = html.escape(os.path.basename(path))
+def _embedded(plot) -> str:
+    """One plot (analysis/plot.py's Plot: its name and PNG bytes) as an inline figure."""
+    data = base64.b64encode(plot.png).decode("ascii")
+    name = html.escape(plot.name)
     return (f'<figure><img alt="{name}" src="data:image/png;base64,{data}">'
             f"<figcaption>{name}</figcaption></figure>")
 
@@ -45,16 +45,18 @@ def _blocks(text: str) -> str:
 
 
 def page(title: str, report_text: str, plots=(), note: str = "") -> str:
-    """The whole page: the report's Markdown as HTML (line breaks kept), then the plots."""
+    """The whole page: the report's Markdown as HTML (line breaks kept), then the plots
+    (analysis/plot.py's, embedded) and `note`'s lines (the plots skipped, and why)."""
     body = markdown.markdown(_blocks(html.escape(report_text, quote=False)),
                              extensions=["tables", "sane_lists", "nl2br"])
     figures = "".join(_embedded(p) for p in plots)
+    notes = "".join(f"<p>{html.escape(line)}</p>" for line in note.splitlines())
     made = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
         body,
-        "<h2>Plots</h2>" + (figures or f"<p>{html.escape(note or 'no plot for this sweep')}</p>"),
+        "<h2>Plots</h2>" + (figures + notes or "<p>no plot for this sweep</p>"),
         f"<p><small>Written by dlbench's python -m analysis report, {made}.</small></p>",
         "</body></html>"])
 

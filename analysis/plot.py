@@ -1,30 +1,295 @@
-"""Speedup against device count, with the ideal line: one PNG per model."""
-import matplotlib
+"""The report's figures, from what analysis.load read (this module reads no file):
 
-matplotlib.use("Agg")  # files only; no display on cluster login nodes
-import matplotlib.pyplot as plt  # noqa: E402
+- throughput_<model>.png   per framework, precision and layout, whiskers: the median's 95%
+                           interval where 6+ repeats give one, else min..max of the repeats
+- scaling_<model>.png      speedup against devices, log2 axes with the device counts as ticks,
+                           the ideal line, one line per framework and precision; whiskers:
+                           min..max of the repeats over the 1-device median
+- rank_steps_<model>.png   step times of each rank of one point (the most ranks; of those the
+                           worst straggler ratio): a box per rank, so a straggler shows
+- amp_<model>.png          AMP throughput over FP32, per framework and layout
+- busbw.png                bus bandwidth against message size, log-log, a panel per node
+                           count, a line per collective and ranks per node (bench=comm)
+
+`render` makes them all in memory: the report writes the PNGs and embeds them in its page.
+A figure without its data is skipped with one line that says what is missing. The look of
+every figure (sizes, colours per framework, markers per precision) is analysis/plot_style.py's.
+"""
+import math
+import os
+from typing import NamedTuple
+
+import pandas as pd
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from analysis import plot_style as style
+from analysis import tables
+from analysis.comm import human_bytes
+from frameworks.common import busbw
 
 
-def speedup_plots(points, out_dir) -> list:
-    """Write speedup_<model>.png files; returns their paths."""
-    paths = []
-    from analysis.special import OWN_SECTIONS  # their figures are not a scaling curve
-    train = points[(points.bench == "train") & points.speedup.notna()
-                   & ~points.model.isin(OWN_SECTIONS)]
+class Plot(NamedTuple):
+    name: str      # its file name in the report folder
+    png: bytes
+
+
+def _num(series) -> pd.Series:
+    return pd.to_numeric(series, errors="coerce")
+
+
+def _train(points: pd.DataFrame) -> pd.DataFrame:
+    from analysis.special import OWN_SECTIONS  # their figures are not these (docs/special.md)
+    if not len(points):
+        return points
+    train = points[(points.bench == "train") & ~points.model.isin(OWN_SECTIONS)]
+    return train.assign(mode=[tables.mode_of(r) for r in train.itertuples()],
+                        layout=[f"{n}x{g}" for n, g in zip(train.nodes, train.gpus_per_node)])
+
+
+def _series(pts: pd.DataFrame):
+    """(label, framework, precision, shade, rows) per line or bar series of one model: a
+    framework and precision, split by batch size and mode only where those vary."""
+    many_bs = pts.batch_size.nunique() > 1
+    many_modes = pts.groupby("framework")["mode"].nunique().max() > 1
+    shades = {}
+    for (fw, prec, bs, mode), rows in pts.groupby(["framework", "precision", "batch_size", "mode"]):
+        shade = shades[(fw, prec)] = shades.get((fw, prec), -1) + 1
+        label = " ".join([fw, prec] + ([f"bs{bs}"] if many_bs else [])
+                         + ([mode] if many_modes else []))
+        yield label, fw, prec, shade, rows.drop_duplicates("layout")  # one figure per layout
+
+
+# ---- throughput ------------------------------------------------------------------------------
+def _interval(rows):
+    """(lo, hi) of each point's whisker: the median's 95% interval where there is one
+    (6+ repeats, analysis/method.py), else min..max of its repeats."""
+    lo, hi = _num(rows.tp_min), _num(rows.tp_max)
+    if "ci_lo" in rows:
+        lo, hi = _num(rows.ci_lo).fillna(lo), _num(rows.ci_hi).fillna(hi)
+    return lo, hi
+
+
+def throughput_figures(results, comm=None):
+    train = _train(results.points)
+    if not len(train) or not _num(train.throughput).notna().any():
+        return "no training point has a throughput"
     for model, pts in train.groupby("model"):
-        fig, ax = plt.subplots(figsize=(6, 4.5))
+        if not _num(pts.throughput).notna().any():
+            continue
+        columns = tables.layout_columns(pts)
+        series = list(_series(pts))
+        width = 0.8 / len(series)
+        fig, ax = style.figure()
+        for i, (label, fw, prec, shade, rows) in enumerate(series):
+            x = [columns.index(lay) - 0.4 + width * (i + 0.5) for lay in rows.layout]
+            tp, (lo, hi) = _num(rows.throughput), _interval(rows)
+            has = tp.notna().to_numpy()
+            xs = [v for v, h in zip(x, has) if h]
+            ax.bar(xs, tp[has], width,
+                   yerr=[(tp - lo)[has].clip(lower=0), (hi - tp)[has].clip(lower=0)],
+                   color=style.framework_colour(fw, shade), hatch=style.hatch(prec),
+                   edgecolor="white", linewidth=0.5, label=label, error_kw=style.WHISKER)
+            for v, h, status in zip(x, has, rows.status):   # a point without a figure says why
+                if not h:
+                    ax.text(v, 0, f" {tables.label(status)}", rotation=90, ha="center", va="bottom",
+                            fontsize=7, color=style.OTHER_COLOUR)
+        ax.set_xticks(range(len(columns)), columns)
+        ax.set(xlabel="nodes x devices per node", ylabel="samples/s (median of repeats)",
+               title=f"{model}: throughput\n(whiskers: the median's 95% interval, or min..max "
+                     "under 6 repeats)")
+        ax.grid(axis="x", visible=False)
+        ax.legend(ncols=2)
+        yield f"throughput_{model}.png", fig
+
+
+# ---- scaling ---------------------------------------------------------------------------------
+def device_ticks(devices) -> list:
+    """The x ticks of a device axis: the counts present and the powers of two up to the
+    largest (1, 2, 4, 8, 16, 32 for a DLPerf sweep; 1, 2, 3 for 1 and 3)."""
+    present = sorted({int(d) for d in devices})
+    top = present[-1]
+    return sorted(set(present) | {2 ** k for k in range(int(math.log2(top)) + 1)})
+
+
+def scaling_figures(results, comm=None):
+    train = _train(results.points)
+    have = train[_num(train.speedup).notna()] if len(train) else train
+    models = ([m for m, pts in have.groupby("model") if pts.devices.nunique() > 1]
+              if len(have) else [])
+    if not models:
+        return ("no configuration has a speedup beyond 1 device (needs its 1-device point and "
+                "a larger one, with throughputs)")
+    for model in models:
+        pts = have[have.model == model]
         top = int(pts.devices.max())
-        ax.plot([1, top], [1, top], "k--", lw=1, label="ideal")
-        for (fw, prec, bs, comp), line in pts.groupby(["framework", "precision", "batch_size",
-                                                         "compile"]):
-            line = line.sort_values("devices")
-            label = f"{fw} {prec} bs{bs}" + (" compile" if comp else "")
-            ax.plot(line.devices, line.speedup, "o-", label=label)
-        ax.set(xlabel="devices", ylabel="speedup over 1 device", title=f"{model}: scaling")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        path = f"{out_dir}/speedup_{model}.png"
-        fig.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(fig)
+        fig, ax = style.figure()
+        ax.plot([1, top], [1, top], **style.IDEAL)
+        for label, fw, prec, shade, rows in _series(pts):
+            rows = rows.sort_values(["devices", "nodes"])
+            s = _num(rows.speedup)
+            base = _num(rows.throughput) / s          # the 1-device median this speedup is over
+            lo, hi = _num(rows.tp_min) / base, _num(rows.tp_max) / base
+            last = rows.iloc[-1]
+            ax.errorbar(rows.devices, s, yerr=[(s - lo).clip(lower=0), (hi - s).clip(lower=0)],
+                        color=style.framework_colour(fw, shade), marker=style.marker(prec),
+                        linestyle=style.line(prec), ms=5,
+                        label=f"{label} ({float(last.efficiency):.0%} at {int(last.devices)})",
+                        **style.WHISKER)
+        ticks = device_ticks(pts.devices)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlim(ticks[0] / 1.25, ticks[-1] * 1.25)
+        ax.set(xlabel="devices", ylabel="speedup over 1 device",
+               title=f"{model}: scaling\n(in the legend: efficiency at the largest count; "
+                     "whiskers: min..max of the repeats)")
+        ax.legend()
+        yield f"scaling_{model}.png", fig
+
+
+# ---- step times per rank ---------------------------------------------------------------------
+def rank_step_figures(results, comm=None):
+    train = _train(results.points)
+    ok = train[_num(train.throughput).notna()] if len(train) else train
+    ok = ok[~ok.point.duplicated(keep=False)] if len(ok) else ok   # steps name points, not sweeps
+    if not len(ok) or not results.step_count():
+        return "no timed steps recorded"
+    steps = results.steps
+    steps = steps[steps.phase == "measure"]
+    runs = results.runs
+    made = False
+    for model, pts in ok.groupby("model"):
+        p = pts.assign(_s=_num(pts.straggler).fillna(0)).sort_values(
+            ["devices", "_s"], ascending=False).iloc[0]
+        good = set(runs[(runs.point == p.point) & (runs.status == "ok")].repeat)
+        mine = steps[(steps.point == p.point) & steps.repeat.isin(good)]
+        if not len(mine):
+            continue
+        ranks = sorted(mine["rank"].unique())
+        data = [mine[mine["rank"] == r].duration.to_numpy() * 1e3 for r in ranks]
+        hosts = {r: str(h) for r, h in zip(mine["rank"], mine.host)}
+        fig, ax = style.figure()
+        box = ax.boxplot(data, patch_artist=True, widths=0.6,
+                         flierprops={"markersize": 2, "alpha": 0.5}, medianprops={"color": "black"})
+        for patch in box["boxes"]:
+            patch.set_facecolor(style.framework_colour(p.framework, 1))
+        if len(ranks) <= 16:
+            ax.set_xticks(range(1, len(ranks) + 1), [f"{r}\n{hosts[r]}" for r in ranks])
+        else:  # many ranks: every k-th label
+            k = math.ceil(len(ranks) / 16)
+            ax.set_xticks(range(1, len(ranks) + 1, k), [str(r) for r in ranks[::k]])
+        straggler = _num(pd.Series([p.straggler])).iloc[0]
+        ax.set(xlabel="rank" + (" and host" if len(ranks) <= 16 else ""),
+               ylabel="step time (ms, timed steps)",
+               title=f"{model}: step time per rank\n{p.point} ({len(good)} ok repeat(s); "
+                     f"straggler ratio {'n/a' if pd.isna(straggler) else f'{straggler:.2f}'})")
+        made = True
+        yield f"rank_steps_{model}.png", fig
+    if not made:
+        return "no timed steps recorded for an ok repeat"
+
+
+# ---- AMP over FP32 ---------------------------------------------------------------------------
+def amp_figures(results, comm=None):
+    from analysis.report import amp_ratios
+    train = _train(results.points)
+    found = [(m, amp_ratios(pts)) for m, pts in train.groupby("model")] if len(train) else []
+    found = [(m, r) for m, r in found if r is not None and _num(r.ratio).notna().any()]
+    if not found:
+        return "no configuration ran both fp32 and amp with throughputs"
+    for model, ratios in found:
+        ratios = ratios[_num(ratios.ratio).notna()].sort_values(["framework", "devices", "nodes"])
+        many = ratios[["batch_size", "mode"]].drop_duplicates().shape[0] > 1
+        names = [f"{r.framework}\n{r.nodes}x{r.gpus_per_node}"
+                 + (f"\n{r.mode} bs{r.batch_size}" if many else "") for r in ratios.itertuples()]
+        fig, ax = style.figure()
+        values = _num(ratios.ratio)
+        bars = ax.bar(range(len(values)), values, 0.6,
+                      color=[style.framework_colour(fw) for fw in ratios.framework])
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+        ax.axhline(1.0, **{**style.IDEAL, "label": "no gain (1.0)"})
+        ax.set_xticks(range(len(values)), names)
+        ax.set(xlabel="framework, nodes x devices per node",
+               ylabel="AMP throughput / FP32 throughput",
+               title=f"{model}: mixed precision over FP32 (medians, same configuration)")
+        ax.grid(axis="x", visible=False)
+        ax.legend()
+        yield f"amp_{model}.png", fig
+
+
+# ---- bus bandwidth ---------------------------------------------------------------------------
+def _op_order(op) -> int:
+    return busbw.OPS.index(op) if op in busbw.OPS else len(busbw.OPS)
+
+
+def busbw_figures(results, comm=None):
+    data = comm[comm.op.notna()] if comm is not None and len(comm) else None
+    if data is None or not len(data):
+        return "no collective measurements (bench=comm)"
+    node_counts = sorted(int(n) for n in data.nodes.unique())
+    many = data[["framework", "dtype"]].drop_duplicates().shape[0] > 1
+    fig, axes = style.panels(len(node_counts), sharey=True)
+    for ax, nodes in zip(axes, node_counts):
+        here = data[data.nodes == nodes]
+        layouts = sorted(here.gpus_per_node.unique())
+        for op, rows in sorted(here.groupby("op"), key=lambda kv: _op_order(kv[0])):
+            place = not (rows.inplace == False).any()  # noqa: E712  out-of-place where it exists
+            rows = rows[rows.inplace == place]
+            for (gpn, fw, dtype, _), line in rows.groupby(["gpus_per_node", "framework", "dtype",
+                                                           "point"]):
+                line = line.sort_values("bytes")
+                label = f"{op} {nodes}x{gpn}" + (f" {fw} {dtype}" if many else "") \
+                    + (" (in-place)" if place else "")
+                colour = style.op_colour(op)
+                ax.plot(line.bytes, line.busbw_avg, marker="o", ms=3, color=colour, label=label,
+                        linestyle=style.NODE_LINES[layouts.index(gpn) % len(style.NODE_LINES)])
+                ax.fill_between(line.bytes, line.busbw_min, line.busbw_max, color=colour,
+                                alpha=0.12)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: human_bytes(x) if x >= 1 else ""))
+        ax.tick_params(axis="x", labelrotation=45)
+        ax.set(xlabel="message size", title=f"{nodes} node{'s' if nodes > 1 else ''}")
+        ax.legend()
+    axes[0].set_ylabel("bus bandwidth (GB/s; band: slowest..fastest rank)")
+    fig.suptitle("Bus bandwidth against message size (nccl-tests method)")
+    yield "busbw.png", fig
+
+
+FIGURES = (("throughput", throughput_figures), ("scaling", scaling_figures),
+           ("step time per rank", rank_step_figures), ("AMP over FP32", amp_figures),
+           ("bus bandwidth", busbw_figures))
+
+
+def render(results, comm=None):
+    """(plots, skipped): every figure the results have data for, as PNG bytes, and one line
+    per figure skipped, saying what it lacks. `comm`: analysis.comm.comm_table(results)."""
+    plots, skipped = [], []
+    with style.context():
+        for title, make in FIGURES:
+            figures, made = make(results, comm), 0
+            while True:  # each figure is drawn, turned into PNG bytes and closed in turn
+                try:
+                    name, fig = next(figures)
+                except StopIteration as end:   # a figure maker returns why it drew nothing
+                    reason = end.value
+                    break
+                plots.append(Plot(name, style.png(fig)))
+                made += 1
+            if not made:
+                skipped.append(f"plot skipped: {title}: {reason or 'no data for it'}")
+    return plots, skipped
+
+
+def write(plots, out_dir) -> list:
+    """Write each plot as its PNG file in out_dir; returns the paths."""
+    paths = []
+    for p in plots:
+        path = os.path.join(str(out_dir), p.name)
+        with open(path, "wb") as f:
+            f.write(p.png)
         paths.append(path)
     return paths

@@ -6,6 +6,7 @@ beside it (analysis/published.py)."""
 import pandas as pd
 
 from analysis import environment, method, published, special, tables
+from analysis import input as input_section  # data=files and bench=input (docs/data.md)
 from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
 from frameworks.common import layout
 
@@ -96,8 +97,9 @@ def flops_sections(pts: pd.DataFrame) -> list:
     return parts
 
 
-def amp_ratio(points: pd.DataFrame):
-    """AMP throughput over FP32 throughput for each configuration both ran, or None."""
+def amp_ratios(points: pd.DataFrame):
+    """AMP throughput over FP32 throughput (`ratio`) for each configuration of one model
+    both ran, as a DataFrame (the table below and analysis/plot.py), or None."""
     key = ["framework", "batch_size", "compile", "mode", "nodes", "gpus_per_node", "devices"]
     points = points.assign(mode=[tables.mode_of(r) for r in points.itertuples()])
     # (one figure per configuration: points of several sweeps may share one)
@@ -106,9 +108,15 @@ def amp_ratio(points: pd.DataFrame):
     both = fp32.index.intersection(amp.index)
     if both.empty:
         return None
-    rows = [{**dict(zip(key, k)), "precision": "amp/fp32", "status": "ok",
-             "ratio": amp[k] / fp32[k] if fp32[k] and amp[k] == amp[k] else None} for k in both]
-    return table(pd.DataFrame(rows), "ratio", ".2f")
+    return pd.DataFrame([{**dict(zip(key, k)), "precision": "amp/fp32", "status": "ok",
+                          "ratio": amp[k] / fp32[k] if fp32[k] and amp[k] == amp[k] else None}
+                         for k in both])
+
+
+def amp_ratio(points: pd.DataFrame):
+    """The AMP over FP32 table of one model's points, or None."""
+    ratios = amp_ratios(points)
+    return None if ratios is None else table(ratios, "ratio", ".2f")
 
 
 def header(results) -> str:
@@ -151,6 +159,7 @@ def failures(results) -> str:
 def render(results) -> str:
     train = results.points[(results.points.bench == "train")
                            & ~results.points.model.isin(special.OWN_SECTIONS)]  # theirs: below
+    train = input_section.on_synthetic(results, train)  # training from files: its own section
     limits = limits_of(results)
     parts = [header(results)]
     for model, pts in train.groupby("model", sort=True):
@@ -169,6 +178,7 @@ def render(results) -> str:
             parts.append("### Peak device memory per rank (GiB)\n"
                          + table(pts.assign(mem=pts.peak_device_bytes / 2**30), "mem", ".2f"))
     parts.append(special.render_special(results))
+    parts.append(input_section.section(results))
     parts.append(published.section(results))
     if (train.status == "partial").any():
         parts.append("`*` some repeats of this point did not finish ok; see below.")

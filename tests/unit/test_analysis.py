@@ -94,7 +94,8 @@ def test_cli_writes_tables_csv_and_plot(sweep, tmp_path):
     out = run_cli("report", sweep, "--out", str(tmp_path / "rep"))
     assert out.returncode == 0, out.stderr
     assert "Speedup over 1 device" in out.stdout
-    for f in ("points.csv", "runs.csv", "steps.parquet", "speedup_resnet50.png"):
+    for f in ("points.csv", "runs.csv", "steps.parquet", "scaling_resnet50.png",
+              "throughput_resnet50.png", "rank_steps_resnet50.png"):
         assert (tmp_path / "rep" / f).stat().st_size > 0
     steps = pd.read_parquet(tmp_path / "rep" / "steps.parquet")
     assert len(steps) == 11 * (3 + 2 * 3 + 4 * 2) and set(steps.phase) == {"warmup", "measure"}

@@ -1,0 +1,104 @@
+"""The report's figures (analysis/plot.py): each drawn for a sweep that has its data, with the
+axes the reader needs, and skipped with one line for a sweep that has not; report.html
+embeds every one of them."""
+import pandas as pd
+import pytest
+
+import analysis
+from analysis import __main__ as cli, plot
+from tests.sweepfiles import write_point, write_repeat
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    """resnet50, fp32 and amp, on 1x1, 1x2 and 2x2, 2 repeats each; rank 1 of 2x2 is slow."""
+    s = str(tmp_path / "sweep")
+    for num, (prec, nodes, gpn) in enumerate([(p, n, g) for p in ("fp32", "amp")
+                                              for n, g in ((1, 1), (1, 2), (2, 2))]):
+        pt = write_point(s, f"00{num}-pytorch-resnet50-{prec}-{nodes}x{gpn}-bs8", precision=prec,
+                         nodes=nodes, gpus_per_node=gpn, repeats=2)
+        for r in range(2):
+            scale = (1.0 if prec == "fp32" else 0.5) * (1 + 0.1 * r)
+            times = [[0.1 * scale] * 10 for _ in range(nodes * gpn)]
+            if nodes * gpn == 4:
+                times[1] = [0.15 * scale] * 10   # the straggler
+            write_repeat(pt, r, None, step_times=times)
+    return s
+
+
+def comm_rows():
+    """A comm table as analysis.comm.comm_table makes it: all_reduce and broadcast on 1x2 and
+    2x2, sizes 1 KiB..1 MiB."""
+    rows = []
+    for nodes in (1, 2):
+        for op in ("all_reduce", "broadcast"):
+            for k in range(0, 11, 2):
+                b = 1024 << k
+                rows.append({"point": f"p{nodes}", "framework": "pytorch", "dtype": "float32",
+                             "nodes": nodes, "gpus_per_node": 2, "ranks": 2 * nodes, "op": op,
+                             "bytes": b, "inplace": True, "busbw_avg": b / 1e6,
+                             "busbw_min": b / 2e6, "busbw_max": b / 0.5e6, "status": "ok"})
+    return pd.DataFrame(rows)
+
+
+def test_every_training_figure_for_a_sweep_that_has_the_data(sweep):
+    plots, skipped = plot.render(analysis.load(sweep))
+    assert [p.name for p in plots] == ["throughput_resnet50.png", "scaling_resnet50.png",
+                                       "rank_steps_resnet50.png", "amp_resnet50.png"]
+    assert all(p.png.startswith(b"\x89PNG") and len(p.png) > 5000 for p in plots)
+    assert skipped == ["plot skipped: bus bandwidth: no collective measurements (bench=comm)"]
+
+
+def test_scaling_is_on_log2_axes_with_the_device_counts_as_ticks(sweep):
+    name, fig = next(plot.scaling_figures(analysis.load(sweep)))
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert list(ax.get_xticks()) == [1, 2, 4]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0] == "ideal (linear)" and len(labels) == 3   # ideal, fp32, amp
+    assert plot.device_ticks([1, 8, 16, 32]) == [1, 2, 4, 8, 16, 32]
+    assert plot.device_ticks([1, 3]) == [1, 2, 3]
+
+
+def test_step_times_per_rank_show_the_straggler(sweep):
+    name, fig = next(plot.rank_step_figures(analysis.load(sweep)))
+    ax = fig.axes[0]
+    assert "2x2" in ax.get_title() and "straggler ratio 1.50" in ax.get_title()
+    medians = [line.get_ydata()[0] for line in ax.lines[4::6]]  # boxplot: 6 lines a box
+    assert len(medians) == 4 and max(medians) == medians[1] == pytest.approx(157.5)
+    assert medians[0] == pytest.approx(105)   # ms: 100 and 110 in the two repeats
+
+
+def test_amp_over_fp32_is_the_ratio_of_medians(sweep):
+    name, fig = next(plot.amp_figures(analysis.load(sweep)))
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert heights == pytest.approx([2.0, 2.0, 2.0])   # amp steps take half as long
+
+
+def test_bus_bandwidth_has_a_panel_per_node_count_on_log_log_axes(sweep):
+    name, fig = next(plot.busbw_figures(analysis.load(sweep), comm_rows()))
+    assert name == "busbw.png" and [ax.get_title() for ax in fig.axes] == ["1 node", "2 nodes"]
+    assert all(ax.get_xscale() == "log" and ax.get_yscale() == "log" for ax in fig.axes)
+    assert all(len(ax.get_lines()) == 2 for ax in fig.axes)   # all_reduce, broadcast
+
+
+def test_each_figure_is_skipped_with_a_line_without_its_data(tmp_path):
+    s = str(tmp_path / "sweep")
+    pt = write_point(s, "000-pytorch-resnet50-fp32-1x1-bs8", repeats=1)
+    write_repeat(pt, 0, [1.0], status="failed", error="RuntimeError: no")
+    plots, skipped = plot.render(analysis.load(s))
+    assert plots == []
+    assert [line.split(":")[0] for line in skipped] == ["plot skipped"] * 5
+    assert [line.split(":")[1].strip() for line in skipped] == [
+        "throughput", "scaling", "step time per rank", "AMP over FP32", "bus bandwidth"]
+
+
+def test_the_page_embeds_every_plot_written(sweep, tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert cli.main(["report", sweep, "--out", str(out)]) == 0
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    page = (out / "report.html").read_text()
+    assert len(pngs) == 4 and page.count('src="data:image/png;base64,') == 4
+    assert all(f"<figcaption>{name}</figcaption>" in page for name in pngs)
+    assert "plot skipped: bus bandwidth" in page and "plot skipped: bus bandwidth" in capsys.readouterr().out
