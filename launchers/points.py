@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from frameworks.common import layout, modes, records
+from frameworks.common import datafiles, layout, modes, records
 
 ROOT = Path(__file__).resolve().parent.parent
 POINT_SCHEMA = layout.POINT_SCHEMA
@@ -46,6 +46,7 @@ def validate(cfg) -> None:
     if cfg.get("memory_limit_mb") is not None:
         _positive(cfg, "memory_limit_mb")
     compile_setting(cfg)
+    check_data(cfg)
     model = cfg.model
     if model.get("clip_grad") not in (None, True, False):
         raise ConfigError(f"model.clip_grad must be true or false, got {model.get('clip_grad')!r}")
@@ -55,6 +56,31 @@ def validate(cfg) -> None:
     p = model.get("max_predictions_per_seq")
     if p is not None and not (isinstance(p, int) and not isinstance(p, bool) and p >= 1):
         raise ConfigError(f"model.max_predictions_per_seq must be an integer >= 1, got {p!r}")
+
+
+def check_data(cfg) -> None:
+    """data=files needs a folder that holds what the model reads; data.path is made
+    absolute here, since ranks run from the repository root."""
+    data = cfg.get("data") or {}
+    files = data.get("source") == datafiles.FILES
+    if cfg.bench.name == "input" and not files:
+        raise ConfigError("bench=input measures an input pipeline: it needs data=files data.path=DIR")
+    if not files:
+        return
+    if cfg.bench.name not in ("train", "input"):
+        raise ConfigError(f"data=files applies to bench=train and bench=input, not bench={cfg.bench.name}")
+    path, workers = data.get("path"), data.get("workers")
+    if not path:
+        raise ConfigError("data=files needs data.path=DIR (python -m launch dataset DIR writes one)")
+    if not os.path.isdir(path):
+        raise ConfigError(f"data.path {path!r} is not a folder")
+    if cfg.model.name in ("resnet50", "bert_base") and not datafiles.has_samples(path, cfg.model.name):
+        want = "train/<class>/*.JPEG" if cfg.model.name == "resnet50" else "bert/pretrain-*.npz"
+        raise ConfigError(f"data.path {path!r} holds nothing for {cfg.model.name} (no {want})")
+    if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool)
+                                    and workers >= 0):
+        raise ConfigError(f"data.workers must be an integer >= 0 or null, got {workers!r}")
+    cfg.data.path = os.path.abspath(path)
 
 
 def _number(value, above) -> bool:
@@ -91,6 +117,8 @@ def point_name(cfg, num: int) -> str:
     if cfg.bench.name != "train":
         parts.insert(1, cfg.bench.name)
     parts += [cfg.precision.name, f"{cfg.nodes}x{cfg.gpus_per_node}", f"bs{cfg.batch_size}"]
+    if (cfg.get("data") or {}).get("source") == datafiles.FILES:  # and its workers, where set
+        parts.append("files" + ("" if cfg.data.workers is None else f"-w{cfg.data.workers}"))
     if compiled(cfg):  # compile=auto: named by what it resolves to
         parts.append("compile")
     return "-".join(parts)

@@ -55,10 +55,11 @@ def rank_cores(dist=None) -> int:
     return max(1, cpus // (dist.local_world_size if dist is not None else 1))
 
 
-def require(spec: dict, framework: str, backends=None) -> dict:
+def require(spec: dict, framework: str, backends=None, dist=None) -> dict:
     """The settings, or Unsupported where the framework has no pipeline for them:
-    `backends` are those it implements (None: data=files not implemented yet)."""
-    s = settings(spec)
+    `backends` are those it implements, its default first (None: data=files not
+    implemented yet)."""
+    s = settings(spec, dist)
     if s["source"] != FILES:
         return s
     if backends is None:
@@ -119,6 +120,22 @@ def load_bert(root: str, model_cfg: dict) -> dict:
     ids = arrays["masked_ids"]
     arrays["masked_ids"] = np.where(ids == IGNORE, IGNORE, ids % vocab)
     return arrays
+
+
+def has_samples(root: str, model: str) -> bool:
+    """Whether the folder holds anything `model` reads, found without listing it all
+    (ImageNet's train/ has 1.28 million files)."""
+    if model == "bert_base":
+        return bool(bert_shards(root))
+    top = os.path.join(root, layout.IMAGES_DIR)
+    try:
+        for entry in os.scandir(top):
+            if entry.is_dir() and any(f.lower().endswith(layout.IMAGE_SUFFIXES)
+                                      for f in os.listdir(entry.path)):
+                return True
+    except OSError:
+        pass
+    return False
 
 
 def available(root: str, model: str) -> int:

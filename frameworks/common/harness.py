@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from . import capability, distenv, environment, layout, memory, modes, records
+from . import capability, datafiles, distenv, environment, layout, memory, modes, records
 
 
 class Cancelled(Exception):
@@ -178,7 +178,14 @@ def load_build(spec):
     """The adapter's `build(spec, dist) -> Session`, imported here so that a framework
     that cannot even import still leaves a record that says why."""
     module = "worker" if spec.get("bench", "train") == "train" else spec["bench"]
-    return importlib.import_module(f"frameworks.{spec['framework']}.{module}").build
+    name = f"frameworks.{spec['framework']}.{module}"
+    try:
+        return importlib.import_module(name).build
+    except ModuleNotFoundError as exc:
+        if exc.name != name:  # the framework itself, or a module it needs, is missing
+            raise
+        raise capability.Unsupported(f"bench={module} is not implemented for "
+                                     f"{spec['framework']} yet") from None
 
 
 def run(build, spec, dist, host=None):
@@ -190,18 +197,22 @@ def run(build, spec, dist, host=None):
     record = records.new_record(spec, dist, host or socket.gethostname(), time.time())
     record["parameter_checksum"] = None  # run_steps fills it in once the loop has ended ok
     record["mode"] = spec.get("mode") or _mode(spec)  # eager, jit, graph, ... (common/modes.py)
+    record["data"] = datafiles.settings(spec, dist)  # source, backend, workers (docs/data.md)
     session = limits = None
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)
         if os.environ.get("DLBENCH_FAIL_RANK") == str(dist.rank):  # fault injection for tests
             raise RuntimeError(f"injected failure on rank {dist.rank} (DLBENCH_FAIL_RANK)")
         build = build or load_build(spec)
+        # data=files where the adapter names its loader backends, else `unsupported`
+        record["data"] = datafiles.require(spec, spec["framework"], getattr(build, "data_backends", None), dist)
         limits = memory.limit_memory(spec.get("memory_limit_mb"))  # after the framework's import
         session = build(spec, dist)
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
         # A bench other than training (bench=comm) brings its own measuring loop.
         getattr(session, "run_bench", lambda *a: run_steps(session, *a))(spec, record, origin)
+        record["data"].update(getattr(session, "data_record", dict)())  # the sample ids it read
         record["status"] = "ok"
     except BaseException as exc:  # every ending, even KeyboardInterrupt, leaves a record
         record["error"] = f"{type(exc).__name__}: {exc}"
