@@ -108,13 +108,10 @@ def submission_environ():
 
 
 # ---- the launcher interface ---------------------------------------------------------------
-SEARCH_HERE = ("search= runs with launcher=local for now: on Slurm each try would need its own "
-               "srun step inside one allocation (not built yet)")
-
-
 def check(point: dict) -> None:
     if point.get("search") is not None:
-        raise points.ConfigError(SEARCH_HERE)
+        from launchers import slurm_search  # it imports this module
+        slurm_search.check(point)
     cl = srun_step.cluster(point)
     most = cl.get("max_gpus_per_node")
     if cl.get("gpus") and most and point["gpus_per_node"] > int(most):
@@ -172,7 +169,9 @@ def _active(job_id) -> bool:
 
 
 def submit_search(point: dict, dry_run: bool = False) -> None:
-    raise points.ConfigError(SEARCH_HERE)
+    """One job for the whole search, its tries srun steps in it (launchers/slurm_search.py)."""
+    from launchers import slurm_search  # it imports this module
+    slurm_search.submit(point, dry_run)
 
 
 def submit(point: dict, dry_run: bool = False) -> None:
