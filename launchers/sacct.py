@@ -1,10 +1,15 @@
 """Job states from Slurm: squeue (the controller, current) and sacct (accounting, final).
 
-Every call is an argument list with a time limit. States are reduced to the suite's few:
+Every call is an argument list with a time limit, and asks about every job at once: a
+sweep's status costs one squeue and one sacct call, not one per point. Job ids are a plain
+job's (`123`) or a job array task's (`123_4`). States are reduced to the suite's few:
 PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, OOM, CANCELLED.
 """
+import re
 import subprocess
 
+JOB_ID = re.compile(r"\d+(_\d+)?")
+ARRAY_RANGE = re.compile(r"(\d+)_\[([^\]]*)\]")  # tasks of an array not started yet
 FINAL = ("COMPLETED", "FAILED", "TIMEOUT", "OOM", "CANCELLED")
 _STATES = {
     "PENDING": "PENDING", "REQUEUED": "PENDING", "REQUEUE_FED": "PENDING",
@@ -34,32 +39,59 @@ def _run(argv, timeout):
     return r.stdout if r.returncode == 0 else None
 
 
+def _base(job: str) -> str:
+    """The id to ask Slurm for: an array task's array (`123_4` -> `123`: squeue -r then lists
+    each task, and sacct lists a task still pending only under its array), else the job's."""
+    return job.split("_")[0]
+
+
+def _ids_of(field: str) -> list:
+    """The job ids one JobID field of squeue or sacct stands for: `123`, `123_4`, or an array's
+    tasks not yet started, `123_[0-3,7%2]` (after % the throttle, not a task)."""
+    m = ARRAY_RANGE.fullmatch(field)
+    if not m:
+        return [field]
+    out = []
+    for part in m.group(2).split("%")[0].split(","):
+        first, _, rest = part.partition("-")
+        last, _, step = rest.partition(":")
+        if first.isdigit() and (not last or last.isdigit()) and (not step or step.isdigit()):
+            out += [f"{m.group(1)}_{i}" for i in range(int(first), int(last or first) + 1, int(step or 1))]
+    return out
+
+
 def _rows(out, ids) -> dict:
     """job id -> the rest of its line after the first '|', for the lines of `out` (squeue's
-    or sacct's `-o ID|...` output) whose job id is one of `ids`."""
+    or sacct's `-o ID|...` output) that name one of `ids`; a task's own line wins over its
+    array's range line."""
     rows = {}
     for line in (out or "").splitlines():
-        job, _, rest = line.partition("|")
-        if job in ids:
-            rows[job] = rest
+        field, _, rest = line.partition("|")
+        named = _ids_of(field)
+        for job in named:
+            if job in ids and (len(named) == 1 or job not in rows):
+                rows[job] = rest
     return rows
+
+
+def _wanted(job_ids) -> list:
+    """The well-formed ids among job_ids (a plain job's `123` or an array task's `123_4`)."""
+    return sorted({str(j) for j in job_ids if JOB_ID.fullmatch(str(j))})
 
 
 def squeue_jobs(job_ids, timeout: float = 30) -> dict:
     """job id -> {state, reason} for the jobs the controller still holds (pending, running,
     or ended within MinJobAge); jobs it has forgotten are absent. `reason` is squeue's %r:
     why a pending job waits (Resources, Priority, BeginTime, ReqNodeNotAvail, ...), None
-    when it says none."""
-    ids = sorted({str(j) for j in job_ids})
+    when it says none. One squeue call, however many jobs: unknown ids among several are
+    left out by squeue itself (one unknown id alone fails the call: then nothing is known)."""
+    ids = _wanted(job_ids)
     if not ids:
         return {}
-    fmt = ["-o", "%i|%T|%r"]
-    out = _run(["squeue", "-h", "--states=all", "-j", ",".join(ids), *fmt], timeout)
-    if out is None and len(ids) > 1:  # one unknown id can fail the whole call: ask one by one
-        out = "".join(_run(["squeue", "-h", "--states=all", "-j", j, *fmt], timeout) or ""
-                      for j in ids)
+    asked = ",".join(sorted({_base(j) for j in ids}))
+    out = _run(["squeue", "-h", "-r", "--states=all", "-j", asked, "-o", "%i|%T|%r"], timeout)
     jobs = {}
-    for job, rest in _rows(out, ids).items():
+    for job, rest in _rows(out, set(ids)).items():
         state, _, reason = rest.partition("|")
         reason = reason.strip()
         jobs[job] = {"state": normalize(state), "reason": None if reason in ("", "None") else reason}
@@ -72,18 +104,20 @@ def squeue_states(job_ids, timeout: float = 30) -> dict:
 
 
 def sacct_states(job_ids, timeout: float = 60) -> dict:
-    """job id -> final-or-not state from accounting; {} where accounting is off."""
-    ids = sorted({str(j) for j in job_ids})
+    """job id -> final-or-not state from accounting; {} where accounting is off. One call."""
+    ids = _wanted(job_ids)
     if not ids:
         return {}
-    out = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(ids)], timeout)
-    return {job: normalize(state) for job, state in _rows(out, ids).items()}
+    asked = ",".join(sorted({_base(j) for j in ids}))
+    out = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", asked], timeout)
+    return {job: normalize(state) for job, state in _rows(out, set(ids)).items()}
 
 
 def jobs(job_ids) -> dict:
     """job id -> {state, reason}: the controller's while it holds the job (sacct lags it by
     seconds and learns a start late), else accounting's state (no reason); state None
-    where neither knows the job. One squeue call for all jobs, one sacct for the rest."""
+    where neither knows the job. At most two calls, whatever the number of jobs: one
+    squeue for all, one sacct for those squeue does not know."""
     ids = [str(j) for j in job_ids]
     out = squeue_jobs(ids)
     missing = [j for j in ids if j not in out]

@@ -7,8 +7,14 @@ A driver-level loop: the value doubles from `start` until a try ends `oom` (or `
 reached), then bisection between the largest value that trained and the smallest that did
 not, until they are within `tolerance` (relative) of each other. Each try is a real run, a
 point of its own (SWEEP/points/<point>-<name>=<value>/) whose repeats the driver runs as it
-runs any point's, so a rerun into the same sweep runs nothing twice. The tries and the
-answer are kept in SWEEP/searches/<point>.json, rewritten after every try.
+runs any point's. The tries and the answer are kept in SWEEP/searches/<point>.json, the
+ledger, rewritten after every try. The ledger is the search's memory: run again (a rerun
+into the same sweep, a requeued Slurm allocation), the search replays the same rule and
+takes the outcome of every value the ledger already holds instead of trying it again; a
+try cut short resumes at its first unrecorded repeat.
+
+Where the tries run is the launcher's business: one after another here (launchers/local.py),
+as srun steps inside one allocation on Slurm (launchers/slurm_search.py).
 
 A try is `ok` when all its repeats are; `oom` when one ended `oom`, or failed because a rank
 ran out of memory (its peers then fail on a broken collective); anything else stops the
@@ -16,6 +22,8 @@ search, since it says nothing about memory. `key` is any integer setting of the 
 `model.num_classes`, `model.deep_vocab_size`, or `batch_size` (issue 6's batch_size=max).
 """
 import copy
+import json
+import math
 import os
 import time
 from pathlib import Path
@@ -70,6 +78,21 @@ def _set(tree: dict, key: str, value) -> None:
     for part in parents:
         tree = tree.setdefault(part, {})
     tree[leaf] = value
+
+
+# What makes two ledgers the same search: a try's outcome depends on these, not on the
+# search's start, max or tolerance.
+SAME_SEARCH = ("point", "key", "framework", "model", "model_size", "precision", "batch_size",
+               "nodes", "gpus_per_node", "compile", "memory_limit_mb")
+
+
+def max_tries(s: dict) -> int:
+    """At most how many values find_largest tries with these settings: doubling up from
+    start to max (or halving down to 1), then bisection to the tolerance. Sizes the
+    allocation of a search on Slurm."""
+    up = math.ceil(math.log2(s["max"] / s["start"])) + 1
+    down = int(math.log2(s["start"])) + 1
+    return max(up, down) + math.ceil(math.log2(1 / s["tolerance"])) + 1
 
 
 def find_largest(attempt, start: int, maximum: int, tolerance: float) -> dict:
@@ -140,21 +163,60 @@ def ledger_path(base: dict) -> str:
     return layout.search_ledger(layout.sweep_of(base["dir"]), base["point"])
 
 
-def run(base: dict, start, log=print) -> dict:
-    """Run the search of a point with the driver's `start(point, spec_path, rdir)`."""
+def new_ledger(base: dict) -> dict:
+    """A search's ledger before its first try."""
     s = settings(base)
-    ledger = {"schema": SCHEMA, "version": layout.SCHEMA_VERSION, "point": base["point"], "key": s["key"],
-              "start": s["start"], "max": s["max"], "tolerance": s["tolerance"],
-              "framework": base["framework"]["name"], "model": base["model"]["name"],
-              "model_size": base["model"].get("size"), "precision": base["precision"],
-              "batch_size": base["batch_size"], "nodes": base["nodes"],
-              "gpus_per_node": base["gpus_per_node"], "world_size": base["world_size"],
-              "compile": base["compile"], "tries": [], "done": False,
-              "largest_ok": None, "smallest_oom": None, "stopped": None}
+    return {"schema": SCHEMA, "version": layout.SCHEMA_VERSION, "point": base["point"], "key": s["key"],
+            "start": s["start"], "max": s["max"], "tolerance": s["tolerance"],
+            "framework": base["framework"]["name"], "model": base["model"]["name"],
+            "model_size": base["model"].get("size"), "precision": base["precision"],
+            "batch_size": base["batch_size"], "nodes": base["nodes"],
+            "gpus_per_node": base["gpus_per_node"], "world_size": base["world_size"],
+            "compile": base["compile"], "memory_limit_mb": base.get("memory_limit_mb"),
+            "tries": [], "done": False, "largest_ok": None, "smallest_oom": None, "stopped": None}
+
+
+def read_ledger(base: dict):
+    """The ledger already on disk for this very search (SAME_SEARCH), else None."""
+    try:
+        with open(ledger_path(base)) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return None
+    fresh = new_ledger(base)
+    if not isinstance(old, dict) or any(old.get(k) != fresh[k] for k in SAME_SEARCH) \
+            or not isinstance(old.get("tries"), list):
+        return None
+    return old
+
+
+def begin(base: dict) -> dict:
+    """The search's ledger, written now if there is none for it yet: what a search queued on
+    Slurm shows before its first try. Returns the ledger (done: nothing left to try)."""
+    old = read_ledger(base)
+    fresh = new_ledger(base)
+    if old is not None and all(old.get(k) == fresh[k] for k in ("start", "max", "tolerance")):
+        return old
+    os.makedirs(os.path.dirname(ledger_path(base)), exist_ok=True)
+    records.write_json_atomic(ledger_path(base), dict(fresh, tries=(old or {}).get("tries", [])))
+    return fresh
+
+
+def run(base: dict, start, log=print) -> dict:
+    """Run the search of a point with the driver's `start(point, spec_path, rdir)`; every
+    value the ledger already holds is taken from it, not tried again."""
+    s = settings(base)
+    ledger = new_ledger(base)
+    known = {t["value"]: t for t in (read_ledger(base) or {}).get("tries", [])
+             if t.get("outcome") in ("ok", "oom")}
     path = ledger_path(base)
     os.makedirs(os.path.dirname(path), exist_ok=True)
 
     def attempt(value):
+        if value in known:  # tried before this run (a requeue, a rerun): the ledger remembers
+            ledger["tries"].append(known[value])
+            log(f"search {s['key']}={value}: {known[value]['outcome']} (in the ledger; not tried again)")
+            return known[value]["outcome"]
         p = try_point(base, s, value)
         points.write_point(p)
         statuses = driver.run_point(p["dir"], start, log)

@@ -225,10 +225,14 @@ class PointDriver(Checkpointable):
         log(f"job {self.job_id} (start {self.restarts + 1}) on {os.uname().nodename}: "
             f"nodes {self.nodelist}, MASTER_ADDR={self.master}")
         try:
-            statuses = driver.run_point(self.point_dir, self.start, log=log)
+            return self.run()
         except AllocationEnding as exc:
             raise SystemExit(f"driver: the allocation is ending ({exc}); unrecorded repeats "
                              "rerun when the job is requeued or the sweep resubmitted")
+
+    def run(self):
+        """What the allocation is for: the point's repeats, each an srun step (`start`)."""
+        statuses = driver.run_point(self.point_dir, self.start, log=log)
         bad = [f"repeat {r}: {s}" for r, s in enumerate(statuses) if s != "ok"]
         if bad:  # the job's own state then says the point did not complete ok
             raise RuntimeError(f"{len(bad)} of {len(statuses)} repeat(s) not ok ({', '.join(bad)}); "

@@ -15,8 +15,19 @@ in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
                                       launcher runs synchronously: nothing more will come)
 
 Points of local-launcher sweeps have no slurm.json: their state comes from the records alone.
-Exit status: 0; with --wait, 0 when every point COMPLETED, 1 when one did not, 3 when
---timeout passed first; 2 when SWEEP holds no points.
+A point cancelled by `python -m launch cancel` stays CANCELLED once Slurm forgets its job.
+
+A search (`search=`, launchers/search.py) is one line of its own, named by its point, from
+its ledger (SWEEP/searches/<p>.json) and, on Slurm, its one job (SWEEP/points/<p>/slurm.json):
+ok/rec/exp counts its tries (ok / tried / -), the detail its answer. Its tries are points
+(<p>-<key>=<value>); once every repeat of a try is recorded, the try is final, though the
+search's job runs on. OOM tries are the search's data: with --wait, the search's own line
+counts, not its tries'.
+
+Each call asks Slurm about every job at once (launchers/sacct.py): one squeue call and at
+most one sacct call, however many points.
+Exit status: 0; with --wait, 0 when every point and search COMPLETED, 1 when one did not,
+3 when --timeout passed first; 2 when SWEEP holds no points and no searches.
 """
 import argparse
 import glob
@@ -44,7 +55,8 @@ def _json(path):
 
 
 def read_points(sweep: str) -> list:
-    """Every point of the sweep with its records: [{name, point, slurm, runs}]."""
+    """Every point of the sweep with its records: [{name, dir, expected, slurm, runs,
+    running, try_of}] (try_of: the search a try belongs to, else None)."""
     out = []
     for pfile in sorted(glob.glob(os.path.join(sweep, layout.POINTS_DIR, "*", layout.POINT_FILE))):
         pdir = os.path.dirname(pfile)
@@ -55,11 +67,58 @@ def read_points(sweep: str) -> list:
             run = _json(os.path.join(layout.repeat_dir(pdir, r), layout.RUN_FILE))
             if run is not None:
                 runs[r] = run
+        search = point.get("search")
         out.append({"name": os.path.basename(pdir), "dir": pdir, "expected": repeats,
                     "slurm": _json(os.path.join(pdir, layout.SLURM_FILE)), "runs": runs,
                     "running": [r for r in range(repeats) if r not in runs
-                                and os.path.isdir(layout.repeat_dir(pdir, r))]})
+                                and os.path.isdir(layout.repeat_dir(pdir, r))],
+                    "try_of": search.get("base") if isinstance(search, dict) else None})
     return out
+
+
+def read_searches(sweep: str) -> list:
+    """Every search of the sweep: [{name, ledger, slurm}] (slurm: its job, None locally)."""
+    out = []
+    for path in layout.search_files([sweep]):
+        ledger = _json(path)
+        if isinstance(ledger, dict) and isinstance(ledger.get("point"), str):
+            pdir = layout.point_dir(sweep, ledger["point"])
+            out.append({"name": ledger["point"], "ledger": ledger,
+                        "slurm": _json(os.path.join(pdir, layout.SLURM_FILE))})
+    return out
+
+
+def is_sweep(sweep: str) -> bool:
+    return bool(glob.glob(os.path.join(sweep, layout.POINTS_DIR, "*", layout.POINT_FILE))
+                or layout.search_files([sweep]))
+
+
+def search_state(s: dict, slurm_state, reason=None):
+    """(state, detail) of one search from its ledger and its job's Slurm state."""
+    ledger = s["ledger"]
+    tries, key = ledger.get("tries") or [], ledger.get("key")
+    ok = [t["value"] for t in tries if t.get("outcome") == "ok"]
+    if ledger.get("done"):
+        if ledger.get("stopped"):
+            return "FAILED", f"search {key} stopped at {ledger['stopped']}"
+        found = ledger.get("largest_ok")
+        oom = ledger.get("smallest_oom")
+        return "COMPLETED", (f"largest {key} that trains: {'none' if found is None else found}"
+                             + (f", smallest out of memory: {oom}" if oom is not None else ""))
+    so_far = f"search {key}: {len(tries)} tried" + (f", largest ok so far {max(ok)}" if ok else "")
+    if s["slurm"] and slurm_state in ("PENDING", "RUNNING"):
+        return slurm_state, "; ".join(filter(None, [
+            f"waiting: {reason}" if slurm_state == "PENDING" and reason else "", so_far]))
+    if s["slurm"] and s["slurm"].get("cancelled_unix") and slurm_state in (None, "CANCELLED"):
+        return "CANCELLED", f"{so_far}; cancelled"
+    if s["slurm"] and slurm_state in ("CANCELLED", "TIMEOUT", "OOM", "FAILED", "COMPLETED"):
+        log = s["slurm"].get("log")
+        return ("FAILED" if slurm_state == "COMPLETED" else slurm_state,
+                f"{so_far}; the job ended {slurm_state.lower()} before the search did"
+                + (f"; driver log: {log}" if log and slurm_state != "CANCELLED" else ""))
+    if s["slurm"]:
+        return "INCOMPLETE", f"{so_far}; Slurm no longer knows job {s['slurm'].get('job_id')}"
+    return "INCOMPLETE", f"{so_far}; not finished"
 
 
 def point_state(p: dict, slurm_state, reason=None):
@@ -69,7 +128,9 @@ def point_state(p: dict, slurm_state, reason=None):
     ok = sum(run.get("status") == "ok" for run in runs.values())
     bad = [runs[r] for r in sorted(runs) if runs[r].get("status") != "ok"]
     first_error = next((f"repeat {b['repeat']}: {b.get('error') or b.get('status')}" for b in bad), "")
-    if p["slurm"] and slurm_state in ("PENDING", "RUNNING"):
+    # A search's try once recorded is final: the search's job runs on, the try is not rerun.
+    settled = p.get("try_of") and len(runs) == expected
+    if p["slurm"] and slurm_state in ("PENDING", "RUNNING") and not settled:
         detail = first_error or (f"repeat {p['running'][-1]} running"
                                  if slurm_state == "RUNNING" and p["running"] else "")
         if slurm_state == "PENDING" and reason:  # why it waits: BeginTime after a requeue, ...
@@ -84,6 +145,8 @@ def point_state(p: dict, slurm_state, reason=None):
     gone = f"{missing} repeat(s) not recorded"
     if not p["slurm"]:
         return "INCOMPLETE", first_error or gone
+    if slurm_state is None and p["slurm"].get("cancelled_unix"):  # Slurm forgot; `cancel` did not
+        return "CANCELLED", first_error or f"cancelled with {gone}"
     if slurm_state in ("CANCELLED", "TIMEOUT", "OOM", "FAILED"):
         log = p["slurm"].get("log")
         hint = f"; driver log: {log}" if slurm_state == "FAILED" and log else ""
@@ -95,12 +158,20 @@ def point_state(p: dict, slurm_state, reason=None):
 
 
 def states(sweep: str) -> list:
-    pts = read_points(sweep)
-    ids = [p["slurm"]["job_id"] for p in pts if p["slurm"] and p["slurm"].get("job_id")]
-    slurm_jobs = sacct.jobs(ids) if ids else {}
+    pts, searches = read_points(sweep), read_searches(sweep)
+    ids = {str(x["slurm"]["job_id"]) for x in pts + searches if x["slurm"] and x["slurm"].get("job_id")}
+    slurm_jobs = sacct.jobs(sorted(ids)) if ids else {}
     rows = []
+    for s in searches:
+        job = str((s["slurm"] or {}).get("job_id") or "") or None
+        info = slurm_jobs.get(job) or {}
+        state, detail = search_state(s, info.get("state"), info.get("reason"))
+        tries = s["ledger"].get("tries") or []
+        rows.append({"point": s["name"], "state": state, "recorded": len(tries), "expected": "-",
+                     "ok": sum(t.get("outcome") == "ok" for t in tries), "job": job or "-",
+                     "detail": detail, "tail": None, "try_of": None})
     for p in pts:
-        job = (p["slurm"] or {}).get("job_id")
+        job = str((p["slurm"] or {}).get("job_id") or "") or None
         info = slurm_jobs.get(job) or {}
         state, detail = point_state(p, info.get("state"), info.get("reason"))
         ok = sum(run.get("status") == "ok" for run in p["runs"].values())
@@ -108,8 +179,9 @@ def states(sweep: str) -> list:
                     and p["runs"][r].get("status") != "ok"), None)
         rows.append({"point": p["name"], "state": state, "ok": ok, "recorded": len(p["runs"]),
                      "expected": p["expected"], "job": job or "-", "detail": detail,
-                     "tail": bad and dict(bad["log_tail"], repeat=bad.get("repeat"))})
-    return rows
+                     "tail": bad and dict(bad["log_tail"], repeat=bad.get("repeat")),
+                     "try_of": p["try_of"]})
+    return sorted(rows, key=lambda r: r["point"])  # a search's line just before its tries
 
 
 def render_tails(rows: list, lines: int = TAIL_LINES) -> str:
@@ -155,9 +227,8 @@ def main(argv=None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show every kept log line of a failed rank, not the last few")
     args = parser.parse_args(argv)
-    if not glob.glob(os.path.join(args.sweep, layout.POINTS_DIR, "*", layout.POINT_FILE)):
-        print(f"error: no sweep points under {args.sweep} (expected {POINT_FILES})",
-              file=sys.stderr)
+    if not is_sweep(args.sweep):
+        print(f"error: {args.sweep} is not a sweep: no {POINT_FILES} under it", file=sys.stderr)
         return 2
     rows = states(args.sweep)
     tails = lambda: render_tails(rows, 0 if args.verbose else TAIL_LINES)  # noqa: E731
@@ -188,4 +259,4 @@ def main(argv=None) -> int:
     if tty:
         print(file=sys.stderr)
     print("\n\n".join(filter(None, [render(rows), tails()])))
-    return 0 if all(r["state"] == "COMPLETED" for r in rows) else 1
+    return 0 if all(r["state"] == "COMPLETED" for r in rows if not r["try_of"]) else 1
