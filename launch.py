@@ -2,6 +2,7 @@
 
     python -m launch [-m] key=value ...     one point, or a sweep with -m
     python -m launch status SWEEP_DIR       where each point of a sweep stands
+    python -m launch cancel SWEEP_DIR       cancel its Slurm jobs ([--point GLOB])
     python -m launch dataset OUT            a small JPEG + BERT dataset for data=files
 
 Hydra composes conf/ into one config per sweep point; each point is validated,
@@ -50,6 +51,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["status"]:
         from launchers import status
         return status.main(argv[1:])
+    if argv[:1] == ["cancel"]:
+        from launchers import cancel
+        return cancel.main(argv[1:])
     if argv[:1] == ["dataset"]:
         from launchers import dataset
         return dataset.main(argv[1:])

@@ -72,7 +72,8 @@ def read_points(sweep: str) -> list:
                     "slurm": _json(os.path.join(pdir, layout.SLURM_FILE)), "runs": runs,
                     "running": [r for r in range(repeats) if r not in runs
                                 and os.path.isdir(layout.repeat_dir(pdir, r))],
-                    "try_of": search.get("base") if isinstance(search, dict) else None})
+                    "try_of": search.get("base") if isinstance(search, dict) else None,
+                    "try_value": search.get("value") if isinstance(search, dict) else None})
     return out
 
 
@@ -180,8 +181,9 @@ def states(sweep: str) -> list:
         rows.append({"point": p["name"], "state": state, "ok": ok, "recorded": len(p["runs"]),
                      "expected": p["expected"], "job": job or "-", "detail": detail,
                      "tail": bad and dict(bad["log_tail"], repeat=bad.get("repeat")),
-                     "try_of": p["try_of"]})
-    return sorted(rows, key=lambda r: r["point"])  # a search's line just before its tries
+                     "try_of": p["try_of"], "try_value": p["try_value"]})
+    # a search's line, then its tries by value
+    return sorted(rows, key=lambda r: (r["try_of"] or r["point"], r.get("try_value") or -1, r["point"]))
 
 
 def render_tails(rows: list, lines: int = TAIL_LINES) -> str:
