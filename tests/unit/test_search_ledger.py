@@ -1,0 +1,103 @@
+"""The search's ledger is its memory (launchers/search.py): run again, as after a requeue on
+Slurm, it tries no value twice; a try cut short resumes at its first unrecorded repeat;
+max_tries bounds every search (it sizes a Slurm search's allocation); a search on Slurm is
+refused only for a key that changes the allocation (launchers/slurm_search.py)."""
+import json
+import os
+
+import pytest
+
+from frameworks.common import layout, records
+from launchers import points, search, slurm_search
+from tests.unit.test_points import cfg_of
+
+FITS = 40  # the largest batch the fake worker below "trains"
+
+
+def base_point(tmp_path, **search_settings):
+    cfg = cfg_of("preset=smoke", "repeats=2", "memory_limit_mb=150")
+    point = points.make_point(cfg, tmp_path, 0)
+    point["search"] = {"key": "batch_size", "start": 8, "max": 1024, "tolerance": 0.25,
+                       **search_settings}
+    return point
+
+
+def fake_start(tried):
+    """A launcher's start that records, instead of training, ok up to FITS and oom past it."""
+    def start(point, spec_path, rdir):
+        tried.append((point["batch_size"], records.read_spec(spec_path)["repeat"]))
+        ok = point["batch_size"] <= FITS
+        records.write_json_atomic(os.path.join(rdir, layout.rank_record_name(0)), {
+            "status": "ok" if ok else "oom", "error": None if ok else "out of memory"})
+        return {0: {"exit_code": 0 if ok else 1, "signal": None, "node": None, "stopped": False}}, None
+    return start
+
+
+def test_a_second_run_takes_every_tried_value_from_the_ledger(tmp_path):
+    base, tried = base_point(tmp_path), []
+    first = search.run(base, fake_start(tried), log=lambda m: None)
+    assert first["largest_ok"] <= FITS < first["smallest_oom"] and first["done"]
+    values = [t["value"] for t in first["tries"]]
+    assert len(values) == len(set(values)) and sorted(v for v, _ in tried) == sorted(values * 2)
+    again, said = [], []
+    second = search.run(base, fake_start(again), log=said.append)
+    assert again == []  # nothing tried twice
+    assert [t["value"] for t in second["tries"]] == values
+    assert (second["largest_ok"], second["smallest_oom"]) == (first["largest_ok"], first["smallest_oom"])
+    assert sum("not tried again" in m for m in said) == len(values)
+
+
+def test_a_requeued_search_resumes_the_try_it_was_cut_short_in(tmp_path):
+    base, tried = base_point(tmp_path), []
+    cut = {"at": None}
+
+    def start(point, spec_path, rdir):  # the allocation ends during the third try's 2nd repeat
+        if len(tried) == 5:
+            cut["at"] = point["batch_size"]
+            raise KeyboardInterrupt  # what leaves the loop as a requeue does: nothing recorded
+        return fake_start(tried)(point, spec_path, rdir)
+    with pytest.raises(KeyboardInterrupt):
+        search.run(base, start, log=lambda m: None)
+    ledger = json.load(open(search.ledger_path(base)))
+    assert [t["value"] for t in ledger["tries"]] == [8, 16] and not ledger["done"]
+    resumed = []
+    done = search.run(base, fake_start(resumed), log=lambda m: None)
+    # the values before the cut are not run again; the cut try runs only its missing repeat
+    assert resumed[0] == (cut["at"], 1) and all(v not in (8, 16) for v, _ in resumed)
+    assert done["done"] and done["largest_ok"] <= FITS < done["smallest_oom"]
+
+
+def test_another_memory_cap_is_another_search(tmp_path):
+    base = base_point(tmp_path)
+    search.run(base, fake_start([]), log=lambda m: None)
+    assert search.read_ledger(base) is not None
+    assert search.read_ledger(dict(base, memory_limit_mb=300)) is None  # remembers nothing of it
+    assert search.read_ledger(dict(base, search=dict(base["search"], tolerance=0.1))) is not None
+
+
+def test_begin_writes_the_ledger_a_queued_search_shows(tmp_path):
+    base = base_point(tmp_path)
+    ledger = search.begin(base)
+    assert ledger["tries"] == [] and not ledger["done"]
+    assert json.load(open(search.ledger_path(base)))["key"] == "batch_size"
+
+
+@pytest.mark.parametrize("start,maximum,tolerance", [(8, 1024, 0.25), (1, 2**20, 0.05),
+                                                     (1000, 1000 * 2**20, 0.05), (64, 64, 0.5)])
+def test_max_tries_bounds_every_search(start, maximum, tolerance):
+    bound = search.max_tries({"start": start, "max": maximum, "tolerance": tolerance})
+    for fits in sorted({0, 1, start - 1, start, start + 1, maximum, maximum - 1,
+                        *[int(start * 1.37 ** k) for k in range(60)]}):
+        tries = []
+
+        def attempt(v):
+            tries.append(v)
+            return "ok" if v <= fits else "oom"
+        search.find_largest(attempt, start, maximum, tolerance)
+        assert len(tries) <= bound, (fits, tries)
+
+
+def test_slurm_refuses_only_a_key_that_changes_the_allocation(tmp_path):
+    slurm_search.check(base_point(tmp_path))
+    with pytest.raises(points.ConfigError, match="changes the allocation"):
+        slurm_search.check(base_point(tmp_path, key="gpus_per_node", start=1, max=2))
