@@ -8,9 +8,9 @@ driver is a SearchDriver: the point's own driver (launchers/slurm_driver.py) wit
 search loop in place of the repeat loop. Each try's repeats are srun steps in that same
 allocation, OOM is an outcome like any other, and the tries are points of their own, as
 on the local launcher, with the same ledger (SWEEP/searches/<p>.json) and so the same
-report section. The job's record is SWEEP/points/<p>/slurm.json (its submitit files in
-SWEEP/points/<p>/slurm/, beside the tries' folders); each try gets a copy, so `launch
-status` and `launch cancel` see every try's job.
+report section. The job's record is SWEEP/points/<p>/slurm.json (a folder beside the
+tries' that holds no point.json: only the tries are points); each try gets a copy, so
+`launch status` and `launch cancel` see every try's job.
 
 Requeue (preemption, `scontrol requeue`, the time-limit signal): the driver runs the search
 again and the ledger answers every value already tried (launchers/search.py `run`); the try
@@ -26,7 +26,7 @@ import time
 from submitit.helpers import DelayedSubmission
 
 from frameworks.common import layout, records
-from launchers import points, search, slurm, slurm_driver, srun_step
+from launchers import points, sacct, search, slurm, slurm_driver, srun_step
 
 
 SHAPE = ("nodes", "gpus_per_node", "world_size")  # the allocation's: the same for every try
@@ -97,8 +97,9 @@ def submit(base: dict, dry_run: bool = False) -> None:
     if shutil.which("sbatch") is None or shutil.which("srun") is None:
         raise points.ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
     previous = slurm.read_slurm_json(base["dir"])
-    if previous and slurm._active(previous["job_id"]):  # its driver writes the ledger: leave it be
-        print(f"{base['point']}: search already queued as Slurm job {previous['job_id']}")
+    queued = str((previous or {}).get("job_id") or "")
+    if queued and sacct.squeue_states([queued]).get(queued) in ("PENDING", "RUNNING"):
+        print(f"{base['point']}: search already queued as Slurm job {queued}")  # leave it be
         return
     done = search.read_ledger(base)
     if done and done["done"] and all(done[k] == s[k] for k in ("start", "max", "tolerance")):
@@ -116,7 +117,7 @@ def submit(base: dict, dry_run: bool = False) -> None:
     records.write_json_atomic(os.path.join(base["dir"], layout.SLURM_FILE), {
         "schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION, "point": base["point"],
         "job_id": str(job.job_id), "submitit_folder": slurm.submitit_folder(base),
-        "log": os.path.join(slurm.submitit_folder(base), f"{job.job_id}_0_log.out"),
+        "log": str(job.paths.stdout),
         "submitted_unix": time.time(), "time_min": srun_step.time_limit_min(sized),
         "search": base["point"],
         "previous_jobs": ([previous["job_id"]] + previous.get("previous_jobs", [])) if previous else []})
