@@ -129,6 +129,9 @@ class Framework:
     compiled_loss_is_global: bool = False  # 2 ranks, compiled: every rank reports the global loss
     import_check: Optional[str] = None  # skip, with its error, where `import <this>` fails
     cases: tuple = CASES                # what test_frameworks.py runs for it
+    # data=files: the loader backend its records name (`files` in cases runs it); None: no
+    # pipeline yet, so data=files is `unsupported` (frameworks/common/datafiles.py: require)
+    files: Optional[str] = None
 
     def expected_env(self, spec: dict, world: int) -> dict:
         """The environment values a trained record of this spec must carry: the framework's,
@@ -169,7 +172,7 @@ FRAMEWORKS = {fw.name: fw for fw in [
         compile_sweep=("precision=amp",),
         two_ranks_env={"strategy": "MultiWorkerMirroredStrategy", "communication": "RING",
                        "replicas": 2},
-        checksum_rel=1e-9),
+        checksum_rel=1e-9, cases=CASES + ("files",), files="tf.data"),
     Framework(
         name="jax", version="0.10.2",
         env={"jax_backend": "cpu", "jaxlib": "0.10.2", "flax": "0.12.8", "optax": "0.2.8"},
@@ -307,6 +310,24 @@ def auto_sweep(sweeps, name) -> dict:
 
 def compile_sweep(sweeps, name) -> dict:
     return sweeps(name, f"model={','.join(MODELS)}", "compile=true", *FRAMEWORKS[name].compile_sweep)
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory):
+    """A dataset of DATASET's counts (`python -m launch dataset`), made once per session."""
+    from launchers import dataset as writer
+    out = tmp_path_factory.mktemp("dataset") / "ds"
+    writer.build(str(out), DATASET["images"], 3, DATASET["sequences"], seed=0)
+    return out
+
+
+DATASET = {"images": 24, "sequences": 16}
+
+
+def files_sweep(sweeps, name, dataset) -> dict:
+    """Both models trained from files and the pipeline alone (bench=input), one loader worker."""
+    return sweeps(name, "bench=train,input", f"model={','.join(MODELS)}", "data=files",
+                  f"data.path={dataset}", "data.workers=1")
 
 
 def two_ranks_sweep(sweeps, name) -> dict:

@@ -46,7 +46,7 @@ RANK_LOG_SRUN = "rank-%5t.log"          # srun --output's pattern of rank_log_na
 DATASET_SCHEMA = "dlbench.dataset"
 DATASET_FILE = "dataset.json"
 IMAGES_DIR = "train"
-IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")   # compared in lower case
+IMAGE_SUFFIXES = (".jpeg", ".jpg")          # compared in lower case; ImageNet is JPEG
 BERT_DIR = "bert"
 BERT_SHARD_RE = re.compile(r"^pretrain-(\d+)\.npz$")
 

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-from frameworks.common import capability, device, harness, modes  # noqa: E402
+from frameworks.common import capability, datafiles, device, harness, modes  # noqa: E402
 from frameworks.common.rendezvous import rendezvous  # noqa: E402
 from frameworks.tensorflow import models  # noqa: E402
 
@@ -238,4 +238,29 @@ class TFSession(harness.Session):
                          for v in self.variables))
 
 
-build = TFSession
+class TFFilesSession(TFSession):
+    """data=files: each step takes the tf.data pipeline's next batch (frameworks/tensorflow/loader.py)."""
+
+    def __init__(self, spec, dist):
+        super().__init__(spec, dist)
+        from frameworks.tensorflow import loader
+        self.loader = loader.Loader(spec, dist)
+
+    def step(self):
+        inputs, labels = self.loader.next()
+        self.last = self._step(inputs, labels)
+        return self.last
+
+    def data_record(self):
+        return self.loader.seen.record()
+
+
+def build(spec, dist):
+    files = datafiles.settings(spec)["source"] == datafiles.FILES
+    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
+        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    return (TFFilesSession if files else TFSession)(spec, dist)
+
+
+build.is_oom = TFSession.is_oom
+build.data_backends = ("tf.data",)  # data=files: frameworks/tensorflow/loader.py

@@ -24,6 +24,8 @@ from tests.frameworks_env import (  # noqa: F401  (sweeps: a fixture)
     COUNT_CASES, FRAMEWORKS, MODELS, assert_amp, assert_trained, auto_sweep, checksums,
     compile_sweep, fp32_amp_sweep, framework_ready, losses, parameter_count, parameter_counts,
     sweeps, two_ranks_sweep)
+from tests.frameworks_env import DATASET, dataset, files_sweep  # noqa: F401  (dataset: a fixture)
+from frameworks.common import datafiles
 
 framework = pytest.mark.framework  # every test but the first needs a framework's env
 
@@ -176,3 +178,25 @@ def test_auto_is_the_recommended_mode(fw, sweeps):
     (rec,) = assert_trained(fw.name, point)
     assert rec["mode"] == RECOMMENDED[fw.name] == modes.recommended(fw.name)
     assert rec["spec"]["compile_setting"] == "auto" and rec["spec"]["compile"] is compiled
+
+
+@framework
+@pytest.mark.e2e
+@pytest.mark.parametrize("fw", rows("files"), indirect=True)
+def test_trains_from_files(fw, sweeps, dataset):
+    """data=files (docs/data.md): both models train from a dataset folder through the
+    framework's own pipeline, and the pipeline alone (bench=input) runs; every record names
+    the loader and its one worker, and the rank read every sample of its shard: the digest
+    of the ids it read is the whole dataset's, the same in every framework."""
+    points = files_sweep(sweeps, fw.name, dataset)
+    for name, point in points.items():
+        if name.startswith("input-"):
+            assert point.run["status"] == "ok", point.run
+            [rec] = point.ranks
+        else:
+            [rec] = assert_trained(fw.name, point)
+        assert (rec["data"]["source"], rec["data"]["backend"], rec["data"]["workers"]) == \
+            ("files", fw.files, 1)
+        n = DATASET["images"] if "-resnet50-" in name else DATASET["sequences"]
+        assert rec["data"]["ids_digest"] == datafiles.ids_digest(range(n)), name
+        assert rec["data"]["samples_read"] == 4 * (2 + 5)  # smoke: batch 4, 2 + 5 steps
