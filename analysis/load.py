@@ -97,7 +97,7 @@ class Results:
 
     searches      the search ledgers (launchers/search.py), as written
     environments  one entry per rank record read: sweep, point, repeat, rank, host,
-                  framework and environment
+                  framework, environment and profile (profile=true's trace, else None)
     manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
     corrupt       one entry per bad file: file, reason, newer, sweep, point, repeat
     limits        the flags' thresholds the points were flagged with: max_cv, max_drift
@@ -455,7 +455,8 @@ class _Reader:
         self.environments.append({"sweep": sweep, "point": point, "repeat": repeat,
                                   "rank": rec["rank"], "host": rec["host"],
                                   "framework": rec["framework"],
-                                  "environment": rec.get("environment") or {}})
+                                  "environment": rec.get("environment") or {},
+                                  "profile": _dict_or_none(rec.get("profile"))})  # profile=true
         return [{**c, "sweep": sweep, "point": point, "repeat": repeat, "rank": rec["rank"]}
                 for c in rec.get("comm") or ()]
 
@@ -572,6 +573,10 @@ def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     for i, column in enumerate(FLOP_COLUMNS):
         points[column] = pd.Series([r[i] for r in rows], index=points.index, dtype=object)
     return points
+
+
+def _dict_or_none(value):
+    return value if isinstance(value, dict) else None
 
 
 def _nan(x) -> bool:

@@ -331,7 +331,9 @@ def files_sweep(sweeps, name, dataset) -> dict:
 
 
 def two_ranks_sweep(sweeps, name) -> dict:
-    return sweeps(name, "gpus_per_node=2", *FRAMEWORKS[name].two_ranks)
+    """Also profile=true: its extra steps come after the timed window, traced on rank 0 while
+    rank 1 steps along (test_frameworks.py: test_a_trace_on_demand)."""
+    return sweeps(name, "gpus_per_node=2", "profile=true", *FRAMEWORKS[name].two_ranks)
 
 
 def _logs(rdir) -> str:

@@ -19,6 +19,7 @@ import sys
 import time
 
 from . import capability, datafiles, distenv, environment, layout, memory, modes, records
+from . import profile  # profile=true: a trace after the timed window (common/profile.py)
 
 
 class Cancelled(Exception):
@@ -124,6 +125,7 @@ def run_steps(session, spec, record, origin):
                       "samples": batch, "loss": None})
     check(handles, first, "measure")
     record_parameter_checksum(session, record)
+    profile.after_window(session, spec, record, record["rank"])  # profile=true: a trace, untimed
 
 
 CHECKSUM_TIMEOUT_S = 60

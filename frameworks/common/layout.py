@@ -9,6 +9,8 @@
     SWEEP/points/<point>/repeat-NN/step.json          the srun step that ran it (Slurm)
     SWEEP/points/<point>/repeat-NN/srun.log           srun's own output (Slurm)
     SWEEP/points/<point>/repeat-NN.interrupted-T/     an attempt cut short: kept, never read
+    SWEEP/points/<point>/repeat-00/profile/rank-00000/ a trace on demand (profile=true:
+                                                      frameworks/common/profile.py)
     SWEEP/searches/<point>.json                       a search's ledger (launchers/search.py)
 
 Every other module names these through this one. Standard library only: the worker
@@ -38,6 +40,9 @@ RUN_FILE = "run.json"
 STEP_FILE = "step.json"
 SRUN_LOG = "srun.log"
 RANK_LOG_SRUN = "rank-%5t.log"          # srun --output's pattern of rank_log_name (%5t: the task)
+PROFILE_DIR = "profile"                 # traces of profile=true, in the traced repeat's folder
+TORCH_TRACE = "trace.json"              # torch.profiler's Chrome trace, in a rank's profile folder
+JAX_PERFETTO_TRACE = "perfetto_trace.json.gz"  # jax.profiler's own name for its Perfetto trace
 
 # A dataset folder (`python -m launch dataset OUT`, read with data=files; docs/data.md):
 #   OUT/dataset.json                      what wrote it (seed, counts, format)
@@ -65,6 +70,11 @@ def rank_record_name(rank: int) -> str:
 
 def rank_log_name(rank: int) -> str:
     return f"rank-{rank:05d}.log"
+
+
+def profile_dir(record_dir, rank: int) -> str:
+    """Where rank `rank` of a repeat writes its trace: repeat-NN/profile/rank-KKKKK/."""
+    return os.path.join(str(record_dir), PROFILE_DIR, f"rank-{rank:05d}")
 
 
 def point_dir(sweep, point: str) -> str:

@@ -180,6 +180,42 @@ def test_auto_is_the_recommended_mode(fw, sweeps):
     assert rec["spec"]["compile_setting"] == "auto" and rec["spec"]["compile"] is compiled
 
 
+def read_trace(path: str) -> dict:
+    """A trace file as JSON (gzip'd where its name says so)."""
+    import gzip
+    import json
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+        return json.load(f)
+
+
+@framework
+@pytest.mark.e2e
+@pytest.mark.parametrize("fw", rows("two_ranks"), indirect=True)
+def test_a_trace_on_demand(fw, sweeps):
+    """profile=true (the two-rank sweep's): rank 0 of the first repeat traced extra steps
+    after its timed window with the framework's own profiler, into its profile folder;
+    rank 1 stepped along untraced; a framework with no hook says `unsupported`."""
+    import glob
+    for name, point in two_ranks_sweep(sweeps, fw.name).items():
+        r0, r1 = (r["profile"] for r in point.ranks)
+        if fw.name not in ("pytorch", "tensorflow", "jax"):
+            assert r0["status"] == r1["status"] == "unsupported", r0
+            assert f"no profiler hook for {fw.name}" in r0["error"]
+            continue
+        assert r0["status"] == "ok" and r1["status"] == "untraced", (r0, r1)
+        path = os.path.join(point.dir, r0["path"])
+        assert path.startswith(os.path.join(point.dir, "profile", "rank-00000"))
+        if fw.name == "tensorflow":   # a TensorBoard logdir: the profile plugin's XSpace
+            assert glob.glob(os.path.join(path, "plugins", "profile", "*", "*.xplane.pb"))
+        else:                         # Chrome trace JSON (torch), Perfetto JSON (jax)
+            events = read_trace(path)["traceEvents"]
+            assert len(events) > 100
+            if fw.name == "pytorch":  # 4 steps traced: its profiler's first step warms it up
+                assert sum(str(e.get("name", "")).startswith("ProfilerStep#") for e in events) == 4
+        steps = [s for s in point.ranks[0]["steps"] if s["phase"] == "measure"]
+        assert len(steps) == 5   # the traced steps are in no step list
+
+
 @framework
 @pytest.mark.e2e
 @pytest.mark.parametrize("fw", rows("files"), indirect=True)

@@ -1,0 +1,29 @@
+"""The report's "Traces" section: where profile=true left each trace, linked (a Markdown link,
+which report.html renders as one), or why a point has none. The traces themselves are the
+framework profilers' files (frameworks/common/profile.py); this module only lists what the
+rank records say about them (analysis.load keeps it in Results.environments)."""
+import os
+from urllib.parse import quote
+
+from frameworks.common import layout
+
+
+def section(results) -> str:
+    lines = []
+    for e in results.environments:
+        info = e.get("profile")
+        if not info or info.get("status") == "untraced" or e["rank"] != 0:
+            continue
+        where = f"- {e['point']} repeat {e['repeat']}, rank {e['rank']}"
+        if info.get("status") != "ok":
+            lines.append(f"{where}: profile {info.get('status')}: {info.get('error')}")
+            continue
+        rdir = layout.repeat_dir(layout.point_dir(e["sweep"], e["point"]), e["repeat"])
+        path = os.path.abspath(os.path.join(rdir, str(info.get("path"))))
+        shown = os.path.relpath(path, results.root) if results.root else path
+        lines.append(f"{where}: {info.get('tool')}, {info.get('traced_steps')} steps after the "
+                     f"timed window; {info.get('format')}: [{shown}]({quote(path)})")
+    if not lines:
+        return ""
+    return "\n".join(["## Traces (profile=true: extra steps after the first repeat's timed "
+                      "window, never timed)", *lines])
