@@ -8,7 +8,7 @@ import pandas as pd
 
 from analysis import flops
 
-MODEL_KEYS = ("deep_vocab_size", "seq_len", "num_classes")  # what tells a special point apart
+MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what tells a special point apart
 
 
 def _median(values):

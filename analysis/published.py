@@ -20,6 +20,10 @@ A point matches a row (`matches`) when
 The report's section "Published figures beside ours" lists every match with ours /
 published; `reference_entries(name)` turns a file into regression-gate entries for
 `python -m analysis compare SWEEP --reference published:NAME`.
+
+A file with `figure: wide_deep` holds DLPerf's Wide & Deep table instead (latency per
+iteration and memory per device by vocabulary size): `wide_deep_rows()` reads it for the
+report's wide_deep section; the throughput readers above leave it out.
 """
 import glob
 import math
@@ -33,6 +37,7 @@ from analysis import devices, flops
 
 PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
 PREFIX = "published:"
+THROUGHPUT = "throughput"  # a file's `figure` when it names none
 _COMPILE_MODES = {"xla": True, "tf.function": False}
 
 
@@ -40,10 +45,30 @@ class PublishedError(ValueError):
     """A published file that cannot be read, or a name with no file."""
 
 
-def names(folder: str = PUBLISHED_DIR) -> list:
-    """The sources there are: the files' names without .yaml."""
+def _load(path):
+    try:
+        with open(path) as f:
+            return yaml.load(f, Loader=flops.LOADER)
+    except OSError as exc:
+        raise PublishedError(f"cannot read published file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise PublishedError(f"published file {path}: {str(exc).splitlines()[0]}") from None
+
+
+def _figure(path) -> str:
+    """A file's `figure`: throughput unless it names another (an unreadable file counts as
+    throughput, so that read_source says what is wrong with it)."""
+    try:
+        data = _load(path)
+    except PublishedError:
+        return THROUGHPUT
+    return str(data.get("figure", THROUGHPUT)) if isinstance(data, dict) else THROUGHPUT
+
+
+def names(folder: str = PUBLISHED_DIR, figure: str = THROUGHPUT) -> list:
+    """The sources of one figure there are (throughputs unless told): names without .yaml."""
     return sorted(os.path.splitext(os.path.basename(p))[0]
-                  for p in glob.glob(os.path.join(folder, "*.yaml")))
+                  for p in glob.glob(os.path.join(folder, "*.yaml")) if _figure(p) == figure)
 
 
 def _number(v) -> bool:
@@ -54,15 +79,11 @@ def read_source(path) -> dict:
     """One published file, checked: {name, source, date, data, unit, nodes_of, rows}; the
     rows with their file's defaults filled and the derived 1-device rows added."""
     name = os.path.splitext(os.path.basename(str(path)))[0]
-    try:
-        with open(path) as f:
-            data = yaml.load(f, Loader=flops.LOADER)
-    except OSError as exc:
-        raise PublishedError(f"cannot read published file {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise PublishedError(f"published file {path}: {str(exc).splitlines()[0]}") from None
+    data = _load(path)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise PublishedError(f"published file {path}: no list of rows")
+    if data.get("figure", THROUGHPUT) != THROUGHPUT:
+        raise PublishedError(f"published file {path} holds {data['figure']} figures, not throughputs")
     out = []
     for n, r in enumerate(data["rows"], 1):
         if not isinstance(r, dict):
@@ -220,3 +241,38 @@ def reference_entries(name: str, folder: str = PUBLISHED_DIR) -> tuple:
                         "unit": r.get("unit") or "samples/s", "published": True,
                         "label": describe(r)})
     return src["name"], entries
+
+
+WIDE_DEEP = "wide_deep"
+
+
+def wide_deep_rows(folder: str = PUBLISHED_DIR) -> list:
+    """Every row of the files whose `figure` is wide_deep (DLPerf's W&D table), checked, with
+    their file's fields: {file, source, date, device, devices, nodes_of, batch_size,
+    batch_per_device, data, framework, implementation, deep_vocab_size, latency_ms,
+    memory_mb, status}; status is ok, or oom where the row says so (no figures then)."""
+    out = []
+    for name in names(folder, WIDE_DEEP):
+        path = os.path.join(folder, f"{name}.yaml")
+        data = _load(path)
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+            raise PublishedError(f"published file {path}: no list of rows")
+        fields = {k: data.get(k) for k in ("source", "date", "device", "devices", "nodes_of",
+                                           "batch_size", "batch_per_device", "data")}
+        for n, r in enumerate(data["rows"], 1):
+            if not isinstance(r, dict):
+                raise PublishedError(f"published file {path}: row {n} is not a mapping")
+            row = {"file": name, **fields, "implementation": None, "latency_ms": None,
+                   "memory_mb": None, "status": "ok", **r}
+            if not isinstance(row.get("framework"), str) or not row["framework"]:
+                raise PublishedError(f"published file {path}: row {n} has no framework")
+            vocab = row.get("deep_vocab_size")
+            if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1:
+                raise PublishedError(f"published file {path}: row {n}: deep_vocab_size {vocab!r}")
+            if row["status"] not in ("ok", "oom"):
+                raise PublishedError(f"published file {path}: row {n}: status {row['status']!r}")
+            for key in ("latency_ms", "memory_mb"):
+                if row["status"] == "ok" and not _number(row[key]):
+                    raise PublishedError(f"published file {path}: row {n}: {key} {row[key]!r}")
+            out.append(row)
+    return out

@@ -1,7 +1,8 @@
 """DLPerf's special cases in the report (docs/special.md).
 
 - Wide & Deep: latency per iteration (ms) and peak memory per rank against the deep
-  vocabulary size; OOM is a result, shown as OOM.
+  vocabulary size, by embedding (sharded or replicated) and ranks; OOM is a result, shown
+  as OOM; DLPerf's W&D table (analysis/published/, `figure: wide_deep`) beside it.
 - GPT: tokens/s, achieved TFLOP/s per device (analysis/flops.py) and MFU.
 - InsightFace: the largest num_classes that trains per ranks x batch (launchers/search.py),
   with every size tried and its outcome.
@@ -14,7 +15,7 @@ read (the points' settings: Results.manifests; the searches: Results.searches).
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import tables
+from analysis import published, tables
 from analysis.metrics import MODEL_KEYS, metrics  # noqa: F401 (special.MODEL_KEYS, special.metrics)
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
@@ -32,13 +33,17 @@ def _count(n) -> str:
     return str(n)
 
 
-def wide_deep_section(m: pd.DataFrame) -> str:
+def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
+    """Ours by deep vocabulary size (rows: framework, embedding, precision, batch, ranks),
+    then each published W&D table (analysis/published/, `figure: wide_deep`) as it stands."""
     parts = []
     for size, pts in m.groupby("model_size", sort=True, dropna=False):
         vocabs = sorted(int(v) for v in pts.deep_vocab_size.dropna().unique())
         grid = {}
         for r in pts.itertuples():
-            key = (r.framework, r.precision, r.batch_size, f"{r.nodes}x{r.gpus_per_node}")
+            # a spec from before model.embedding ran replicated
+            key = (r.framework, getattr(r, "embedding", None) or "replicated", r.precision,
+                   r.batch_size, f"{r.nodes}x{r.gpus_per_node}")
             if r.status in ("ok", "partial") and r.latency_ms is not None:
                 mem = (f", {r.peak_memory_bytes / 2**30:.2f} GiB"
                        if r.peak_memory_bytes is not None else "")
@@ -51,11 +56,35 @@ def wide_deep_section(m: pd.DataFrame) -> str:
         kinds = sorted(set(pts.memory_kind.dropna()))
         parts.append(f"## wide_deep ({size}): latency per iteration and peak memory per rank\n"
                      f"columns: deep vocabulary size; memory: {' and '.join(kinds) or 'n/a'} "
-                     f"(device where ranks had one, else host peak RSS)\n\n"
-                     + tabulate(rows, headers=["framework", "precision", "batch/dev", "nodes x dev"]
-                                + [_count(v) for v in vocabs], tablefmt="github",
-                                disable_numparse=True))
+                     f"(device where ranks had one, else host peak RSS); embedding: sharded = "
+                     f"the tables split by rows over the ranks, replicated = whole on every rank\n\n"
+                     + tabulate(rows, headers=["framework", "embedding", "precision", "batch/dev",
+                                               "nodes x dev"] + [_count(v) for v in vocabs],
+                                tablefmt="github", disable_numparse=True))
+    if len(published_rows):
+        for _, rows in pd.DataFrame(list(published_rows)).groupby("file", sort=True):
+            parts.append(_published_wide_deep(rows))
     return "\n\n".join(parts)
+
+
+def _published_wide_deep(rows: pd.DataFrame) -> str:
+    """One published W&D table, its figures as transcribed (memory in the source's MB)."""
+    first = rows.iloc[0]
+    vocabs = sorted(int(v) for v in rows.deep_vocab_size.unique())
+    grid = {}
+    for r in rows.itertuples():
+        cell = "OOM" if r.status == "oom" else f"{r.latency_ms:g} ms, {r.memory_mb:g} MB"
+        grid.setdefault((r.framework, r.implementation or r.framework), {})[int(r.deep_vocab_size)] = cell
+    table = [list(k) + [cells.get(v, "-") for v in vocabs] for k, cells in grid.items()]
+    per_device = f" ({first.batch_per_device} per device)" if first.batch_per_device else ""
+    return (f"### Published beside it: {first.file} ({first.date or 'undated'})\n"
+            f"{first.source}; {first.devices} x {first.device}"
+            + (f" ({first.devices // first.nodes_of} nodes x {first.nodes_of})" if first.nodes_of else "")
+            + f", batch {first.batch_size}{per_device}; data: {first.data or 'not stated'}. "
+            "Latency per iteration and device memory per device as published (MB); OOM: out of "
+            "device memory. Our cells are per rank, at our batch per device.\n\n"
+            + tabulate(table, headers=["framework", "implementation"] + [_count(v) for v in vocabs],
+                       tablefmt="github", disable_numparse=True))
 
 
 def gpt_section(m: pd.DataFrame) -> str:
@@ -124,7 +153,12 @@ def render_special(results) -> str:
     m = metrics(results.with_points(special))
     parts = []
     if len(m) and (m.model == "wide_deep").any():
-        parts.append(wide_deep_section(m[m.model == "wide_deep"]))
+        try:
+            wdl = published.wide_deep_rows()
+        except published.PublishedError as exc:
+            wdl = ()
+            parts.append(f"- published W&D figures skipped: {exc}")
+        parts.append(wide_deep_section(m[m.model == "wide_deep"], wdl))
     if len(m) and (m.model == "gpt").any():
         parts.append(gpt_section(m[m.model == "gpt"]))
     if searches or (len(m) and (m.model == "insightface").any()):
