@@ -7,7 +7,6 @@ import pandas as pd
 
 from analysis import environment, method, published, special, tables, traces
 from analysis import input as input_section  # data=files and bench=input (docs/data.md)
-from analysis import input as input_section  # data=files and bench=input (docs/data.md)
 from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
 from frameworks.common import layout
 
@@ -161,7 +160,6 @@ def render(results) -> str:
     train = results.points[(results.points.bench == "train")
                            & ~results.points.model.isin(special.OWN_SECTIONS)]  # theirs: below
     train = input_section.on_synthetic(results, train)  # training from files: its own section
-    train = input_section.on_synthetic(results, train)  # training from files: its own section
     limits = limits_of(results)
     parts = [header(results)]
     for model, pts in train.groupby("model", sort=True):
@@ -180,7 +178,6 @@ def render(results) -> str:
             parts.append("### Peak device memory per rank (GiB)\n"
                          + table(pts.assign(mem=pts.peak_device_bytes / 2**30), "mem", ".2f"))
     parts.append(special.render_special(results))
-    parts.append(input_section.section(results))
     parts.append(input_section.section(results))
     parts.append(published.section(results))
     parts.append(traces.section(results))       # profile=true's traces, linked
