@@ -5,8 +5,10 @@
     python -m launch cancel SWEEP_DIR       cancel its Slurm jobs ([--point GLOB])
     python -m launch dataset OUT            a small JPEG + BERT dataset for data=files
 
-Hydra composes conf/ into one config per sweep point; each point is validated,
-written to SWEEP/points/<name>/point.json and handed to its launcher. Ranks
+Hydra composes conf/ into one config per sweep point (the suite's own sweeper and
+launcher, hydra_plugins/dlbench_launcher); every point is validated and checked before
+any runs (launchers/sweep.py), written to SWEEP/points/<name>/point.json and handed to
+its launcher, `launcher=auto` by default (launchers/auto.py). Ranks
 never run Hydra: they read the run spec the driver writes for them.
 """
 import sys
@@ -15,35 +17,20 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-import launchers
-from launchers import points, precheck
+from launchers import points, precheck, sweep
 
 
 # An absolute path: the same conf/ whether run as `python -m launch` or as the installed
 # `dlbench` command (where Hydra would otherwise look for a package named conf).
 @hydra.main(config_path=str(points.ROOT / "conf"), config_name="config", version_base=None)
 def run_point(cfg) -> None:
+    """One point (no -m), or one job of a sweep under another Hydra launcher; `-m` sweeps
+    normally go through the suite's own (hydra_plugins/dlbench_launcher), which checks every
+    point before any runs."""
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
-    sweep_dir = hc.sweep.dir if multirun else hc.run.dir
-    try:
-        point = points.make_point(cfg, sweep_dir, hc.job.num if multirun else 0,
-                                  hc.overrides.task)
-        launcher = launchers.get(cfg.launcher.name)
-        launcher.check(point)
-        if point["search"] is not None:  # the largest value that trains: a loop of points
-            launcher.submit_search(point, dry_run=cfg.dry_run)
-        else:
-            launcher.submit(point, dry_run=cfg.dry_run)
-    except points.ConfigError as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"cannot write results under {sweep_dir}: {exc.strerror or exc}")
-
-
-def _fail(message: str):
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
+    sweep.main([sweep.Job(cfg, hc.sweep.dir if multirun else hc.run.dir,
+                          hc.job.num if multirun else 0, list(hc.overrides.task))])
 
 
 def main(argv=None) -> int:

@@ -106,3 +106,9 @@ def submit_search(point: dict, dry_run: bool = False) -> None:
         print(search.describe(point))
         return
     search.run(point, start_repeat)
+
+
+def submit_all(pts: list, dry_run: bool = False) -> None:
+    """The sweep's local points, one after another (every one was checked before)."""
+    for point in pts:
+        (submit_search if point.get("search") is not None else submit)(point, dry_run=dry_run)

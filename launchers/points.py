@@ -6,6 +6,7 @@ entry) and one folder per repeat below it:
     SWEEP/points/000-pytorch-resnet50-fp32-1x2-bs8/point.json
     SWEEP/points/000-.../repeat-00/{spec.json, rank-00000.json, ..., run.json}
 """
+import copy
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from frameworks.common import datafiles, layout, modes, records
+from launchers import auto
 
 ROOT = Path(__file__).resolve().parent.parent
 POINT_SCHEMA = layout.POINT_SCHEMA
@@ -102,8 +104,10 @@ def compiled(cfg) -> bool:
 
 
 def resolve_model(model_cfg) -> dict:
-    """The model's chosen size folded into one flat dict (what a worker builds)."""
-    m = OmegaConf.to_container(model_cfg, resolve=True)
+    """The model's chosen size folded into one flat dict (what a worker builds); model_cfg
+    is the config's model node or its resolved dict."""
+    m = (OmegaConf.to_container(model_cfg, resolve=True) if OmegaConf.is_config(model_cfg)
+         else copy.deepcopy(model_cfg))
     sizes = m.pop("sizes", None)
     # A key set beside `sizes` (`+model.num_classes=10`) wins over the size's own.
     return {**sizes[m["size"]], **m} if sizes is not None else m
@@ -138,43 +142,51 @@ def suite_commit() -> str:
         return None
 
 
-def make_point(cfg, sweep_dir, num: int, overrides=()) -> dict:
+def launcher_settings(config: dict) -> dict:
+    """The point's launcher settings from its resolved config; `launcher=auto` resolved
+    (launchers/auto.py), saying why."""
+    settings = copy.deepcopy(config["launcher"])
+    if settings.get("name") == "auto":
+        settings["name"], settings["auto"] = auto.choose()
+    return settings
+
+
+COMMIT = object()  # make_point's default: look the commit up (a sweep looks it up once)
+
+
+def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
     """Validate cfg and return the point (not yet written)."""
     validate(cfg)
     name = point_name(cfg, num)
     setting, is_compiled = compile_setting(cfg), compiled(cfg)
+    config = OmegaConf.to_container(cfg, resolve=True)  # resolved once; the point's parts are copies
+
+    def part(key):
+        return copy.deepcopy(config.get(key))
     return {
         "schema": POINT_SCHEMA, "version": layout.SCHEMA_VERSION,
         "point": name, "num": num,
         "dir": str(Path(layout.point_dir(sweep_dir, name)).resolve()),
-        "bench": cfg.bench.name,
-        "bench_options": OmegaConf.to_container(cfg.bench, resolve=True),
-        "framework": OmegaConf.to_container(cfg.framework, resolve=True),
-        "model": resolve_model(cfg.model),
-        "precision": cfg.precision.name,
-        "amp_dtype": cfg.precision.amp_dtype,
+        "bench": config["bench"]["name"],
+        "bench_options": part("bench"),
+        "framework": part("framework"),
+        "model": resolve_model(config["model"]),
+        "precision": config["precision"]["name"],
+        "amp_dtype": config["precision"]["amp_dtype"],
         "compile": is_compiled,           # resolved: compile=auto is the framework's own choice
         "compile_setting": setting,       # as given: "auto", true or false
-        "mode": modes.mode_name(cfg.framework.name, is_compiled),  # eager, jit, graph, ...
-        "batch_size": cfg.batch_size,
-        "nodes": cfg.nodes,
-        "gpus_per_node": cfg.gpus_per_node,
-        "world_size": cfg.nodes * cfg.gpus_per_node,
-        "warmup_steps": cfg.warmup_steps,
-        "measure_steps": cfg.measure_steps,
-        "repeats": cfg.repeats,
-        "device": cfg.device,
-        "seed": cfg.seed,
-        "timeout_s": cfg.timeout_s,
-        "rendezvous_timeout_s": cfg.rendezvous_timeout_s,
-        "memory_limit_mb": cfg.get("memory_limit_mb"),
-        "search": (OmegaConf.to_container(cfg.search, resolve=True)  # checked in launchers/search.py
-                   if OmegaConf.is_config(cfg.get("search")) else cfg.get("search")),
-        "launcher": OmegaConf.to_container(cfg.launcher, resolve=True),
-        "cluster": OmegaConf.to_container(cfg.cluster, resolve=True),
+        "mode": modes.mode_name(config["framework"]["name"], is_compiled),  # eager, jit, graph, ...
+        **{key: config[key] for key in ("batch_size", "nodes", "gpus_per_node")},
+        "world_size": config["nodes"] * config["gpus_per_node"],
+        **{key: config[key] for key in ("warmup_steps", "measure_steps", "repeats", "device", "seed",
+                                        "timeout_s", "rendezvous_timeout_s")},
+        "memory_limit_mb": config.get("memory_limit_mb"),
+        "search": part("search"),         # checked in launchers/search.py
+        "launcher": launcher_settings(config),
+        "cluster": part("cluster"),
         "overrides": list(overrides),
-        "config": OmegaConf.to_container(cfg, resolve=True),
-        "suite_commit": suite_commit(),
+        "config": config,
+        "suite_commit": suite_commit() if commit is COMMIT else commit,
         "created_unix": time.time(),
     }
 

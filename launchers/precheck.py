@@ -46,10 +46,11 @@ def groups(extra_dir=None, overrides=()) -> dict:
                      anchor=SearchPathQuery(provider="schema"))
     loader = ConfigLoaderImpl(config_search_path=path)
     searchpath = [o for o in overrides if o.split("=", 1)[0].lstrip("+") == "hydra.searchpath"]
+    # What loader.get_group_options does, once for all groups (it reads config.yaml each call).
+    _, repo = loader._parse_overrides_and_create_caching_repo("config", searchpath)
 
     def options(group, kind=ObjectType.CONFIG):
-        return sorted(loader.get_group_options(group, results_filter=kind, config_name="config",
-                                               overrides=searchpath))
+        return sorted(repo.get_group_options(group, kind))
     return {g: options(g) for g in options("", ObjectType.GROUP) if g != "hydra"}
 
 

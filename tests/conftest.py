@@ -1,9 +1,32 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The local Slurm cluster fixture (tests/integration/conftest_slurm.py).
 pytest_plugins = ["tests.integration.conftest_slurm"]
+
+
+NO_SLURM_CONF = "/nonexistent/dlbench-no-cluster/slurm.conf"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_slurm_unless_the_module_uses_it(request):
+    """launcher=auto, the default, picks Slurm wherever SLURM_CONF leads to a controller,
+    and the `slurm_cluster` fixture exports it for the rest of the session. A module none
+    of whose tests use the test cluster runs as on a machine without one: SLURM_CONF names
+    no file, so its `python -m launch` runs locally, as written."""
+    from launchers import auto
+    mine = [item for item in request.session.items if getattr(item, "module", None) is request.module]
+    auto.choose.cache_clear()
+    if any("slurm_cluster" in item.fixturenames for item in mine):
+        yield
+    else:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SLURM_CONF", NO_SLURM_CONF)
+            yield
+    auto.choose.cache_clear()

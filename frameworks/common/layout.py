@@ -12,6 +12,8 @@
     SWEEP/points/<point>/repeat-00/profile/rank-00000/ a trace on demand (profile=true:
                                                       frameworks/common/profile.py)
     SWEEP/searches/<point>.json                       a search's ledger (launchers/search.py)
+    SWEEP/slurm/                                      submitit's folder: sbatch scripts, pickles,
+                                                      driver logs <job>_0_log.out (launchers/slurm.py)
 
 Every other module names these through this one. Standard library only: the worker
 harness imports it in the framework's own Python.
@@ -32,6 +34,7 @@ PEAKS_SCHEMA = "dlbench.peaks"          # device peak TFLOP/s, as data (analysis
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"
+SUBMITIT_DIR = "slurm"
 REPORT_DIR = "report"
 POINT_FILE = "point.json"
 SLURM_FILE = "slurm.json"
@@ -88,6 +91,10 @@ def repeat_dir(point_dir_, repeat: int) -> str:
 def interrupted_dir(rdir, when: float = None) -> str:
     """Where an interrupted attempt is set aside: repeat-NN.interrupted-<unix time>."""
     return f"{rdir}.interrupted-{time.time() if when is None else when:.0f}"
+
+
+def submitit_dir(sweep) -> str:
+    return os.path.join(str(sweep), SUBMITIT_DIR)
 
 
 def search_ledger(sweep, point: str) -> str:

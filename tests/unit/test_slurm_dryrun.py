@@ -47,7 +47,9 @@ def test_example_site_with_containers(tmp_path):
                    "repeats=2", "cluster=example_site", multirun=True)
     check_golden("slurm_example_site.txt", text)
     # what the golden holds, said plainly
-    assert text.count("#SBATCH --partition=gpu") == 2 and "#SBATCH --account=dl-benchmarks" in text
+    # the two points have one allocation shape: one job array, one sbatch script
+    assert text.count("#SBATCH --partition=gpu") == 1 and "#SBATCH --account=dl-benchmarks" in text
+    assert "#SBATCH --array=0-1%2" in text and "#SBATCH --output=<SWEEP>/slurm/%A_%a_0_log.out" in text
     assert "#SBATCH --gpus-per-node=8" in text and "#SBATCH --ntasks-per-node=8" in text
     assert "#SBATCH --requeue" in text and "#SBATCH --signal=B:USR2@120" in text
     assert "exec <PYTHON> -u -m submitit.core._submit" in text  # the driver, once, not under srun

@@ -1,0 +1,43 @@
+"""The sweeper and launcher behind `python -m launch -m ...`.
+
+DlbenchSweeper is Hydra's basic sweeper (the same override grammar, the cartesian product,
+hydra.sweep.dir and its multirun.yaml) without its validate_batch_is_legal, which composes
+every job a first time only for the launcher to compose it again.
+
+DlbenchLauncher gets all the jobs' overrides at once: it composes each (compose.py: once
+per distinct combination of group choices) and hands them to launchers/sweep.py, which
+checks every point before any runs or is queued, then gives each launcher its points
+together. Jobs do not go through Hydra's run_job: no per-job folder (SWEEP/<num>/, empty
+before) and no per-job callbacks; the sweep's callbacks (on_multirun_end) run as before.
+"""
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.utils import JobReturn, JobStatus, setup_globals
+from hydra.plugins.launcher import Launcher
+
+
+class DlbenchSweeper(BasicSweeper):
+    def validate_batch_is_legal(self, batch) -> None:
+        """Nothing: DlbenchLauncher composes and checks every job before any runs."""
+
+
+class DlbenchLauncher(Launcher):
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
+
+    def launch(self, job_overrides, initial_job_idx):
+        from launchers import sweep  # the suite, imported only when a sweep runs
+        from hydra_plugins.dlbench_launcher.compose import Compositions
+        setup_globals()
+        compositions = Compositions(self.hydra_context.config_loader, self.config)
+        jobs = []
+        for num, overrides in enumerate(job_overrides, start=initial_job_idx):
+            try:
+                cfg, sweep_dir = compositions.job(overrides)
+            except Exception as exc:  # Hydra's own message, in one line
+                first = str(exc).strip().splitlines()[:1] or [type(exc).__name__]
+                sweep.fail(f"cannot compose sweep point {num} ({' '.join(overrides)}): {first[0]}")
+            jobs.append(sweep.Job(cfg, sweep_dir, num, list(overrides)))
+        names = sweep.main(jobs)
+        return [JobReturn(overrides=list(job.overrides), working_dir=job.sweep_dir,
+                          task_name=self.config.hydra.job.name, status=JobStatus.COMPLETED,
+                          _return_value=name) for job, name in zip(jobs, names)]

@@ -1,0 +1,49 @@
+"""launcher=auto (the default): Slurm where this is a Slurm login node whose controller
+answers, the local launcher otherwise.
+
+submitit's AutoExecutor picks Slurm where `srun` is on PATH (SlurmExecutor.affinity()).
+A machine with Slurm's packages but no cluster (CI, a laptop with slurm-client) would then
+submit to nothing, so auto also asks for `sbatch` and for the controller itself:
+`scontrol ping`, given at most PING_S. A SLURM_CONF naming no file is refused at once
+(Slurm's clients would retry reading it for a minute). Decided once per process.
+"""
+import functools
+import os
+import shutil
+import subprocess
+
+PING_S = 5
+
+
+@functools.lru_cache(maxsize=1)
+def choose() -> tuple:
+    """(launcher name, why), e.g. ("local", "no sbatch on PATH")."""
+    from submitit import SlurmExecutor
+    if SlurmExecutor.affinity() <= 0:
+        return "local", "no srun on PATH"
+    if shutil.which("sbatch") is None:
+        return "local", "no sbatch on PATH"
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):
+        return "local", f"SLURM_CONF={conf} is not a file"
+    try:
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=PING_S)
+    except subprocess.TimeoutExpired:
+        return "local", f"the Slurm controller did not answer `scontrol ping` within {PING_S} s"
+    except OSError as exc:
+        return "local", f"scontrol: {exc.strerror or exc}"
+    lines = [line.strip() for line in (ping.stdout + ping.stderr).splitlines() if line.strip()]
+    up = [line for line in lines if line.endswith(" is UP")]
+    if ping.returncode != 0 or not up:
+        last = lines[-1] if lines else f"exit status {ping.returncode}"
+        return "local", f"no Slurm controller answers `scontrol ping`: {last}"
+    return "slurm", f"sbatch on PATH, `scontrol ping`: {up[0]}"
+
+
+def resolve(name: str) -> str:
+    return choose()[0] if name == "auto" else name
+
+
+def say() -> str:
+    name, why = choose()
+    return f"launcher=auto: {name} ({why})"

@@ -1,0 +1,73 @@
+"""A sweep as launch.py runs it: every point made and checked before any of them runs or is
+queued, then each launcher gets all of its points at once (the Slurm launcher submits the
+points of one allocation shape as one job array).
+
+    run(jobs)    jobs: [Job(cfg, sweep_dir, num, overrides)], cfg without its hydra node
+    main(jobs)   the same for launch.py: bad input is one line on stderr and exit status 2
+
+One impossible point refuses the whole sweep: points.ConfigError, in one line, naming the
+point, and nothing has run. The suite's commit is looked up once per sweep.
+"""
+import sys
+from dataclasses import dataclass
+
+import launchers
+from launchers import auto, points
+
+
+@dataclass
+class Job:
+    cfg: object        # the point's composed config (an OmegaConf DictConfig, no hydra node)
+    sweep_dir: str
+    num: int
+    overrides: list
+
+
+def make_points(jobs) -> list:
+    """[(point, dry_run)] for every job, each checked by its launcher; ConfigError if any
+    job is refused (the first refusal, and how many there were)."""
+    if any(job.cfg.launcher.get("name") == "auto" for job in jobs):
+        print(auto.say(), flush=True)
+    commit = points.suite_commit()
+    made, refused = [], []
+    for job in jobs:
+        try:
+            point = points.make_point(job.cfg, job.sweep_dir, job.num, job.overrides, commit=commit)
+            launchers.get(point["launcher"]["name"]).check(point)
+        except points.ConfigError as exc:
+            refused.append((job, str(exc)))
+            continue
+        made.append((point, bool(job.cfg.get("dry_run"))))
+    if refused and len(jobs) == 1:
+        raise points.ConfigError(refused[0][1])
+    if refused:
+        job, why = refused[0]
+        raise points.ConfigError(
+            f"{why} (sweep point {job.num}: {' '.join(job.overrides)}; {len(refused)} of "
+            f"{len(jobs)} points refused, none was run)")
+    return made
+
+
+def run(jobs) -> list:
+    """Make and check every point, then hand them to their launchers -> the point names."""
+    made = make_points(jobs)
+    groups = {}  # (launcher, dry_run) -> points, in sweep order
+    for point, dry_run in made:
+        groups.setdefault((point["launcher"]["name"], dry_run), []).append(point)
+    for (name, dry_run), pts in groups.items():
+        launchers.get(name).submit_all(pts, dry_run=dry_run)
+    return [point["point"] for point, _ in made]
+
+
+def fail(message: str):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main(jobs) -> list:
+    try:
+        return run(jobs)
+    except points.ConfigError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write results under {jobs[0].sweep_dir}: {exc.strerror or exc}")
