@@ -7,8 +7,10 @@ python -m analysis history ROOT                       each configuration across 
 
 `report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
 rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
-the plots, and report.html (every table with the plots embedded: one self-contained file
-to mail; --html PATH puts it elsewhere) to DIR (default PATH/report). --max-cv and --max-drift set the flags'
+the plots (analysis/plot.py; each one the sweep has no data for is skipped with a line
+saying so; --no-plot: none, nor in the page), and report.html (every table with the plots
+embedded: one self-contained file to mail; --html PATH puts it elsewhere) to DIR
+(default PATH/report). --max-cv and --max-drift set the flags'
 thresholds (analysis/method.py: a CV across repeats, a drift between the timed window's
 halves, above which a figure is marked; 5% each by default).
 

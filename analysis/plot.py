@@ -48,15 +48,20 @@ def _train(points: pd.DataFrame) -> pd.DataFrame:
 
 def _series(pts: pd.DataFrame):
     """(label, framework, precision, shade, rows) per line or bar series of one model: a
-    framework and precision, split by batch size and mode only where those vary."""
+    framework and precision, split by batch size and mode only where those vary, and by
+    sweep where a folder of sweeps ran the same configuration more than once."""
     many_bs = pts.batch_size.nunique() > 1
     many_modes = pts.groupby("framework")["mode"].nunique().max() > 1
     shades = {}
     for (fw, prec, bs, mode), rows in pts.groupby(["framework", "precision", "batch_size", "mode"]):
-        shade = shades[(fw, prec)] = shades.get((fw, prec), -1) + 1
         label = " ".join([fw, prec] + ([f"bs{bs}"] if many_bs else [])
                          + ([mode] if many_modes else []))
-        yield label, fw, prec, shade, rows.drop_duplicates("layout")  # one figure per layout
+        parts = (rows.groupby("sweep", sort=True) if rows.layout.duplicated().any()
+                 else [(None, rows)])
+        for sweep, part in parts:
+            shade = shades[(fw, prec)] = shades.get((fw, prec), -1) + 1
+            named = f"{label} ({os.path.basename(str(sweep))})" if sweep is not None else label
+            yield named, fw, prec, shade, part.drop_duplicates("layout")  # one figure a layout
 
 
 # ---- throughput ------------------------------------------------------------------------------
