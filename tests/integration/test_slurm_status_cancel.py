@@ -77,7 +77,7 @@ def test_held_array_tasks_status_and_cancel_by_point(slurm_cluster, tmp_path, co
 
 
 def test_cancel_a_running_sweep_keeps_its_recorded_repeats(slurm_cluster, tmp_path, counted):
-    res = launch("-m", *SMOKE, "nodes=1", "gpus_per_node=1", "repeats=2", "measure_steps=1500",
+    res = launch("-m", *SMOKE, "nodes=1", "gpus_per_node=1", "repeats=2", "measure_steps=500",
                  "timeout_s=600", "seed=0,1", f"hydra.sweep.dir={tmp_path}")
     assert res.returncode == 0, res.stderr[-3000:]
     first, second = point_dirs(tmp_path)
