@@ -236,3 +236,83 @@ def sample_rng(seed: int, sample_id: int, serial: int) -> random.Random:
     """The augmentation's random numbers for one read of one sample (`serial`: how many
     samples the rank had read before), the same whichever loader worker decodes it."""
     return random.Random(f"{seed}:{sample_id}:{serial}")
+
+
+# ---- a loader's samples, in numpy, for the loaders that decode with PIL ---------------
+class KeyBatches:
+    """`batches` as keys (sample id, serial), for a DataLoader's batch_sampler (endless: it
+    has no length). The serial, how many samples the rank read before, seeds the sample's
+    augmentation (sample_rng) in whichever loader worker decodes it."""
+
+    def __init__(self, ids: list, batch_size: int, seed: int):
+        self.ids, self.batch_size, self.seed = ids, batch_size, seed
+
+    def __iter__(self):
+        serial = 0
+        for batch in batches(self.ids, self.batch_size, self.seed):
+            yield [(i, serial + k) for k, i in enumerate(batch)]
+            serial += len(batch)
+
+
+def pil_image(path: str, size: int, rng: random.Random, chw: bool = True):
+    """Decode, RandomResizedCrop to size x size (bilinear), flip half of the time: uint8."""
+    import numpy as np
+    from PIL import Image
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        box = crop_box(im.width, im.height, rng)
+        im = im.resize((size, size), Image.BILINEAR, box=box)
+    if rng.random() < 0.5:
+        im = im.transpose(Image.FLIP_LEFT_RIGHT)
+    pixels = np.asarray(im, dtype=np.uint8)
+    return np.ascontiguousarray(pixels.transpose(2, 0, 1)) if chw else pixels
+
+
+class Samples:
+    """A map-style dataset of numpy samples that a framework's DataLoader (PyTorch, Paddle,
+    OneFlow, MXNet's gluon) reads with its workers: key (sample id, serial) ->
+    (*inputs, *labels, id, ok). Images: (uint8 image, label); BERT: its six arrays. A file
+    that cannot be decoded comes back as ok = 0, so that the main process names it however
+    many workers there are (`check`)."""
+
+    def __init__(self, spec: dict, data: dict, chw: bool = True):
+        cfg = spec["model"]
+        self.images, self.seed, self.chw = cfg["name"] == "resnet50", spec["seed"], chw
+        if self.images:
+            self.paths, labels, _ = image_files(data["path"])
+            self.labels = [y % cfg["num_classes"] for y in labels]
+            self.size = cfg["image_size"]
+        else:
+            self.arrays = load_bert(data["path"], cfg)
+
+    def __len__(self):
+        return len(self.paths) if self.images else len(self.arrays["nsp_labels"])
+
+    def __getitem__(self, key):
+        import numpy as np
+        i, serial = (int(k) for k in key)
+        if not self.images:
+            return (*(self.arrays[k][i].astype(np.int64) for k in BERT_INPUTS + BERT_LABELS),
+                    i, 1)
+        try:
+            x = pil_image(self.paths[i], self.size, sample_rng(self.seed, i, serial), self.chw)
+        except Exception:  # noqa: BLE001  (PIL raises OSError, SyntaxError, ValueError...)
+            shape = (3, self.size, self.size) if self.chw else (self.size, self.size, 3)
+            return np.zeros(shape, np.uint8), 0, i, 0
+        return x, self.labels[i], i, 1
+
+    def split(self, fields):
+        """(inputs, labels, ids) of a collated batch's fields, after `check`."""
+        n = 1 if self.images else len(BERT_INPUTS)
+        return tuple(fields[:n]), tuple(fields[n:-2]), fields[-2]
+
+    def check(self, ids, oks) -> None:
+        """CorruptFile naming the first sample of a batch that could not be decoded."""
+        for i, ok in zip(ids, oks):
+            if not ok:
+                try:
+                    pil_image(self.paths[int(i)], self.size, random.Random(0))
+                    why = "decoding failed in a loader worker"
+                except Exception as exc:  # noqa: BLE001
+                    why = f"{type(exc).__name__}: {exc}"
+                raise CorruptFile(f"cannot decode {self.paths[int(i)]}: {why}")
