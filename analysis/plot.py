@@ -156,6 +156,28 @@ def scaling_figures(results, comm=None):
 
 
 # ---- step times per rank ---------------------------------------------------------------------
+MAX_BOXES = 64   # more ranks than this: a box each would be a black band; quantiles instead
+
+
+def _rank_spread(ax, steps, ranks, colour) -> None:
+    """Each rank's timed step durations (ms) at x = 1, 2, ...: a box per rank, or beyond
+    MAX_BOXES ranks its p10..p90 as a bar, its median as a dot and its slowest step as a x."""
+    ms = steps.assign(ms=steps.duration * 1e3).groupby("rank").ms
+    if len(ranks) <= MAX_BOXES:
+        box = ax.boxplot([ms.get_group(r).to_numpy() for r in ranks], patch_artist=True,
+                         widths=0.6, flierprops={"markersize": 2, "alpha": 0.5},
+                         medianprops={"color": "black"})
+        for patch in box["boxes"]:
+            patch.set_facecolor(colour)
+        return
+    q = ms.quantile([0.1, 0.5, 0.9]).unstack().reindex(ranks)
+    x = range(1, len(ranks) + 1)
+    ax.vlines(x, q[0.1], q[0.9], color=colour, linewidth=2, label="p10..p90")
+    ax.plot(x, q[0.5], ".", color="black", ms=3, label="median")
+    ax.plot(x, ms.max().reindex(ranks), "x", color=style.OTHER_COLOUR, ms=3, label="slowest step")
+    ax.legend()
+
+
 def rank_step_figures(results, comm=None):
     train = _train(results.points)
     ok = train[_num(train.throughput).notna()] if len(train) else train
@@ -174,13 +196,9 @@ def rank_step_figures(results, comm=None):
         if not len(mine):
             continue
         ranks = sorted(mine["rank"].unique())
-        data = [mine[mine["rank"] == r].duration.to_numpy() * 1e3 for r in ranks]
         hosts = {r: str(h) for r, h in zip(mine["rank"], mine.host)}
         fig, ax = style.figure()
-        box = ax.boxplot(data, patch_artist=True, widths=0.6,
-                         flierprops={"markersize": 2, "alpha": 0.5}, medianprops={"color": "black"})
-        for patch in box["boxes"]:
-            patch.set_facecolor(style.framework_colour(p.framework, 1))
+        _rank_spread(ax, mine, ranks, style.framework_colour(p.framework, 1))
         if len(ranks) <= 16:
             ax.set_xticks(range(1, len(ranks) + 1), [f"{r}\n{hosts[r]}" for r in ranks])
         else:  # many ranks: every k-th label

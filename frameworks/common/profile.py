@@ -32,8 +32,10 @@ UNSUPPORTED = "no profiler hook for {fw} in the suite yet (frameworks/common/pro
 
 
 def requested(spec) -> bool:
-    """profile=true in the point's config, and this is the first repeat."""
-    return (spec.get("config") or {}).get("profile") is True and spec.get("repeat") == 0
+    """profile= set (anything but false or null) in the point's config, and this is the
+    first repeat."""
+    value = (spec.get("config") or {}).get("profile")
+    return value is not None and value is not False and spec.get("repeat") == 0
 
 
 def after_window(session, spec, record, rank: int) -> None:
@@ -42,8 +44,12 @@ def after_window(session, spec, record, rank: int) -> None:
     no rank waits on another); a step that fails fails the repeat, as any step would."""
     if not requested(spec):
         return
-    fw = spec["framework"]
+    fw, value = spec["framework"], spec["config"]["profile"]
     tracer = TRACERS.get(fw)
+    if value is not True:   # profile=1, profile=yes: said, not guessed
+        record["profile"] = {"status": "failed", "error": f"profile must be true or false, "
+                                                          f"got {value!r}"}
+        return
     if tracer is None:
         record["profile"] = {"status": "unsupported", "error": UNSUPPORTED.format(fw=fw)}
         return
@@ -73,8 +79,8 @@ def after_window(session, spec, record, rank: int) -> None:
 def _torch(folder, steps, session) -> dict:
     from torch.profiler import ProfilerActivity, profile, schedule
     path = os.path.join(folder, layout.TORCH_TRACE)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if getattr(session, "cuda", False)
-                                           else [])
+    cuda = getattr(session, "cuda", False)   # the PyTorch session's: a rank on a GPU
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=STEPS - 1),
                  on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:
         for _ in range(STEPS):

@@ -102,3 +102,15 @@ def test_the_page_embeds_every_plot_written(sweep, tmp_path, capsys):
     assert len(pngs) == 4 and page.count('src="data:image/png;base64,') == 4
     assert all(f"<figcaption>{name}</figcaption>" in page for name in pngs)
     assert "plot skipped: bus bandwidth" in page and "plot skipped: bus bandwidth" in capsys.readouterr().out
+
+
+def test_many_ranks_show_their_quantiles_instead_of_boxes(tmp_path):
+    s = str(tmp_path / "sweep")
+    pt = write_point(s, "000-pytorch-resnet50-fp32-9x8-bs8", nodes=9, gpus_per_node=8, repeats=1)
+    write_repeat(pt, 0, None, step_times=[[0.3 if r == 5 else 0.1] * 3 for r in range(72)])
+    name, fig = next(plot.rank_step_figures(analysis.load(s)))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["p10..p90", "median",
+                                                                  "slowest step"]
+    medians = ax.lines[0].get_ydata()
+    assert len(medians) == 72 and medians[5] == pytest.approx(300) and medians[0] == pytest.approx(100)

@@ -87,3 +87,10 @@ def test_the_report_links_each_trace(tmp_path):
     from analysis import html_report
     page = html_report.page("t", text)
     assert f'<a href="{trace}">{os.path.relpath(trace, s)}</a>' in page
+
+
+def test_a_value_other_than_true_or_false_is_said_not_guessed(tmp_path):
+    rec, calls = run(tmp_path, on="yes")
+    assert rec["status"] == "ok" and calls == 2 + 5
+    assert rec["profile"] == {"status": "failed",
+                              "error": "profile must be true or false, got 'yes'"}
