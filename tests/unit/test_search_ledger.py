@@ -101,3 +101,19 @@ def test_slurm_refuses_only_a_key_that_changes_the_allocation(tmp_path):
     slurm_search.check(base_point(tmp_path))
     with pytest.raises(points.ConfigError, match="changes the allocation"):
         slurm_search.check(base_point(tmp_path, key="gpus_per_node", start=1, max=2))
+
+
+def test_a_search_on_slurm_is_one_job_sized_for_its_tries(tmp_path, capsys):
+    point = points.make_point(cfg_of("launcher=slurm", "cluster=localtest", "preset=smoke",
+                                     "launcher.time_min=null", "cluster.max_time_min=100000"),
+                              tmp_path, 0)
+    point["search"] = {"key": "batch_size", "start": 32, "max": 4096, "tolerance": 0.5}
+    slurm_search.submit(point, dry_run=True)
+    out = capsys.readouterr().out
+    assert "on Slurm one allocation, each try's repeats srun steps in it" in out
+    assert out.count("#SBATCH --requeue") == 1 and "#SBATCH --nodes=1" in out
+    tries = search.max_tries(search.settings(point))  # 8 doublings at most, then 2 bisections
+    assert tries == 10
+    per_repeat_s = point["timeout_s"] + point["launcher"]["step_overhead_s"]
+    assert f"#SBATCH --time={-(-(tries * point['repeats'] * per_repeat_s + 120) // 60)}" in out
+    assert not (tmp_path / "points").exists() and not (tmp_path / "searches").exists()
