@@ -188,7 +188,8 @@ FRAMEWORKS = {fw.name: fw for fw in [
         # paddle.amp.auto_cast is a no-op on a CPU place in dygraph: refused, not faked;
         # under to_static a CPU without bf16 makes oneDNN abort, so the check refuses it.
         amp="unsupported", amp_compiled="capability",
-        amp_error="PaddlePaddle cannot run AMP on a CPU in dynamic-graph mode"),
+        amp_error="PaddlePaddle cannot run AMP on a CPU in dynamic-graph mode",
+        cases=CASES + ("files",), files="paddle.io"),
     Framework(
         name="mxnet", version="1.9.1", env={},
         compile_key="compile", compile_modes=("imperative", "hybridize"),

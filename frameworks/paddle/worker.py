@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from frameworks.common import capability, device, harness, modes
+from frameworks.common import capability, datafiles, device, harness, modes
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("GLOG_minloglevel", "1")  # Paddle's C++ INFO lines drown the rank log
@@ -199,4 +199,15 @@ class PaddleSession(harness.Session):
             self.group = None
 
 
-build = PaddleSession
+def build(spec, dist):
+    files = datafiles.settings(spec)["source"] == datafiles.FILES
+    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
+        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    if files:  # paddle.io.DataLoader (frameworks/paddle/loader.py)
+        from frameworks.paddle.loader import FilesSession
+        return FilesSession(spec, dist)
+    return PaddleSession(spec, dist)
+
+
+build.is_oom = PaddleSession.is_oom
+build.data_backends = ("paddle.io",)

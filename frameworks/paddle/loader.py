@@ -1,0 +1,69 @@
+"""PaddlePaddle's input pipeline for data=files, as PaddleClas reads ImageNet:
+`paddle.io.DataLoader` with `data.workers` worker processes (shared memory); in the
+workers, decode, RandomResizedCrop and flip (PIL: frameworks/common/datafiles.py's
+Samples, the same samples and augmentation as PyTorch's loader); uint8 batches normalized
+on the device. BERT reads its .npz shard through the same DataLoader. A file that cannot
+be decoded fails the rank with the file named.
+"""
+import paddle
+
+from frameworks.common import datafiles, harness
+from frameworks.paddle.worker import PaddleSession
+
+
+class Loader:
+    def __init__(self, spec, dist, gpu):
+        data = datafiles.settings(spec, dist)
+        self.samples = datafiles.Samples(spec, data)
+        ids = datafiles.shard(len(self.samples), dist.rank, dist.world_size)
+        keys = datafiles.KeyBatches(ids, spec["batch_size"], spec["seed"])
+        self.batches = iter(paddle.io.DataLoader(self.samples, batch_sampler=keys,
+                                                 num_workers=data["workers"], return_list=True))
+        self.gpu, self.seen = gpu, datafiles.Seen()
+        self.mean = paddle.to_tensor(datafiles.MEAN).reshape([1, 3, 1, 1]) * 255
+        self.std = paddle.to_tensor(datafiles.STD).reshape([1, 3, 1, 1]) * 255
+
+    def next(self):
+        fields = next(self.batches)
+        self.samples.check(fields[-2].tolist(), fields[-1].tolist())
+        inputs, labels, ids = self.samples.split(fields)
+        self.seen.add(ids.tolist())
+        if self.gpu:
+            inputs, labels = tuple(t.cuda() for t in inputs), tuple(t.cuda() for t in labels)
+        if self.samples.images:
+            inputs = ((inputs[0].astype("float32") - self.mean) / self.std,)
+        return inputs, labels
+
+
+class FilesSession(PaddleSession):
+    """Training from files: each step takes the loader's next batch."""
+
+    def __init__(self, spec, dist):
+        super().__init__(spec, dist)
+        self.loader = Loader(spec, dist, self.gpu)
+
+    def step(self):
+        self.inputs, self.labels = self.loader.next()
+        return super().step()
+
+    def data_record(self):
+        return self.loader.seen.record()
+
+
+class InputSession(harness.Session):
+    """bench=input: the pipeline alone, each step one batch onto the device."""
+
+    framework_version = paddle.__version__
+
+    def __init__(self, spec, dist):
+        self.loader = Loader(spec, dist, gpu=False)
+
+    def step(self):
+        self.loader.next()
+        return 0.0  # no model, no loss
+
+    def environment(self):
+        return {"device": "cpu", "device_count": 1}
+
+    def data_record(self):
+        return self.loader.seen.record()
