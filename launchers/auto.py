@@ -47,3 +47,10 @@ def resolve(name: str) -> str:
 def say() -> str:
     name, why = choose()
     return f"launcher=auto: {name} ({why})"
+
+
+@functools.lru_cache(maxsize=1)
+def announce() -> None:
+    """Print the choice, once per process (a sweep under Hydra's basic launcher runs many
+    points in one process)."""
+    print(say(), flush=True)

@@ -98,7 +98,8 @@ def check(argv) -> str:
             for v in values:
                 if str(v) not in known[key]:
                     return f"unknown {key} {v!r} (valid: {', '.join(known[key])})"
-        elif head not in top and head not in known and head != "hydra" and ov.key_or_group[0] != "+":
+        elif head not in top and head not in known and head.split("/")[0] != "hydra" \
+                and ov.key_or_group[0] != "+":  # hydra.* and hydra/launcher=... are Hydra's
             return f"unknown key {key!r} (valid: {', '.join(sorted(set(top) | set(known)))})"
         if key in MINIMUM:
             for v in values:

@@ -27,7 +27,7 @@ def make_points(jobs) -> list:
     """[(point, dry_run)] for every job, each checked by its launcher; ConfigError if any
     job is refused (the first refusal, and how many there were)."""
     if any(job.cfg.launcher.get("name") == "auto" for job in jobs):
-        print(auto.say(), flush=True)
+        auto.announce()
     commit = points.suite_commit()
     made, refused = [], []
     for job in jobs:
