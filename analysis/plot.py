@@ -99,6 +99,7 @@ def throughput_figures(results, comm=None):
                     ax.text(v, 0, f" {tables.label(status)}", rotation=90, ha="center", va="bottom",
                             fontsize=7, color=style.OTHER_COLOUR)
         ax.set_xticks(range(len(columns)), columns)
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.15)   # headroom for the legend
         ax.set(xlabel="nodes x devices per node", ylabel="samples/s (median of repeats)",
                title=f"{model}: throughput\n(whiskers: the median's 95% interval, or min..max "
                      "under 6 repeats)")
@@ -224,22 +225,27 @@ def amp_figures(results, comm=None):
     if not found:
         return "no configuration ran both fp32 and amp with throughputs"
     for model, ratios in found:
-        ratios = ratios[_num(ratios.ratio).notna()].sort_values(["framework", "devices", "nodes"])
+        ratios = ratios[_num(ratios.ratio).notna()].assign(
+            layout=lambda r: [f"{n}x{g}" for n, g in zip(r.nodes, r.gpus_per_node)])
+        columns = tables.layout_columns(ratios)
         many = ratios[["batch_size", "mode"]].drop_duplicates().shape[0] > 1
-        names = [f"{r.framework}\n{r.nodes}x{r.gpus_per_node}"
-                 + (f"\n{r.mode} bs{r.batch_size}" if many else "") for r in ratios.itertuples()]
+        series = list(ratios.groupby(["framework", "mode", "batch_size"]))
+        width, shades = 0.8 / len(series), {}
         fig, ax = style.figure()
-        values = _num(ratios.ratio)
-        bars = ax.bar(range(len(values)), values, 0.6,
-                      color=[style.framework_colour(fw) for fw in ratios.framework])
-        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+        for i, ((fw, mode, bs), rows) in enumerate(series):
+            shade = shades[fw] = shades.get(fw, -1) + 1
+            x = [columns.index(lay) - 0.4 + width * (i + 0.5) for lay in rows.layout]
+            bars = ax.bar(x, _num(rows.ratio), width, color=style.framework_colour(fw, shade),
+                          label=fw + (f" {mode} bs{bs}" if many else ""))
+            if len(series) * len(columns) <= 24:   # room for the figures on the bars
+                ax.bar_label(bars, fmt="%.2f", fontsize=6.5)
         ax.axhline(1.0, **{**style.IDEAL, "label": "no gain (1.0)"})
-        ax.set_xticks(range(len(values)), names)
-        ax.set(xlabel="framework, nodes x devices per node",
-               ylabel="AMP throughput / FP32 throughput",
+        ax.set_ylim(0, max(1.0, _num(ratios.ratio).max()) * 1.3)   # headroom for the legend
+        ax.set_xticks(range(len(columns)), columns)
+        ax.set(xlabel="nodes x devices per node", ylabel="AMP throughput / FP32 throughput",
                title=f"{model}: mixed precision over FP32 (medians, same configuration)")
         ax.grid(axis="x", visible=False)
-        ax.legend()
+        ax.legend(ncols=min(4, len(series) + 1), loc="upper left")
         yield f"amp_{model}.png", fig
 
 
