@@ -70,6 +70,9 @@ def after_window(session, spec, record, rank: int) -> None:
             info.update(tracer(folder, steps, session), status="ok")
             info["path"] = os.path.relpath(info["path"], spec["record_dir"])
         except Exception as exc:  # noqa: BLE001  (the trace is lost, the figures are not)
+            from .harness import Cancelled  # (imported here: the harness imports this module)
+            if isinstance(exc, Cancelled):   # SIGTERM ends the rank, traced or not
+                raise
             info.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         info["seconds"] = time.perf_counter() - t0
     steps(STEPS - done[0])   # untraced ranks, and what a failed profiler left undone

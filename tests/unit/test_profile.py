@@ -94,3 +94,11 @@ def test_a_value_other_than_true_or_false_is_said_not_guessed(tmp_path):
     assert rec["status"] == "ok" and calls == 2 + 5
     assert rec["profile"] == {"status": "failed",
                               "error": "profile must be true or false, got 'yes'"}
+
+
+def test_a_cancel_while_tracing_ends_the_rank(tmp_path, monkeypatch):
+    def tracer(folder, steps, session):
+        raise harness.Cancelled("terminated by SIGTERM")
+    monkeypatch.setitem(profile.TRACERS, "none", tracer)
+    rec, calls = run(tmp_path)
+    assert rec["status"] == "cancelled" and calls == 2 + 5
