@@ -213,7 +213,8 @@ FRAMEWORKS = {fw.name: fw for fw in [
         compile_sweep=(),  # fp32
         # DistributedDataParallel (eager) and the global view (nn.Graph)
         two_ranks=("model=resnet50", "compile=false,true"), checksum_rel=1e-6,
-        compiled_loss_is_global=True, import_check="oneflow"),
+        compiled_loss_is_global=True, import_check="oneflow",
+        cases=CASES + ("files",), files="oneflow.utils.data"),
 ]}
 
 

@@ -29,7 +29,7 @@ nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
 """
 import os
 
-from frameworks.common import capability, device, harness, modes
+from frameworks.common import capability, datafiles, device, harness, modes
 from frameworks.common.rendezvous import rendezvous
 
 
@@ -80,15 +80,16 @@ class OneFlowSession(harness.Session):
             cfg, spec["batch_size"], self.device, spec["seed"] + dist.rank)
         loss_fn = self.loss_fn
 
+        self.to_batch = lambda ts: ts  # a batch as the step takes it (graph: global view)
         if self.compiled:
             if dist.distributed:  # global view: one model over all ranks, the batch split
                 placement = flow.placement(self.device.type, ranks=list(range(dist.world_size)))
                 model.to_global(placement=placement, sbp=flow.sbp.broadcast)
-                to_split = lambda ts: tuple(t.to_global(placement=placement, sbp=flow.sbp.split(0))
-                                            for t in ts)
-                self.inputs, self.labels = to_split(self.inputs), to_split(self.labels)
+                self.to_batch = lambda ts: tuple(
+                    t.to_global(placement=placement, sbp=flow.sbp.split(0)) for t in ts)
+                self.inputs, self.labels = self.to_batch(self.inputs), self.to_batch(self.labels)
             self.optimizer = models.build_optimizer(cfg, model.parameters(), clip_in_group=True)
-            inputs, labels, optimizer = self.inputs, self.labels, self.optimizer
+            n, optimizer = len(self.inputs), self.optimizer
 
             class TrainGraph(flow.nn.Graph):
                 def __init__(self):
@@ -100,8 +101,8 @@ class OneFlowSession(harness.Session):
                         if fp16:
                             self.set_grad_scaler(flow.amp.GradScaler(init_scale=2.0 ** 16))
 
-                def build(self):
-                    loss = loss_fn(self.model(*inputs), *labels)
+                def build(self, *batch):  # inputs, then labels: data=files feeds each step's
+                    loss = loss_fn(self.model(*batch[:n]), *batch[n:])
                     loss.backward()
                     return loss
 
@@ -114,7 +115,7 @@ class OneFlowSession(harness.Session):
 
     def step(self):
         if self.compiled:
-            return self.graph()
+            return self.graph(*self.inputs, *self.labels)
         flow = self.flow
         self.optimizer.zero_grad()
         with flow.autocast(self.device.type, dtype=self.autocast_dtype or flow.float32,
@@ -169,4 +170,15 @@ class OneFlowSession(harness.Session):
         return isinstance(exc, MemoryError) or "out of memory" in text
 
 
-build = OneFlowSession
+def build(spec, dist):
+    files = datafiles.settings(spec)["source"] == datafiles.FILES
+    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
+        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    if files:  # oneflow.utils.data.DataLoader (frameworks/oneflow/loader.py)
+        from frameworks.oneflow.loader import FilesSession
+        return FilesSession(spec, dist)
+    return OneFlowSession(spec, dist)
+
+
+build.is_oom = OneFlowSession.is_oom
+build.data_backends = ("oneflow.utils.data",)

@@ -1,0 +1,74 @@
+"""OneFlow's input pipeline for data=files: `oneflow.utils.data.DataLoader` (OneFlow's
+counterpart of PyTorch's) with `data.workers` worker processes; in the workers, decode,
+RandomResizedCrop and flip (PIL: frameworks/common/datafiles.py's Samples, the same
+samples and augmentation as PyTorch's loader); uint8 batches normalized on the device,
+then placed as the step takes them (nn.Graph over several ranks: the global view, each
+rank's batch a split). BERT reads its .npz shard through the same DataLoader. A file that
+cannot be decoded fails the rank with the file named.
+
+OneFlow's own ImageNet path, OFRecord files read by flow.nn.OFRecordReader, needs the
+images converted to OFRecord first; this reads the JPEG folder as it is.
+"""
+import oneflow as flow
+
+from frameworks.common import datafiles, harness
+from frameworks.oneflow.worker import OneFlowSession
+
+
+class Loader:
+    def __init__(self, spec, dist, device):
+        data = datafiles.settings(spec, dist)
+        self.samples = datafiles.Samples(spec, data)
+        ids = datafiles.shard(len(self.samples), dist.rank, dist.world_size)
+        keys = datafiles.KeyBatches(ids, spec["batch_size"], spec["seed"])
+        self.batches = iter(flow.utils.data.DataLoader(self.samples, batch_sampler=keys,
+                                                       num_workers=data["workers"]))
+        self.device, self.seen = device, datafiles.Seen()
+        self.mean = flow.tensor(datafiles.MEAN, device=device).reshape(1, 3, 1, 1) * 255
+        self.std = flow.tensor(datafiles.STD, device=device).reshape(1, 3, 1, 1) * 255
+
+    def next(self):
+        fields = next(self.batches)
+        self.samples.check(fields[-2].tolist(), fields[-1].tolist())
+        inputs, labels, ids = self.samples.split(fields)
+        self.seen.add(ids.tolist())
+        inputs = tuple(t.to(self.device) for t in inputs)
+        labels = tuple(t.to(self.device) for t in labels)
+        if self.samples.images:
+            inputs = ((inputs[0].to(flow.float32) - self.mean) / self.std,)
+        return inputs, labels
+
+
+class FilesSession(OneFlowSession):
+    """Training from files: each step takes the loader's next batch."""
+
+    def __init__(self, spec, dist):
+        super().__init__(spec, dist)
+        self.loader = Loader(spec, dist, self.device)
+
+    def step(self):
+        inputs, labels = self.loader.next()
+        self.inputs, self.labels = self.to_batch(inputs), self.to_batch(labels)
+        return super().step()
+
+    def data_record(self):
+        return self.loader.seen.record()
+
+
+class InputSession(harness.Session):
+    """bench=input: the pipeline alone, each step one batch onto the device."""
+
+    framework_version = flow.__version__
+
+    def __init__(self, spec, dist):
+        self.loader = Loader(spec, dist, flow.device("cpu"))
+
+    def step(self):
+        self.loader.next()
+        return 0.0  # no model, no loss
+
+    def environment(self):
+        return {"device": "cpu", "device_count": 1}
+
+    def data_record(self):
+        return self.loader.seen.record()
