@@ -16,7 +16,8 @@ many times it asks Slurm.
    Also `fake`: ids Slurm never issued (neither squeue nor sacct knows them).
 3. For each: `python -m launch status SWEEP` as a subprocess, wall time, median of --runs;
    and once with `squeue` and `sacct` on PATH as wrappers that log each call and exec the
-   real one: how many calls it made.
+   real one: how many calls it made. Beside them, the floor: `python -c "import launch"`
+   (the interpreter and launch.py's imports, Hydra's included), the same way.
 
 Every job it submits is held and cancelled at the end. Prints a Markdown table
 (benchmarks/status_scale.md keeps one).
@@ -95,6 +96,15 @@ def time_status(sweep: str, runs: int, env=None) -> tuple:
     return statistics.median(times), counts
 
 
+def floor(runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import launch"], cwd=ROOT, check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def count_calls(sweep: str, work: str) -> dict:
     """squeue and sacct calls of one status run, by PATH wrappers around the real ones."""
     wdir, log = os.path.join(work, "bin"), os.path.join(work, "calls.log")
@@ -155,11 +165,14 @@ def main() -> int:
     for name in ("plain", "array"):
         row(f"{name}, finished (accounting only)", name)
     row("fake ids (never issued)", "fake")
+    base_s = floor(args.runs)
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor())
-    print(f"Machine: {cpu}, {os.cpu_count()} cores; {platform.platform()}; Python "
-          f"{platform.python_version()}; {subprocess.run(['sinfo', '-V'], capture_output=True, text=True).stdout.strip()}")
+    slurm = subprocess.run(["sinfo", "-V"], capture_output=True, text=True).stdout.strip()
+    load = os.getloadavg()[0]
+    print(f"Machine: {cpu}, {os.cpu_count()} cores (load average {load:.1f} at the end); "
+          f"{platform.platform()}; Python {platform.python_version()}; {slurm}")
     print(f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"Command: .venv/bin/python benchmarks/status_scale.py --points {n} --runs {args.runs}")
     print(f"({n} held plain jobs submitted in {plain_s:.1f} s)\n")
@@ -169,6 +182,7 @@ def main() -> int:
     for label, seconds, counts, c in rows:
         states = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
         print(f"| {label} | {seconds:.2f} | {c['squeue']} | {c['sacct']} | {states} |")
+    print(f"| floor: `python -c \"import launch\"` | {base_s:.2f} | | | |")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0
