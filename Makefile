@@ -13,7 +13,7 @@ venv: .venv/.installed
 
 demo: venv
 	$(PYTHON) -m launch -m model=resnet50,bert_base precision=fp32,amp gpus_per_node=1,2 \
-	    preset=smoke hydra.sweep.dir=$(DEMO_DIR)
+	    preset=smoke launcher=local hydra.sweep.dir=$(DEMO_DIR)
 	$(PYTHON) -m analysis report $(DEMO_DIR)
 
 # Framework environments and the Slurm packages are part of what the tests need;
