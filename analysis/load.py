@@ -529,16 +529,23 @@ def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.
 
 def add_speedup(points: pd.DataFrame) -> pd.DataFrame:
     """Speedup over the 1-device point of the same configuration, and efficiency; a
-    speedup over a flagged baseline is flagged (flag_baseline, speedup_marks)."""
+    speedup over a flagged baseline is flagged (flag_baseline, speedup_marks).
+
+    The baseline comes from the same sweep; only a sweep without one borrows the median of
+    the other sweeps' (a folder of sweeps taken on different days would otherwise divide
+    one day's figure by another's)."""
     key = [c for c in CONFIG_COLUMNS if c not in ("nodes", "gpus_per_node", "devices")]
-    config = [tuple(str(v) for v in row) for row in points[key].itertuples(index=False)]
+    same = [tuple(str(v) for v in row) for row in points[key].itertuples(index=False)]
+    own = list(zip(points["sweep"].astype(str), same))
     flags = points["marks"] if "marks" in points else pd.Series([None] * len(points), dtype=object)
     base, base_flagged = {}, {}
-    for cfg, devices, tp, f in zip(config, points.devices, points.throughput, flags):
+    for o, cfg, devices, tp, f in zip(own, same, points.devices, points.throughput, flags):
         if devices == 1 and not _nan(tp):
-            base.setdefault(cfg, []).append(tp)
-            base_flagged[cfg] = base_flagged.get(cfg, False) or bool(isinstance(f, str) and f)
-    base = {cfg: method.summarize(v)["median"] for cfg, v in base.items()}
+            for k in (o, cfg):
+                base.setdefault(k, []).append(tp)
+                base_flagged[k] = base_flagged.get(k, False) or bool(isinstance(f, str) and f)
+    base = {k: method.summarize(v)["median"] for k, v in base.items()}
+    config = [o if o in base else cfg for o, cfg in zip(own, same)]
     points = points.copy()
     points["speedup"] = [None if _nan(tp) else method.speedup(tp, base.get(cfg))
                          for cfg, tp in zip(config, points.throughput)]

@@ -2,6 +2,8 @@
 import json
 import os
 
+import pytest
+
 import analysis
 from analysis import history
 from frameworks.common import layout, records
@@ -47,3 +49,23 @@ def test_the_history_command(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "## pytorch resnet50 (tiny) fp32 1x1 bs8" in out and "+100.0% !" in out
     assert main(["history", str(tmp_path / "nothing")]) == 2
+
+
+def test_speedup_divides_by_its_own_sweeps_baseline(tmp_path):
+    """Two sweeps of one configuration in a folder: 1 rank at 80 and 40 samples/s, 2 ranks
+    at 120 and 60 (2 ranks x 8 x 10 steps over 4/3 s and 8/3 s). Each speedup is 1.5, over
+    its own sweep's baseline, not 120/60 or 60/60 over the median of both (60)."""
+    for name, one, two in (("a", 1.0, 4 / 3), ("b", 2.0, 8 / 3)):
+        folder = os.path.join(tmp_path, name)
+        p1 = write_point(folder, "000-pytorch-resnet50-fp32-1x1-bs8", repeats=1)
+        write_repeat(p1, 0, [one])
+        p2 = write_point(folder, "001-pytorch-resnet50-fp32-1x2-bs8", gpus_per_node=2, repeats=1)
+        write_repeat(p2, 0, [two, two])
+    # a third sweep with only 2 ranks borrows the median of the others' baselines (60)
+    p3 = write_point(os.path.join(tmp_path, "c"), "001-pytorch-resnet50-fp32-1x2-bs8",
+                     gpus_per_node=2, repeats=1)
+    write_repeat(p3, 0, [4 / 3, 4 / 3])
+    points = analysis.load(tmp_path).points
+    two = points[points.devices == 2].set_index(points[points.devices == 2].sweep.map(os.path.basename))
+    assert two.speedup["a"] == pytest.approx(1.5) and two.speedup["b"] == pytest.approx(1.5)
+    assert two.speedup["c"] == pytest.approx(2.0)
