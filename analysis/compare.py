@@ -58,7 +58,8 @@ METRICS = {
 }
 DEFAULT_METRIC = {"wide_deep": "latency_ms", "gpt": "tokens_per_s"}  # else throughput
 # The model setting that tells a special model's points apart in a reference made by `reference`.
-MODEL_KEY = {"wide_deep": "deep_vocab_size", "gpt": "seq_len", "insightface": "num_classes"}
+MODEL_KEY = {"wide_deep": ("deep_vocab_size", "embedding"), "gpt": ("seq_len",),
+             "insightface": ("num_classes",)}
 CONFIG_KEYS = {"framework": "framework", "model": "model", "size": "model_size",
                "precision": "precision", "amp_dtype": "amp_dtype", "batch_size": "batch_size",
                "nodes": "nodes", "gpus_per_node": "gpus_per_node", "compile": "compile",
@@ -305,9 +306,10 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
             config["search"] = r["search"]
             metric = "largest_ok"
         else:
-            k = MODEL_KEY.get(r["model"])
-            if k and r.get(k) is not None and r[k] == r[k]:
-                config[f"model.{k}"] = int(r[k])
+            for k in MODEL_KEY.get(r["model"], ()):
+                v = r.get(k)
+                if v is not None and v == v:
+                    config[f"model.{k}"] = v if isinstance(v, str) else int(v)
             metric = DEFAULT_METRIC.get(r["model"], "throughput")
         value = r.get(METRICS[metric][0])
         if value is None or value != value:

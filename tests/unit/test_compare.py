@@ -167,3 +167,18 @@ def test_a_corrupt_repeat_fails_its_entry_and_is_named(sweep, tmp_path, capsys):
     code, text, err = gate(sweep, ref, capsys)
     assert code == 1 and "FAIL (corrupt)" in text and "1 of 2 within tolerance" in text
     assert err.startswith("warning: 1 corrupt record file(s)") and "Traceback" not in err
+
+
+def test_a_reference_tells_wide_deep_embeddings_apart(sweep, tmp_path, capsys):
+    """The same vocabulary sharded and replicated: two entries, each matching its own point."""
+    rep = set_model(write_point(sweep, "004-pytorch-wide_deep-fp32-1x1-bs8", model="wide_deep",
+                                repeats=1), deep_vocab_size=1000, embedding="replicated")
+    write_repeat(rep, 0, [1.0])                                   # 100 ms per iteration
+    set_model(json.load(open(os.path.join(sweep, "points", "002-pytorch-wide_deep-fp32-1x1-bs8",
+                                          "point.json"))), embedding="sharded")
+    out = str(tmp_path / "ref.yaml")
+    assert main(["reference", sweep, "--out", out]) == 0
+    wd = {e["config"]["model.embedding"]: e["value"] for e in yaml.safe_load(open(out))["entries"]
+          if e["config"]["model"] == "wide_deep"}
+    assert wd == {"sharded": pytest.approx(50.0), "replicated": pytest.approx(100.0)}
+    assert gate(sweep, out, capsys)[0] == 0
