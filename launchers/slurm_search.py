@@ -62,10 +62,11 @@ class SearchDriver(slurm_driver.PointDriver):
         return ledger
 
     def start(self, point: dict, spec_path: str, rdir: str):
-        """A try's repeat: the try's point first gets the search's job record."""
-        path = os.path.join(point["dir"], layout.SLURM_FILE)
-        if not os.path.exists(path):
-            records.write_json_atomic(path, self.try_record(point))
+        """A try's repeat: the try's point first gets the search's job record (this job's,
+        not an earlier search job's whose allocation ended in this try)."""
+        rec = self.try_record(point)
+        if (slurm.read_slurm_json(point["dir"]) or {}).get("job_id") != rec["job_id"]:
+            records.write_json_atomic(os.path.join(point["dir"], layout.SLURM_FILE), rec)
         return super().start(point, spec_path, rdir)
 
     def try_record(self, point: dict) -> dict:
