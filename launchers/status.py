@@ -178,7 +178,7 @@ def states(sweep: str) -> list:
         tries = s["ledger"].get("tries") or []
         rows.append({"point": s["name"], "state": state, "recorded": len(tries), "expected": "-",
                      "ok": sum(t.get("outcome") == "ok" for t in tries), "job": job or "-",
-                     "detail": detail, "tail": None, "try_of": None})
+                     "detail": detail, "tail": None, "try_of": None, "slurm_state": info.get("state")})
     for p in pts:
         job = str((p["slurm"] or {}).get("job_id") or "") or None
         info = slurm_jobs.get(job) or {}
@@ -189,7 +189,8 @@ def states(sweep: str) -> list:
         rows.append({"point": p["name"], "state": state, "ok": ok, "recorded": len(p["runs"]),
                      "expected": p["expected"], "job": job or "-", "detail": detail,
                      "tail": bad and dict(bad["log_tail"], repeat=bad.get("repeat")),
-                     "try_of": p["try_of"], "try_value": p["try_value"]})
+                     "try_of": p["try_of"], "try_value": p["try_value"],
+                     "slurm_state": info.get("state")})
     # a search's line, then its tries by value
     return sorted(rows, key=lambda r: (r["try_of"] or r["point"], r.get("try_value") or -1, r["point"]))
 
@@ -241,6 +242,11 @@ def main(argv=None) -> int:
         print(f"error: {args.sweep} is not a sweep: no {POINT_FILES} under it", file=sys.stderr)
         return 2
     rows = states(args.sweep)
+    jobs = {r["job"] for r in rows if r["job"] != "-"}
+    if jobs and all(r["slurm_state"] is None for r in rows if r["job"] != "-"):
+        print(f"note: neither squeue nor sacct knows any of the sweep's {len(jobs)} Slurm job(s): "
+              "states come from the records alone (is SLURM_CONF set, does the controller "
+              "answer?)", file=sys.stderr)
     tails = lambda: render_tails(rows, 0 if args.verbose else TAIL_LINES)  # noqa: E731
     if not args.wait:
         print("\n\n".join(filter(None, [render(rows), tails()])))

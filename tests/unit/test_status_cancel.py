@@ -123,3 +123,13 @@ def test_cancel_refuses_in_one_line(tmp_path, capsys):
     assert "no point matching '9*'" in capsys.readouterr().err
     assert status.main([str(tmp_path / "nowhere")]) == 2
     assert "is not a sweep" in capsys.readouterr().err
+
+
+def test_status_says_when_slurm_knows_none_of_the_jobs(tmp_path, monkeypatch, capsys):
+    slurm_point(tmp_path, "000-a", "41", recorded=1)
+    monkeypatch.setattr(sacct, "jobs", lambda ids: {j: {"state": None, "reason": None} for j in ids})
+    assert status.main([str(tmp_path)]) == 0
+    assert "neither squeue nor sacct knows any of the sweep's 1 Slurm job(s)" in capsys.readouterr().err
+    monkeypatch.setattr(sacct, "jobs", lambda ids: {j: {"state": "RUNNING", "reason": None} for j in ids})
+    assert status.main([str(tmp_path)]) == 0
+    assert "neither" not in capsys.readouterr().err
