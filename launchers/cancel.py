@@ -86,7 +86,8 @@ def main(argv=None) -> int:
                   if st in ("PENDING", "RUNNING"))
     ended = len(jobs) - len(live)
     if not live:
-        print(f"nothing to cancel: none of the {len(jobs)} job(s) of {args.sweep} is queued or running")
+        print(f"nothing to cancel: squeue has none of the {len(jobs)} job(s) of {args.sweep} "
+              "queued or running")
         return 0
     when = time.time()
     missed, refused = scancel(live)
