@@ -60,6 +60,13 @@ def hostnames(nodelist: str) -> list:
                           text=True, timeout=60, check=True).stdout.split()
 
 
+def this_job() -> str:
+    """This job as squeue, scancel and scontrol must name it: `A_T` for task T of array A,
+    since an array task's SLURM_JOB_ID can equal A, which names the whole array."""
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    return f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array else os.environ["SLURM_JOB_ID"]
+
+
 def job_running(job_id: str) -> bool:
     """Whether the controller still has this job RUNNING (it marks a cancelled, preempted
     or requeued job before it signals the job's processes). True when it cannot tell."""
@@ -215,7 +222,8 @@ class PointDriver(Checkpointable):
     def __call__(self):
         self.ending = None
         signal.signal(signal.SIGTERM, self._on_sigterm)  # cancel, preemption, requeue
-        self.job_id = os.environ["SLURM_JOB_ID"]
+        self.job_id = this_job()
+        self.job_number = os.environ["SLURM_JOB_ID"]  # a number: the port block's slot
         self.restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         self.nodelist = os.environ["SLURM_JOB_NODELIST"]
         self.hosts = hostnames(self.nodelist)
@@ -253,7 +261,7 @@ class PointDriver(Checkpointable):
         repeat = records.read_spec(spec_path)["repeat"]
         job_min = srun_step.time_limit_min(point)
         argv = srun_step.srun_argv(point, spec_path, rdir, sys.executable, job_min)
-        port = srun_step.master_port(point, self.job_id)
+        port = srun_step.master_port(point, self.job_number)
         env = srun_step.step_env(point, self.master, port)
         records.write_json_atomic(os.path.join(rdir, layout.STEP_FILE), {
             "argv": argv, "env": srun_step.step_env_additions(point, self.master, port),

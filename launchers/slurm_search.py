@@ -73,8 +73,7 @@ class SearchDriver(slurm_driver.PointDriver):
         """The search's job record (written by `submit`), named for one try. From the job's
         environment where the submitter has not written it yet (the job started first)."""
         rec = slurm.read_slurm_json(self.base["dir"])
-        array = os.environ.get("SLURM_ARRAY_JOB_ID")
-        job = f"{array}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if array else self.job_id
+        job = self.job_id
         if not rec or rec.get("job_id") != job:
             from submitit import JobEnvironment
             rec = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION, "job_id": job,

@@ -65,10 +65,10 @@ def test_an_array_runs_each_point_with_its_own_driver(slurm_cluster, tmp_path):
     for name, job in jobs.items():
         pdir = f"{sweep}/points/{name}"
         assert jload(f"{pdir}/repeat-00/run.json")["status"] == "ok"
-        step = jload(f"{pdir}/repeat-00/step.json")  # the driver ran as the array task
-        assert step["job_id"].isdigit()  # SLURM_JOB_ID: the task's own (task 0's is the array's)
-        assert f"job {step['job_id']}" in open(jload(f"{pdir}/slurm.json")["log"]).read()
-    # each task its own job id, so its own port block and requeue
+        step = jload(f"{pdir}/repeat-00/step.json")  # the driver ran as the array task and
+        assert step["job_id"] == job  # names itself A_T: task 0's SLURM_JOB_ID is the array's
+        assert f"job {job} " in open(jload(f"{pdir}/slurm.json")["log"]).read()
+    # each task its own job id, so its own steps to stop, its own requeue
     assert len({jload(f"{sweep}/points/{n}/repeat-00/step.json")["job_id"] for n in jobs}) == 2
 
 
