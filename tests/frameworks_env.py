@@ -195,7 +195,7 @@ FRAMEWORKS = {fw.name: fw for fw in [
         compile_key="compile", compile_modes=("imperative", "hybridize"),
         amp_key="amp", amp_labels={None: None, "bf16": "contrib.amp bfloat16"},
         amp="capability", amp_compiled="capability",
-        two_ranks_env={"kvstore": "dist_sync"}),
+        two_ranks_env={"kvstore": "dist_sync"}, cases=CASES + ("files",), files="gluon"),
     Framework(
         name="mindspore", version="2.10.0", env={},
         compile_key="mode", compile_modes=("PYNATIVE_MODE", "GRAPH_MODE+jit"),

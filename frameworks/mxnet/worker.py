@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from frameworks.common import capability, device, harness, modes
+from frameworks.common import capability, datafiles, device, harness, modes
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
@@ -390,4 +390,28 @@ class MXNetSession(harness.Session):
         self.children = []
 
 
-build = MXNetSession
+class FilesSession(MXNetSession):
+    """data=files: each step takes the gluon DataLoader's next batch (frameworks/mxnet/loader.py)."""
+
+    def __init__(self, spec, dist):
+        super().__init__(spec, dist)
+        from frameworks.mxnet.loader import Loader
+        self.loader = Loader(spec, dist, self.ctx)
+
+    def step(self):
+        self.inputs, self.labels = self.loader.next()
+        return super().step()
+
+    def data_record(self):
+        return self.loader.seen.record()
+
+
+def build(spec, dist):
+    files = datafiles.settings(spec)["source"] == datafiles.FILES
+    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
+        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    return (FilesSession if files else MXNetSession)(spec, dist)
+
+
+build.is_oom = MXNetSession.is_oom
+build.data_backends = ("gluon",)
