@@ -162,7 +162,8 @@ RECIPES = {"bert_base": {"max_predictions_per_seq": 20, "clip_grad": True, "clip
 FRAMEWORKS = {fw.name: fw for fw in [
     Framework(
         # PyTorch's own sweeps are tests/integration/test_local_e2e.py; here its ranks' checksums.
-        name="pytorch", version="2.13.0+cpu", env={}, compile_key=None, cases=("two_ranks", "auto")),
+        name="pytorch", version="2.13.0+cpu", env={}, compile_key=None, cases=("two_ranks", "auto"),
+        files="torch"),  # its data=files sweeps: tests/integration/test_data_files.py
     Framework(
         name="tensorflow", version="2.21.0", env={"keras": "3.15.1"},
         compile_key="jit_compile", compile_modes=(False, True), compile_env={"jit_scope": "step"},

@@ -130,3 +130,16 @@ def test_a_framework_without_a_pipeline_answers_unsupported(images):
 def test_a_bench_a_framework_lacks_is_unsupported():
     with pytest.raises(harness.capability.Unsupported, match="bench=input is not implemented for mxnet"):
         harness.load_build({"framework": "mxnet", "bench": "input"})
+
+
+def test_the_framework_table_says_which_adapters_read_files():
+    """FRAMEWORKS[name].files (the table the README's cells rest on) is the backend each
+    adapter's `build.data_backends` names first, and None exactly where it names none."""
+    import ast
+    from tests.frameworks_env import FRAMEWORKS
+    for name, fw in FRAMEWORKS.items():
+        tree = ast.parse((points.ROOT / "frameworks" / name / "worker.py").read_text())
+        named = [ast.literal_eval(node.value)[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.Assign) and any(
+                     isinstance(t, ast.Attribute) and t.attr == "data_backends" for t in node.targets)]
+        assert named == ([fw.files] if fw.files else []), name
