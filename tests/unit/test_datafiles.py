@@ -109,7 +109,7 @@ def test_crop_box_stays_inside_the_image():
 
 
 def test_a_framework_without_a_pipeline_answers_unsupported(images):
-    spec = {"point": "p", "repeat": 0, "framework": "mxnet", "model": {"name": "resnet50"},
+    spec = {"point": "p", "repeat": 0, "framework": "jax", "model": {"name": "resnet50"},
             "warmup_steps": 0, "measure_steps": 1, "batch_size": 1, "seed": 0,
             "config": {"data": {"source": "files", "path": str(images), "workers": 2}}}
     dist = distenv.DistEnv(0, 1, 0, 1, "127.0.0.1", 0)
@@ -118,18 +118,18 @@ def test_a_framework_without_a_pipeline_answers_unsupported(images):
         raise AssertionError("never built")
     record, session = harness.run(build, spec, dist, host="h")
     assert (record["status"], record["error"]) == ("unsupported",
-                                                   "data=files not implemented for mxnet yet")
+                                                   "data=files not implemented for jax yet")
     assert record["data"] == {"source": "files", "path": str(images), "backend": "default",
                               "workers": 2}
     spec["config"]["data"]["backend"] = "dali"
     build.data_backends = ("torch",)
     record, _ = harness.run(build, spec, dist, host="h")
-    assert record["error"] == "data.backend=dali is not available for mxnet here (implemented: torch)"
+    assert record["error"] == "data.backend=dali is not available for jax here (implemented: torch)"
 
 
 def test_a_bench_a_framework_lacks_is_unsupported():
-    with pytest.raises(harness.capability.Unsupported, match="bench=input is not implemented for mxnet"):
-        harness.load_build({"framework": "mxnet", "bench": "input"})
+    with pytest.raises(harness.capability.Unsupported, match="bench=input is not implemented for jax"):
+        harness.load_build({"framework": "jax", "bench": "input"})
 
 
 def test_the_framework_table_says_which_adapters_read_files():
