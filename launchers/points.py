@@ -151,11 +151,26 @@ def launcher_settings(config: dict) -> dict:
     return settings
 
 
+BATCH_MAX_START = 8
+
+
+def batch_size_max(cfg):
+    """`batch_size=max` (DLPerf's "bsz=max") is the search of the largest batch that trains
+    (launchers/search.py), from 8 upwards: `search={key:batch_size,start:8}`. Not from 1: a
+    batch of one fails batch norm's training statistics wherever a feature map is 1x1."""
+    if cfg.get("batch_size") != "max":
+        return cfg
+    if cfg.get("search") is not None:
+        raise ConfigError("batch_size=max is itself a search: give it or search=, not both")
+    return OmegaConf.merge(cfg, {"batch_size": BATCH_MAX_START, "search": {"key": "batch_size"}})
+
+
 COMMIT = object()  # make_point's default: look the commit up (a sweep looks it up once)
 
 
 def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
     """Validate cfg and return the point (not yet written)."""
+    cfg = batch_size_max(cfg)
     validate(cfg)
     name = point_name(cfg, num)
     setting, is_compiled = compile_setting(cfg), compiled(cfg)

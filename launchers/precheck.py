@@ -103,6 +103,8 @@ def check(argv) -> str:
             return f"unknown key {key!r} (valid: {', '.join(sorted(set(top) | set(known)))})"
         if key in MINIMUM:
             for v in values:
+                if key == "batch_size" and v == "max":  # a search (points.batch_size_max)
+                    continue
                 if not isinstance(v, int) or isinstance(v, bool) or v < MINIMUM[key]:
                     return f"{key} must be an integer >= {MINIMUM[key]}, got {v!r}"
         if key == "compile":

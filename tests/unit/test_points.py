@@ -116,3 +116,12 @@ def test_bert_clips_and_gathers_by_default():
         (True, 1.0, 20, 128)
     off = points.resolve_model(cfg_of("model=bert_base", "model.clip_grad=false").model)
     assert off["clip_grad"] is False
+
+
+def test_batch_size_max_is_a_search_of_the_batch_from_8(tmp_path):
+    from launchers import search
+    point = points.make_point(cfg_of("preset=smoke", "batch_size=max"), tmp_path, 0)
+    assert point["batch_size"] == 8 and point["search"] == {"key": "batch_size"}
+    assert search.settings(point)["start"] == 8
+    with pytest.raises(points.ConfigError, match="batch_size=max is itself a search"):
+        points.make_point(cfg_of("batch_size=max", "search={key:model.num_classes}"), tmp_path, 0)

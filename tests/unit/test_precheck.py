@@ -9,6 +9,7 @@ from launchers import precheck
     (["-m", "model=resnet50,gpt9"], "unknown model 'gpt9'"),
     (["precision=fp8"], "unknown precision 'fp8' (valid: amp, fp32)"),
     (["batch_size=0"], "batch_size must be an integer >= 1, got 0"),
+    (["batch_size=most"], "batch_size must be an integer >= 1, got 'most'"),
     (["-m", "batch_size=8,-1"], "batch_size must be an integer >= 1, got -1"),
     (["measure_steps=0"], "measure_steps must be an integer >= 1"),
     (["warmup_steps=-1"], "warmup_steps must be an integer >= 0"),
@@ -24,7 +25,7 @@ def test_bad_input(argv, message):
 def test_good_input_passes(tmp_path):
     argv = ["-m", "framework=pytorch", "model=resnet50,bert_base", "precision=fp32,amp",
             "preset=smoke", "gpus_per_node=1,2", "model.size=tiny", f"output_root={tmp_path}",
-            "hydra.sweep.dir=x"]
+            "hydra.sweep.dir=x", "batch_size=8,max"]
     assert precheck.check(argv) is None
 
 
