@@ -218,7 +218,7 @@ def dry_run_group(group: list) -> str:
     return "\n".join(head + [dry_run_text(p, script=False) for p in group])
 
 
-def _preflight(pts: list) -> None:
+def preflight(pts: list) -> None:
     """What submission needs, for every point, before any is written or queued."""
     for point in pts:
         if not srun_step.container_image(point):
@@ -296,7 +296,7 @@ def submit_all(pts: list, dry_run: bool = False) -> None:
         for point in searches:
             submit_search(point, dry_run=True)
         return
-    _preflight(pts)
+    preflight(pts)
     todo = _to_queue(plain)
     size = max_array() if len(todo) > 1 else 1
     by_point = {id(t[0]): t for t in todo}

@@ -19,8 +19,6 @@ most tries the search can take (search.max_tries), capped at the cluster's max_t
 a longer search goes on over requeues.
 """
 import os
-import shutil
-import sys
 import time
 
 from submitit.helpers import DelayedSubmission
@@ -89,13 +87,7 @@ def submit(base: dict, dry_run: bool = False) -> None:
         print(f"{search.describe(base)}; on Slurm one allocation, each try's repeats srun steps in it")
         print(slurm.sbatch_script(sized).rstrip("\n"))
         return
-    if not srun_step.container_image(base):
-        try:
-            points.worker_argv(base, layout.SPEC_FILE, sys.executable)
-        except points.WorkerUnavailable as exc:
-            raise points.ConfigError(str(exc)) from None
-    if shutil.which("sbatch") is None or shutil.which("srun") is None:
-        raise points.ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
+    slurm.preflight([base])
     previous = slurm.read_slurm_json(base["dir"])
     queued = str((previous or {}).get("job_id") or "")
     if queued and sacct.squeue_states([queued]).get(queued) in ("PENDING", "RUNNING"):
