@@ -206,7 +206,8 @@ FRAMEWORKS = {fw.name: fw for fw in [
         amp="unsupported", amp_error="MindSpore has no bf16 CPU kernels",
         compile_sweep=("precision=fp32,amp", "precision.amp_dtype=fp16"), compile_amp_dtype="fp16",
         two_ranks=("model=resnet50",), two_ranks_env={"comm_backend": "mccl"},
-        rank_keys=("ms_rank",), checksum_rel=1e-6),
+        rank_keys=("ms_rank",), checksum_rel=1e-6, cases=CASES + ("files",),
+        files="mindspore.dataset"),
     Framework(
         name="oneflow", version="0.9.0", env={},
         compile_key="mode", compile_modes=("eager", "nn.Graph"),

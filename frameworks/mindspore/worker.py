@@ -32,7 +32,7 @@ try:
 except ImportError:  # before 2.7 it lived in mindspore.common.api
     from mindspore.common.api import _pynative_executor
 
-from frameworks.common import capability, device as devices, harness, modes
+from frameworks.common import capability, datafiles, device as devices, harness, modes
 from frameworks.mindspore import models
 
 # The scheduler process of the dynamic cluster: it only networks the workers. It lives
@@ -101,20 +101,20 @@ class MindSporeSession(harness.Session):
             from mindspore.communication import GlobalComm
             reducer = nn.DistributedGradReducer(params, mean=True, degree=dist.world_size,
                                                 group=GlobalComm.WORLD_COMM_GROUP)
-        inputs, labels, optimizer = self.inputs, self.labels, self.optimizer
+        n, optimizer = len(self.inputs), self.optimizer  # a step's batch: inputs, then labels
         # Gradient clipping by global norm (BERT's recipe; None: off), as model_zoo's BERT:
         # after the all-reduce and the loss scaler's unscale.
         self.recipe = modes.recipe_environment(cfg)
         clip = modes.clip_norm(cfg)
 
-        def forward():
-            loss = loss_fn(net(*inputs), *labels)
+        def forward(*batch):
+            loss = loss_fn(net(*batch[:n]), *batch[n:])
             return (scaler.scale(loss), loss) if scaler is not None else (loss, loss)
 
         grad_fn = ms.value_and_grad(forward, None, params, has_aux=True)
 
-        def train_step():
-            (_, loss), grads = grad_fn()
+        def train_step(*batch):  # the batch as arguments: data=files feeds each step's
+            (_, loss), grads = grad_fn(*batch)
             if reducer is not None:
                 grads = reducer(grads)
             if scaler is not None:
@@ -153,9 +153,9 @@ class MindSporeSession(harness.Session):
 
     def step(self):
         if self.checked:
-            return self.train_step()
+            return self.train_step(*self.inputs, *self.labels)
         try:
-            loss = self.train_step()
+            loss = self.train_step(*self.inputs, *self.labels)
             loss.asnumpy()  # the first step surfaces kernel-selection errors here
         except (TypeError, RuntimeError) as exc:
             op = re.search(r"Select \w+ operator\[(\w+)\] fail! Unsupported data type", str(exc))
@@ -225,4 +225,15 @@ class MindSporeSession(harness.Session):
         # The scheduler is not waited for here: it ends after this process has exited.
 
 
-build = MindSporeSession
+def build(spec, dist):
+    files = datafiles.settings(spec)["source"] == datafiles.FILES
+    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
+        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    if files:  # mindspore.dataset (frameworks/mindspore/loader.py)
+        from frameworks.mindspore.loader import FilesSession
+        return FilesSession(spec, dist)
+    return MindSporeSession(spec, dist)
+
+
+build.is_oom = MindSporeSession.is_oom
+build.data_backends = ("mindspore.dataset",)
