@@ -74,6 +74,7 @@ def check_data(cfg) -> None:
     path, workers = data.get("path"), data.get("workers")
     if not path:
         raise ConfigError("data=files needs data.path=DIR (python -m launch dataset DIR writes one)")
+    path = os.path.expanduser(str(path))  # `data.path=~/x`: the shell leaves that ~ alone
     if not os.path.isdir(path):
         raise ConfigError(f"data.path {path!r} is not a folder")
     if cfg.model.name in ("resnet50", "bert_base") and not datafiles.has_samples(path, cfg.model.name):
