@@ -69,7 +69,8 @@ def test_report_cli(sweep):
     for text in ("## resnet50 (tiny)", "## bert_base (tiny)", "Speedup over 1 device",
                  "AMP over FP32", "| 1x1", "| 1x2"):
         assert text in out.stdout
-    assert os.path.getsize(f"{sweep}/report/speedup_resnet50.png") > 1000
+    for plot in ("throughput", "scaling", "amp"):
+        assert os.path.getsize(f"{sweep}/report/{plot}_resnet50.png") > 1000
 
 
 def test_failing_rank_is_a_status_and_the_sweep_goes_on(tmp_path):
