@@ -124,8 +124,8 @@ def point_name(cfg, num: int) -> str:
     parts += [cfg.precision.name, f"{cfg.nodes}x{cfg.gpus_per_node}", f"bs{cfg.batch_size}"]
     if (cfg.get("data") or {}).get("source") == datafiles.FILES:  # and its workers, where set
         parts.append("files" + ("" if cfg.data.workers is None else f"-w{cfg.data.workers}"))
-    if compiled(cfg):  # compile=auto: named by what it resolves to
-        parts.append("compile")
+    if compiled(cfg) and cfg.bench.name != "input":  # compile=auto: named by what it
+        parts.append("compile")                       # resolves to (bench=input: no model)
     return "-".join(parts)
 
 

@@ -329,10 +329,10 @@ DATASET = {"images": 24, "sequences": 16}
 
 
 def files_sweep(sweeps, name, dataset) -> dict:
-    """Both models trained from files, one loader worker. (Each framework's bench=input
-    reads through the same Loader; benchmarks/input_pipeline.md ran it in every one.)"""
+    """Both models trained from files, and read by the pipeline alone (bench=input), with
+    one loader worker."""
     return sweeps(name, f"model={','.join(MODELS)}", "data=files", f"data.path={dataset}",
-                  "data.workers=1")
+                  "data.workers=1", "bench=train,input")
 
 
 def two_ranks_sweep(sweeps, name) -> dict:

@@ -15,7 +15,7 @@ import mindspore as ms
 import mindspore.dataset as msds
 from mindspore.dataset import vision
 
-from frameworks.common import datafiles, harness
+from frameworks.common import datafiles, pipeline
 from frameworks.mindspore.worker import MindSporeSession
 
 
@@ -82,24 +82,14 @@ class Loader:
                                             f"{type(exc).__name__}: {exc}") from None
 
 
-class InputSession(harness.Session):
+class InputSession(pipeline.PipelineSession):
     """bench=input: the pipeline alone, each step one batch."""
 
     framework_version = ms.__version__
 
-    def __init__(self, spec, dist):
+    def make_loader(self, spec, dist):
         ms.set_device("CPU")
-        self.loader = Loader(spec, dist)
-
-    def step(self):
-        self.loader.next()
-        return 0.0  # no model, no loss
-
-    def environment(self):
-        return {"device": "cpu", "device_count": 1}
-
-    def data_record(self):
-        return self.loader.seen.record()
+        return Loader(spec, dist)
 
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import gluon
 
-from frameworks.common import datafiles, harness
+from frameworks.common import datafiles, pipeline
 
 
 class Items(gluon.data.Dataset):
@@ -94,24 +94,13 @@ class Loader:
         return inputs, labels
 
 
-class InputSession(harness.Session):
+class InputSession(pipeline.PipelineSession):
     """bench=input: the pipeline alone, each step one batch onto the device."""
 
     framework_version = mx.__version__
 
-    def __init__(self, spec, dist):
-        self.loader = Loader(spec, dist, mx.cpu())
-        self.last = None
-
-    def step(self):
-        self.last, _ = self.loader.next()
-        return 0.0  # no model, no loss
+    def make_loader(self, spec, dist):
+        return Loader(spec, dist, mx.cpu())
 
     def sync(self):
         mx.nd.waitall()  # the normalization is queued on MXNet's engine
-
-    def environment(self):
-        return {"device": "cpu", "device_count": 1}
-
-    def data_record(self):
-        return self.loader.seen.record()

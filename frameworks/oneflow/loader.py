@@ -11,7 +11,7 @@ images converted to OFRecord first; this reads the JPEG folder as it is.
 """
 import oneflow as flow
 
-from frameworks.common import datafiles, harness
+from frameworks.common import datafiles, pipeline
 from frameworks.oneflow.worker import OneFlowSession
 
 
@@ -55,20 +55,10 @@ class FilesSession(OneFlowSession):
         return self.loader.seen.record()
 
 
-class InputSession(harness.Session):
+class InputSession(pipeline.PipelineSession):
     """bench=input: the pipeline alone, each step one batch onto the device."""
 
     framework_version = flow.__version__
 
-    def __init__(self, spec, dist):
-        self.loader = Loader(spec, dist, flow.device("cpu"))
-
-    def step(self):
-        self.loader.next()
-        return 0.0  # no model, no loss
-
-    def environment(self):
-        return {"device": "cpu", "device_count": 1}
-
-    def data_record(self):
-        return self.loader.seen.record()
+    def make_loader(self, spec, dist):
+        return Loader(spec, dist, flow.device("cpu"))

@@ -7,7 +7,7 @@ be decoded fails the rank with the file named.
 """
 import paddle
 
-from frameworks.common import datafiles, harness
+from frameworks.common import datafiles, pipeline
 from frameworks.paddle.worker import PaddleSession
 
 
@@ -50,20 +50,10 @@ class FilesSession(PaddleSession):
         return self.loader.seen.record()
 
 
-class InputSession(harness.Session):
+class InputSession(pipeline.PipelineSession):
     """bench=input: the pipeline alone, each step one batch onto the device."""
 
     framework_version = paddle.__version__
 
-    def __init__(self, spec, dist):
-        self.loader = Loader(spec, dist, gpu=False)
-
-    def step(self):
-        self.loader.next()
-        return 0.0  # no model, no loss
-
-    def environment(self):
-        return {"device": "cpu", "device_count": 1}
-
-    def data_record(self):
-        return self.loader.seen.record()
+    def make_loader(self, spec, dist):
+        return Loader(spec, dist, gpu=False)

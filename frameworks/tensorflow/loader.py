@@ -12,7 +12,7 @@ name it, so the rank's shard is decoded once more, in order, to find it.
 import numpy as np
 import tensorflow as tf
 
-from frameworks.common import datafiles, harness
+from frameworks.common import datafiles, pipeline
 
 
 class Loader:
@@ -95,20 +95,10 @@ class Loader:
                 raise datafiles.CorruptFile(f"cannot decode {self.paths[i]}: {first}") from None
 
 
-class InputSession(harness.Session):
+class InputSession(pipeline.PipelineSession):
     """bench=input: the pipeline alone, each step one batch (frameworks/tensorflow/input.py)."""
 
     framework_version = tf.__version__
 
-    def __init__(self, spec, dist):
-        self.loader = Loader(spec, dist)
-
-    def step(self):
-        self.loader.next()
-        return 0.0  # no model, no loss
-
-    def environment(self):
-        return {"device": "cpu", "device_count": 1}
-
-    def data_record(self):
-        return self.loader.seen.record()
+    def make_loader(self, spec, dist):
+        return Loader(spec, dist)

@@ -221,12 +221,18 @@ def test_a_trace_on_demand(fw, sweeps):
 @pytest.mark.parametrize("fw", rows("files"), indirect=True)
 def test_trains_from_files(fw, sweeps, dataset):
     """data=files (docs/data.md): both models train from a dataset folder through the
-    framework's own pipeline; every record names the loader and its one worker, and the rank
-    read every sample of its shard: the digest of the ids it read is the whole dataset's,
-    the same in every framework."""
+    framework's own pipeline, and the pipeline alone (bench=input) times its batches; every
+    record names the loader and its one worker, and the rank read every sample of its shard:
+    the digest of the ids it read is the whole dataset's, the same in every framework."""
     points = files_sweep(sweeps, fw.name, dataset)
     for name, point in points.items():
-        [rec] = assert_trained(fw.name, point)
+        if name.startswith("input-"):
+            run, [rec], _ = point
+            assert run["status"] == rec["status"] == "ok", rec["error"]
+            measured = [s for s in rec["steps"] if s["phase"] == "measure"]
+            assert len(measured) == 5 and rec["window"]["end"] > rec["window"]["start"]
+        else:
+            [rec] = assert_trained(fw.name, point)
         assert (rec["data"]["source"], rec["data"]["backend"], rec["data"]["workers"]) == \
             ("files", fw.files, 1)
         n = DATASET["images"] if "-resnet50-" in name else DATASET["sequences"]
