@@ -181,7 +181,8 @@ FRAMEWORKS = {fw.name: fw for fw in [
         amp_key="amp_dtype", amp_labels={None: None, "bf16": "bf16"},
         compile_sweep=("precision=fp32",),  # test_framework_jax.py compares its losses with jit off
         two_ranks=("model=resnet50", "precision=fp32", "compile=true"),
-        two_ranks_env={"cpu_collectives": "gloo"}, world_keys=("global_device_count",)),
+        two_ranks_env={"cpu_collectives": "gloo"}, world_keys=("global_device_count",),
+        cases=CASES + ("files",), files="grain"),
     Framework(
         name="paddle", version="3.3.1", env={},
         compile_key="compile", compile_modes=("eager", "paddle.jit.to_static"),

@@ -35,7 +35,7 @@ import jaxlib
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from frameworks.common import capability, harness, modes
+from frameworks.common import capability, datafiles, harness, modes
 from frameworks.common.device import use_gpu
 from frameworks.common.rendezvous import rendezvous
 from frameworks.jax import models
@@ -171,7 +171,6 @@ class JaxSession(harness.Session):
             # replicated state, and pmean as the all-reduce inside the step.
             replicated, sharded = NamedSharding(self.mesh, P()), NamedSharding(self.mesh, P(AXIS))
             put = lambda a: jax.make_array_from_process_local_data(sharded, a)
-            self.inputs, self.labels = tuple(map(put, inputs)), tuple(map(put, labels))
             self.state = jax.device_put(state, replicated)
             # Under shard_map the gradient of a replicated (rank-invariant) parameter comes
             # back already summed over ranks; pcast makes the parameters rank-varying first,
@@ -186,9 +185,13 @@ class JaxSession(harness.Session):
             # ranks, the model and optimizer run op by op and only the all-reduce is a
             # compiled collective, as DDP calls gloo/NCCL from an eager model.
             put = lambda a: jax.device_put(a, self.device)
-            self.inputs, self.labels = tuple(map(put, inputs)), tuple(map(put, labels))
             self.state = jax.device_put(state, self.device)
             step_fn = make_step(self._all_reduce_mean, lambda: dist.rank)
+        # The batch is the step's argument, never a closed-over constant: a new batch of
+        # the same shapes (data=files) reuses the compiled step. `put` places one rank's
+        # batch field (frameworks/jax/loader.py uses it too).
+        self.put = put
+        self.inputs, self.labels = tuple(map(put, inputs)), tuple(map(put, labels))
         self.step_fn = jax.jit(step_fn, donate_argnums=0) if self.compile else step_fn
         self._reduce_fn = None
         self._last = None
@@ -265,4 +268,32 @@ class JaxSession(harness.Session):
             jax.distributed.shutdown()
 
 
-build = JaxSession
+class FilesSession(JaxSession):
+    """data=files: each step takes the grain pipeline's next batch (frameworks/jax/loader.py)."""
+
+    def __init__(self, spec, dist):
+        super().__init__(spec, dist)
+        from frameworks.jax import loader
+        self.loader = loader.Loader(spec, dist, self.put)
+
+    def step(self):
+        self.inputs, self.labels = self.loader.next()
+        return super().step()
+
+    def data_record(self):
+        return self.loader.seen.record()
+
+    def close(self):
+        self.loader.close()
+        super().close()
+
+
+def build(spec, dist):
+    files = datafiles.settings(spec)["source"] == datafiles.FILES
+    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
+        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    return (FilesSession if files else JaxSession)(spec, dist)
+
+
+build.is_oom = JaxSession.is_oom
+build.data_backends = ("grain",)  # data=files: frameworks/jax/loader.py
