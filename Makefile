@@ -18,7 +18,9 @@ demo: venv
 
 # Framework environments and the Slurm packages are part of what the tests need;
 # the Slurm cluster itself is started and stopped by the tests' own fixture.
-test-deps: venv envs
+# The six framework envs build three at a time: a cold build is mostly downloads.
+test-deps: venv
+	@$(MAKE) --no-print-directory -j 3 envs
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps; \
 	 else echo "not root: Slurm and browser tests will skip"; fi
 

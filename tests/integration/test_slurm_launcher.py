@@ -160,7 +160,8 @@ def test_report_builds_the_speedup_table(scaling):
 # ---- (b) a failing rank fails its point; its sibling completes ----------------------------------
 def test_failing_rank_fails_its_point_and_the_sibling_completes(slurm_cluster, tmp_path):
     res = launch("-m", *SMOKE, "nodes=2,1", "gpus_per_node=1", "repeats=1",
-                 "+cluster.env.DLBENCH_FAIL_RANK=1", f"hydra.sweep.dir={tmp_path}")
+                 "+cluster.env.DLBENCH_FAIL_RANK=1", "launcher.failure_grace_s=5",
+                 f"hydra.sweep.dir={tmp_path}")
     assert res.returncode == 0, res.stderr[-3000:]
     waited = status(tmp_path, "--wait", "--timeout", "300", "--interval", "1")
     assert waited.returncode == 1, waited.stdout + waited.stderr  # not every point completed ok
