@@ -81,8 +81,14 @@ def test_a_lost_node_fails_its_repeat_in_seconds_and_the_sweep_goes_on(node3_bac
         lines = table(status(tmp_path, timeout=60).stdout)
         state, counts, _, detail = lines[os.path.basename(big)]
         assert (state, counts) == ("PENDING", "0/1/2") and detail.startswith("waiting: "), detail
+        # No repeat ran after the loss in this allocation. Who ended it is a race: the driver's
+        # own probe of node3 (after the failure grace and the step's end), or Slurm marking
+        # node3 DOWN (SlurmdTimeout after its last answered ping) and cancelling the job first.
         log = open(jload(f"{big}/slurm.json")["log"]).read()
-        assert "node(s) unreachable (node3:" in log and "no more repeats in this allocation" in log
+        by_driver = "node(s) unreachable (node3:" in log and "no more repeats in this allocation" in log
+        by_slurm = "DUE TO NODE FAILURE" in log and "got SIGTERM: the allocation is ending" in log
+        assert by_driver or by_slurm, log
+        assert "repeat 1: srun" not in log
 
         cluster.restart_node(LOST)
         release_requeued(job)
