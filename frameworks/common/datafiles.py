@@ -28,6 +28,19 @@ class CorruptFile(Exception):
     """A file of the dataset cannot be decoded: the rank fails with the file named."""
 
 
+MODELS = ("resnet50", "bert_base")  # the models a file pipeline exists for: images, a BERT shard
+
+
+def reads_files(spec: dict) -> bool:
+    """Whether the point trains from files (each adapter's build picks its session by it);
+    Unsupported for a model no pipeline reads."""
+    if settings(spec)["source"] != FILES:
+        return False
+    if spec["model"]["name"] not in MODELS:
+        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    return True
+
+
 def settings(spec: dict, dist=None) -> dict:
     """The point's data settings: source, path, backend, workers (resolved: `null` is the
     cores given to this rank). A spec without `data` (written before it existed) is

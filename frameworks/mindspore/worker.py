@@ -226,9 +226,7 @@ class MindSporeSession(harness.Session):
 
 
 def build(spec, dist):
-    files = datafiles.settings(spec)["source"] == datafiles.FILES
-    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
-        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    files = datafiles.reads_files(spec)
     if files:  # mindspore.dataset (frameworks/mindspore/loader.py)
         from frameworks.mindspore.loader import FilesSession
         return FilesSession(spec, dist)

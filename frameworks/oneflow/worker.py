@@ -171,9 +171,7 @@ class OneFlowSession(harness.Session):
 
 
 def build(spec, dist):
-    files = datafiles.settings(spec)["source"] == datafiles.FILES
-    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
-        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    files = datafiles.reads_files(spec)
     if files:  # oneflow.utils.data.DataLoader (frameworks/oneflow/loader.py)
         from frameworks.oneflow.loader import FilesSession
         return FilesSession(spec, dist)

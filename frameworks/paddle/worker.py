@@ -200,9 +200,7 @@ class PaddleSession(harness.Session):
 
 
 def build(spec, dist):
-    files = datafiles.settings(spec)["source"] == datafiles.FILES
-    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
-        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    files = datafiles.reads_files(spec)
     if files:  # paddle.io.DataLoader (frameworks/paddle/loader.py)
         from frameworks.paddle.loader import FilesSession
         return FilesSession(spec, dist)

@@ -10,21 +10,17 @@ unscale) while model.clip_grad is on. The session is
 frameworks/pytorch/session.py; this module maps a model name to its session.
 data=files trains from the files through a DataLoader (frameworks/pytorch/loader.py).
 """
-from frameworks.common import capability, datafiles
+from frameworks.common import datafiles
 from frameworks.pytorch import loader, special
 from frameworks.pytorch.session import TorchSession
 
 SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, **special.SESSIONS}
-FILES = ("resnet50", "bert_base")   # the models data=files has a pipeline for
 
 
 def build(spec, dist):
-    name = spec["model"]["name"]
-    if datafiles.settings(spec)["source"] == datafiles.FILES:
-        if name not in FILES:
-            raise capability.Unsupported(f"data=files is not implemented for {name} yet")
+    if datafiles.reads_files(spec):
         return loader.FilesSession(spec, dist)
-    return SESSIONS[name](spec, dist)
+    return SESSIONS[spec["model"]["name"]](spec, dist)
 
 
 build.is_oom = TorchSession.is_oom  # the harness's one OOM check, also when building fails

@@ -256,9 +256,7 @@ class TFFilesSession(TFSession):
 
 
 def build(spec, dist):
-    files = datafiles.settings(spec)["source"] == datafiles.FILES
-    if files and spec["model"]["name"] not in ("resnet50", "bert_base"):
-        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    files = datafiles.reads_files(spec)
     return (TFFilesSession if files else TFSession)(spec, dist)
 
 
