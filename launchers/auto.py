@@ -40,10 +40,6 @@ def choose() -> tuple:
     return "slurm", f"sbatch on PATH, `scontrol ping`: {up[0]}"
 
 
-def resolve(name: str) -> str:
-    return choose()[0] if name == "auto" else name
-
-
 def say() -> str:
     name, why = choose()
     return f"launcher=auto: {name} ({why})"
