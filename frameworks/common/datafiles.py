@@ -314,10 +314,14 @@ class Samples:
             return np.zeros(shape, np.uint8), 0, i, 0
         return x, self.labels[i], i, 1
 
-    def split(self, fields):
-        """(inputs, labels, ids) of a collated batch's fields, after `check`."""
+    def take(self, fields, seen: "Seen"):
+        """(inputs, labels) of a collated batch's fields (tensors or arrays; the last two are
+        the sample ids and whether each decoded): `check`ed, the ids added to `seen`."""
+        ids = fields[-2].tolist()
+        self.check(ids, fields[-1].tolist())
+        seen.add(ids)
         n = 1 if self.images else len(BERT_INPUTS)
-        return tuple(fields[:n]), tuple(fields[n:-2]), fields[-2]
+        return tuple(fields[:n]), tuple(fields[n:-2])
 
     def check(self, ids, oks) -> None:
         """CorruptFile naming the first sample of a batch that could not be decoded."""

@@ -65,9 +65,7 @@ class Loader:
     def next(self):
         # Copied out of grain's shared memory: the batch outlives the worker's buffer.
         fields = [np.array(f) for f in next(self.batches)]
-        self.samples.check(fields[-2].tolist(), fields[-1].tolist())
-        inputs, labels, ids = self.samples.split(fields)
-        self.seen.add(ids.tolist())
+        inputs, labels = self.samples.take(fields, self.seen)
         if self.samples.images:
             inputs = (self.normalize(self.put(inputs[0])),)
         else:

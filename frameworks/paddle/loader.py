@@ -25,9 +25,7 @@ class Loader:
 
     def next(self):
         fields = next(self.batches)
-        self.samples.check(fields[-2].tolist(), fields[-1].tolist())
-        inputs, labels, ids = self.samples.split(fields)
-        self.seen.add(ids.tolist())
+        inputs, labels = self.samples.take(fields, self.seen)
         if self.gpu:
             inputs, labels = tuple(t.cuda() for t in inputs), tuple(t.cuda() for t in labels)
         if self.samples.images:

@@ -42,9 +42,7 @@ class Loader:
     def next(self):
         """(inputs, labels) of the next batch, on the device, as the model takes them."""
         fields = next(self.batches)
-        self.samples.check(fields[-2].tolist(), fields[-1].tolist())
-        inputs, labels, ids = self.samples.split(fields)
-        self.seen.add(ids.tolist())
+        inputs, labels = self.samples.take(fields, self.seen)
         move = lambda t: t.to(self.device, non_blocking=True)  # noqa: E731
         inputs, labels = tuple(map(move, inputs)), tuple(map(move, labels))
         if not self.samples.images:
