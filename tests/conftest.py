@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -30,3 +31,18 @@ def no_slurm_unless_the_module_uses_it(request):
             mp.setenv("SLURM_CONF", NO_SLURM_CONF)
             yield
     auto.choose.cache_clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jax_compilation_cache(tmp_path_factory):
+    """JAX ranks share one persistent compilation cache for the session. Un-jitted JAX
+    compiles every primitive on first use (about 25 s of a tiny ResNet's first step here),
+    and many test points run the same programs again; what a cached compile saves is
+    warm-up time, never a timed step. A cache already set in the environment is kept."""
+    if "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path_factory.mktemp("jax-cache")))
+        mp.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # default 1 s: none here
+        yield
