@@ -68,8 +68,23 @@ def wait_ranks(procs, timeout_s: float):
     except BaseException:
         _stop(procs)
         raise
+    finally:
+        _reap_groups(procs)
     return {r: {"exit_code": p.returncode, "node": None, "stopped": r in stopped}
             for r, p in enumerate(procs)}, ended_by
+
+
+def _reap_groups(procs) -> None:
+    """SIGKILL whatever each ended rank left in its process group: a loader's worker
+    processes outlive a rank that leaves with os._exit (PaddlePaddle's did, asleep for
+    good), and under Slurm the step's end would take them. Each rank leads its own group
+    (start_new_session), so this reaches its descendants and nothing else."""
+    for p in procs:
+        if p.poll() is not None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):  # the group is empty: nothing left
+                pass
 
 
 def start_repeat(point: dict, spec_path: str, rdir: str):
