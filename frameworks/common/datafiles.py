@@ -333,3 +333,17 @@ class Samples:
                 except Exception as exc:  # noqa: BLE001
                     why = f"{type(exc).__name__}: {exc}"
                 raise CorruptFile(f"cannot decode {self.paths[int(i)]}: {why}")
+
+
+class FromLoader:
+    """Mixed into a session fed by a data=files loader (`self.loader`, which the adapter
+    sets): each step trains on the loader's next batch, put where the synthetic batch would
+    be, and the record says what this rank read. It comes first among the bases, so that
+    its step wraps the framework session's; a session that steps otherwise overrides step."""
+
+    def step(self):
+        self.inputs, self.labels = self.loader.next()
+        return super().step()
+
+    def data_record(self):
+        return self.loader.seen.record()

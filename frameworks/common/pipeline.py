@@ -1,9 +1,9 @@
 """bench=input: a framework's input pipeline alone, no model (docs/data.md). Each framework's
 loader module subclasses PipelineSession with its own Loader (frameworks/<name>/loader.py)."""
-from frameworks.common import harness
+from frameworks.common import datafiles, harness
 
 
-class PipelineSession(harness.Session):
+class PipelineSession(datafiles.FromLoader, harness.Session):
     """Each step takes the loader's next batch onto the device; no model, no loss."""
 
     def __init__(self, spec, dist):
@@ -19,6 +19,3 @@ class PipelineSession(harness.Session):
 
     def environment(self):
         return {"device": "cpu", "device_count": 1}
-
-    def data_record(self):
-        return self.loader.seen.record()

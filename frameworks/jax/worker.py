@@ -268,20 +268,13 @@ class JaxSession(harness.Session):
             jax.distributed.shutdown()
 
 
-class FilesSession(JaxSession):
+class FilesSession(datafiles.FromLoader, JaxSession):
     """data=files: each step takes the grain pipeline's next batch (frameworks/jax/loader.py)."""
 
     def __init__(self, spec, dist):
         super().__init__(spec, dist)
         from frameworks.jax import loader
         self.loader = loader.Loader(spec, dist, self.put)
-
-    def step(self):
-        self.inputs, self.labels = self.loader.next()
-        return super().step()
-
-    def data_record(self):
-        return self.loader.seen.record()
 
     def close(self):
         self.loader.close()

@@ -93,16 +93,9 @@ class InputSession(pipeline.PipelineSession):
 
 
 
-class FilesSession(MindSporeSession):
+class FilesSession(datafiles.FromLoader, MindSporeSession):
     """Training from files: each step takes the pipeline's next batch."""
 
     def __init__(self, spec, dist):
         super().__init__(spec, dist)
         self.loader = Loader(spec, dist)
-
-    def step(self):
-        self.inputs, self.labels = self.loader.next()
-        return super().step()
-
-    def data_record(self):
-        return self.loader.seen.record()

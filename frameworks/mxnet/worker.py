@@ -390,20 +390,13 @@ class MXNetSession(harness.Session):
         self.children = []
 
 
-class FilesSession(MXNetSession):
+class FilesSession(datafiles.FromLoader, MXNetSession):
     """data=files: each step takes the gluon DataLoader's next batch (frameworks/mxnet/loader.py)."""
 
     def __init__(self, spec, dist):
         super().__init__(spec, dist)
         from frameworks.mxnet.loader import Loader
         self.loader = Loader(spec, dist, self.ctx)
-
-    def step(self):
-        self.inputs, self.labels = self.loader.next()
-        return super().step()
-
-    def data_record(self):
-        return self.loader.seen.record()
 
 
 def build(spec, dist):

@@ -16,14 +16,14 @@ from frameworks.oneflow.worker import OneFlowSession
 
 
 class Loader:
-    def __init__(self, spec, dist, device):
+    def __init__(self, spec, dist, device, place=lambda ts: ts):  # place: the session's to_batch
         data = datafiles.settings(spec, dist)
         self.samples = datafiles.Samples(spec, data)
         ids = datafiles.shard(len(self.samples), dist.rank, dist.world_size)
         keys = datafiles.KeyBatches(ids, spec["batch_size"], spec["seed"])
         self.batches = iter(flow.utils.data.DataLoader(self.samples, batch_sampler=keys,
                                                        num_workers=data["workers"]))
-        self.device, self.seen = device, datafiles.Seen()
+        self.device, self.place, self.seen = device, place, datafiles.Seen()
         self.mean = flow.tensor(datafiles.MEAN, device=device).reshape(1, 3, 1, 1) * 255
         self.std = flow.tensor(datafiles.STD, device=device).reshape(1, 3, 1, 1) * 255
 
@@ -34,23 +34,15 @@ class Loader:
         labels = tuple(t.to(self.device) for t in labels)
         if self.samples.images:
             inputs = ((inputs[0].to(flow.float32) - self.mean) / self.std,)
-        return inputs, labels
+        return self.place(inputs), self.place(labels)
 
 
-class FilesSession(OneFlowSession):
+class FilesSession(datafiles.FromLoader, OneFlowSession):
     """Training from files: each step takes the loader's next batch."""
 
     def __init__(self, spec, dist):
         super().__init__(spec, dist)
-        self.loader = Loader(spec, dist, self.device)
-
-    def step(self):
-        inputs, labels = self.loader.next()
-        self.inputs, self.labels = self.to_batch(inputs), self.to_batch(labels)
-        return super().step()
-
-    def data_record(self):
-        return self.loader.seen.record()
+        self.loader = Loader(spec, dist, self.device, self.to_batch)
 
 
 class InputSession(pipeline.PipelineSession):

@@ -33,19 +33,12 @@ class Loader:
         return inputs, labels
 
 
-class FilesSession(PaddleSession):
+class FilesSession(datafiles.FromLoader, PaddleSession):
     """Training from files: each step takes the loader's next batch."""
 
     def __init__(self, spec, dist):
         super().__init__(spec, dist)
         self.loader = Loader(spec, dist, self.gpu)
-
-    def step(self):
-        self.inputs, self.labels = self.loader.next()
-        return super().step()
-
-    def data_record(self):
-        return self.loader.seen.record()
 
 
 class InputSession(pipeline.PipelineSession):

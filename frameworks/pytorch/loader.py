@@ -59,7 +59,7 @@ class Loader:
             shutdown()
 
 
-class FilesSession(TorchSession):
+class FilesSession(datafiles.FromLoader, TorchSession):
     """Training from files: each step takes the loader's next batch (the wait for it is
     inside the timed step, as in a real training loop), then trains as on synthetic data."""
 
@@ -69,13 +69,6 @@ class FilesSession(TorchSession):
 
     def synthetic_batch(self, cfg, batch_size, seed):
         return None, None  # each step reads its own
-
-    def step(self):
-        self.inputs, self.labels = self.loader.next()
-        return super().step()
-
-    def data_record(self):
-        return self.loader.seen.record()
 
     def close(self):
         self.loader.close()

@@ -238,7 +238,7 @@ class TFSession(harness.Session):
                          for v in self.variables))
 
 
-class TFFilesSession(TFSession):
+class TFFilesSession(datafiles.FromLoader, TFSession):
     """data=files: each step takes the tf.data pipeline's next batch (frameworks/tensorflow/loader.py)."""
 
     def __init__(self, spec, dist):
@@ -250,9 +250,6 @@ class TFFilesSession(TFSession):
         inputs, labels = self.loader.next()
         self.last = self._step(inputs, labels)
         return self.last
-
-    def data_record(self):
-        return self.loader.seen.record()
 
 
 def build(spec, dist):
