@@ -34,13 +34,16 @@ pass is
     QKV projection 6Bsh^2 + attention scores 2Bs^2h + scores x values 2Bs^2h
     + output projection 2Bsh^2 + MLP (h -> 4h -> h) 16Bsh^2 = 24Bsh^2 + 4Bs^2h
 
-and the output layer (logits) 2BshV. Without activation recomputation (this suite
-recomputes nothing) an iteration is 3 x forward:
+and the output layer (logits) 2BshV. Without activation recomputation an iteration is
+3 x forward:
 
     F = 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
 
-The paper's better-known F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) adds the extra forward
-pass of the layers that full recomputation runs (4 x the layers, 3 x the logits).
+With it (`model.recompute=true`) the paper's better-known F = 96 B s l h^2 (1 + s/(6h) +
+V/(16 l h)): the extra forward pass of the layers that full recomputation runs (4 x the
+layers, 3 x the logits). That is the model's count, as the paper counts it; PyTorch's
+checkpoint skips recomputing what backward does not need (the MLP's last layer), so the
+hardware does a little less (tests/unit/test_flops.py).
 
 Peaks: analysis/peaks.yaml (dense datasheet figures, each with its source), keyed by the
 device's normalised name (analysis/devices.py) and the dtype the math ran in
@@ -148,7 +151,10 @@ def megatron_formula(batch, seq_len, layers, hidden, vocab, recompute=False) -> 
 
 
 def _gpt(model):
-    return gpt_flops_per_iteration(1, *(model[k] for k in ("seq_len", "layers", "hidden", "vocab_size")))
+    """One sequence; with activation recomputation (`model.recompute`) the paper's extra
+    forward pass of the layers counts too, as Narayanan et al. count it."""
+    return gpt_flops_per_iteration(1, *(model[k] for k in ("seq_len", "layers", "hidden", "vocab_size")),
+                                   recompute=bool(model.get("recompute")))
 
 
 COUNTS = {  # model name -> (the settings the count needs, the count of one sample)

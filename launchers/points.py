@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from frameworks.common import datafiles, layout, modes, records
+from frameworks.common import datafiles, layout, modes, parallel, records
 from launchers import auto
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +114,40 @@ def resolve_model(model_cfg) -> dict:
     return {**sizes[m["size"]], **m} if sizes is not None else m
 
 
-def point_name(cfg, num: int) -> str:
+def check_layout(cfg, model: dict):
+    """(layout, notes) of a point (frameworks/common/parallel.py): its grid and batch sizes,
+    every relation checked; `model` (resolved) gets the vocabulary a tensor-parallel split
+    holds, padded as Megatron pads it where tp does not divide it, and `notes` says so.
+    ConfigError names every relation the point breaks, each with its values."""
+    world = cfg.nodes * cfg.gpus_per_node
+    try:
+        lay, bad = parallel.resolve(cfg.get("parallel"), world, cfg.batch_size,
+                                    cfg.get("micro_batch_size"), cfg.get("global_batch_size"))
+    except parallel.LayoutError as exc:
+        raise ConfigError(str(exc)) from None
+    name, notes = model.get("name"), []
+    if name not in parallel.MODELS:
+        if not lay.is_data_parallel() or bad:
+            raise ConfigError(f"parallel layouts ({lay.name() or 'dp=' + str(lay.dp)}) are built for "
+                              f"model={', '.join(parallel.MODELS)} only, not model={name}")
+        return lay, notes
+    if cfg.framework.name not in parallel.FRAMEWORKS:
+        if not lay.is_data_parallel():
+            raise ConfigError(f"parallel layouts ({lay.name()}) are built for framework="
+                              f"{', '.join(parallel.FRAMEWORKS)} only, not {cfg.framework.name}")
+    bad += parallel.model_violations(model, lay)
+    if bad:
+        raise ConfigError("; ".join(bad))
+    vocab = model.get("vocab_size")
+    if vocab and parallel.padded_vocab(vocab, lay.tp) != vocab:
+        model["data_vocab_size"], model["vocab_size"] = vocab, parallel.padded_vocab(vocab, lay.tp)
+        notes.append(f"vocabulary {vocab} padded to {model['vocab_size']} (a multiple of "
+                     f"{parallel.MEGATRON_VOCAB_MULTIPLE} x tp = {parallel.MEGATRON_VOCAB_MULTIPLE * lay.tp}),"
+                     " as Megatron-LM pads it")
+    return lay, notes
+
+
+def point_name(cfg, num: int, lay=None) -> str:
     if cfg.bench.name == "comm":  # model, precision and batch mean nothing to a collective
         return "-".join([f"{num:03d}", "comm", cfg.framework.name, str(cfg.bench.dtype),
                          f"{cfg.nodes}x{cfg.gpus_per_node}"])
@@ -124,6 +157,8 @@ def point_name(cfg, num: int) -> str:
     parts += [cfg.precision.name, f"{cfg.nodes}x{cfg.gpus_per_node}", f"bs{cfg.batch_size}"]
     if (cfg.get("data") or {}).get("source") == datafiles.FILES:  # and its workers, where set
         parts.append("files" + ("" if cfg.data.workers is None else f"-w{cfg.data.workers}"))
+    if lay is not None and lay.name():  # a layout other than plain data parallelism
+        parts.append(lay.name())
     if compiled(cfg) and cfg.bench.name != "input":  # compile=auto: named by what it
         parts.append("compile")                       # resolves to (bench=input: no model)
     return "-".join(parts)
@@ -173,9 +208,11 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
     """Validate cfg and return the point (not yet written)."""
     cfg = batch_size_max(cfg)
     validate(cfg)
-    name = point_name(cfg, num)
-    setting, is_compiled = compile_setting(cfg), compiled(cfg)
     config = OmegaConf.to_container(cfg, resolve=True)  # resolved once; the point's parts are copies
+    model = resolve_model(config["model"])
+    lay, notes = check_layout(cfg, model)
+    name = point_name(cfg, num, lay)
+    setting, is_compiled = compile_setting(cfg), compiled(cfg)
 
     def part(key):
         return copy.deepcopy(config.get(key))
@@ -186,13 +223,17 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
         "bench": config["bench"]["name"],
         "bench_options": part("bench"),
         "framework": part("framework"),
-        "model": resolve_model(config["model"]),
+        "model": model,
+        "parallel": lay.as_dict(),        # the grid and batch sizes (frameworks/common/parallel.py)
+        "global_batch_size": lay.global_batch_size,  # samples per iteration, all ranks
+        "notes": notes,                   # what was changed to fit the layout, said at submission
         "precision": config["precision"]["name"],
         "amp_dtype": config["precision"]["amp_dtype"],
         "compile": is_compiled,           # resolved: compile=auto is the framework's own choice
         "compile_setting": setting,       # as given: "auto", true or false
         "mode": modes.mode_name(config["framework"]["name"], is_compiled),  # eager, jit, graph, ...
-        **{key: config[key] for key in ("batch_size", "nodes", "gpus_per_node")},
+        "batch_size": lay.micro_batch_size,  # per device and forward: batch_size, or micro_batch_size
+        **{key: config[key] for key in ("nodes", "gpus_per_node")},
         "world_size": config["nodes"] * config["gpus_per_node"],
         **{key: config[key] for key in ("warmup_steps", "measure_steps", "repeats", "device", "seed",
                                         "timeout_s", "rendezvous_timeout_s")},
@@ -226,8 +267,10 @@ def run_spec(point: dict, repeat: int) -> dict:
     keep = ("point", "bench", "bench_options", "model", "precision", "amp_dtype", "compile",
             "batch_size", "warmup_steps", "measure_steps", "device", "seed", "rendezvous_timeout_s",
             "suite_commit", "config")
+    optional = ("parallel",)  # points written before layouts have none
     spec = {"schema": layout.SPEC_SCHEMA, "version": layout.SCHEMA_VERSION}
     spec.update({k: point[k] for k in keep})
+    spec.update({k: point[k] for k in optional if k in point})
     # A point written before compile=auto existed has neither: its compile was explicit.
     spec["compile_setting"] = point.get("compile_setting", point["compile"])
     spec["mode"] = point.get("mode") or modes.mode_name(point["framework"]["name"], point["compile"])

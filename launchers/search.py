@@ -28,7 +28,7 @@ import os
 import time
 from pathlib import Path
 
-from frameworks.common import layout, records, statuses
+from frameworks.common import layout, parallel, records, statuses
 from launchers import driver, points
 
 SCHEMA = layout.SEARCH_SCHEMA
@@ -138,6 +138,9 @@ def try_point(base: dict, s: dict, value: int) -> dict:
     p = copy.deepcopy(base)
     _set(p, s["key"], value)
     _set(p["config"], s["key"], value)
+    if s["key"] == "batch_size" and p.get("parallel"):  # the micro-batch of a layout, and its global
+        lay = parallel.Layout.of(p["parallel"]).with_micro(value)
+        p["parallel"], p["global_batch_size"] = lay.as_dict(), lay.global_batch_size
     leaf = _path(s["key"])[-1]
     p["point"] = f"{base['point']}-{leaf}={value}"
     p["dir"] = str(Path(base["dir"]).parent / p["point"])

@@ -38,6 +38,8 @@ def make_points(jobs) -> list:
             refused.append((job, str(exc)))
             continue
         made.append((point, bool(job.cfg.get("dry_run"))))
+    for note in dict.fromkeys(n for point, _ in made for n in point.get("notes") or ()):
+        print(f"note: {note}")
     if refused and len(jobs) == 1:
         raise points.ConfigError(refused[0][1])
     if refused:

@@ -88,7 +88,9 @@ class HostTimer:
 
 
 def run_steps(session, spec, record, origin):
-    batch = spec["batch_size"]
+    # the samples this rank counts per step: its batch, or its share of the global batch
+    # where ranks split one model (a layout's, frameworks/pytorch/gpt_session.py)
+    batch = getattr(session, "samples_per_step", spec["batch_size"])
     steps = record["steps"]
 
     def check(handles, first, phase):
@@ -125,6 +127,7 @@ def run_steps(session, spec, record, origin):
                       "samples": batch, "loss": None})
     check(handles, first, "measure")
     record_parameter_checksum(session, record)
+    getattr(session, "after_window", lambda r: None)(record)  # untimed figures (a pipeline's bubble)
     profile.after_window(session, spec, record, record["rank"])  # profile=true: a trace, untimed
 
 
@@ -212,6 +215,8 @@ def run(build, spec, dist, host=None):
         session = build(spec, dist)
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
+        if hasattr(session, "parallel_record"):  # a layout's grid place and parameter counts
+            record["parallel"] = session.parallel_record()
         # A bench other than training (bench=comm) brings its own measuring loop.
         getattr(session, "run_bench", lambda *a: run_steps(session, *a))(spec, record, origin)
         record["data"].update(getattr(session, "data_record", dict)())  # the sample ids it read

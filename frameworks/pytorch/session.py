@@ -7,6 +7,7 @@ A model family changes what is built through three hooks: `build_model(cfg)`,
 Standard library + torch only: this runs in the framework's Python.
 """
 import datetime
+import time
 
 import torch
 import torch.distributed as torch_dist
@@ -163,5 +164,10 @@ class TorchSession(harness.Session):
         return total
 
     def close(self):
+        # Seen here: ~ProcessGroupGloo joins its worker thread while holding the GIL, and
+        # that thread, dropping its last work, waits for the GIL: a deadlock at exit. Let
+        # every rank finish, and the workers drop their work, before destroying the group.
         if torch_dist.is_initialized():
+            torch_dist.barrier()
+            time.sleep(0.2)
             torch_dist.destroy_process_group()

@@ -1,15 +1,13 @@
 """DLPerf's special cases in PyTorch (docs/special.md): Wide & Deep (CTR, its tables split
-by rows over the ranks: sharded_embedding.py), a Megatron-style GPT decoder, and
-InsightFace-style face classification whose very large softmax is sharded across ranks
-(partial FC, model parallel).
+by rows over the ranks: sharded_embedding.py) and InsightFace-style face classification whose
+very large softmax is sharded across ranks (partial FC, model parallel). The GPT has its own
+modules: gpt.py, parallelize.py and gpt_session.py.
 
 frameworks/pytorch/worker.py maps these models to the sessions here. They are
 session.TorchSession with other models, batches and optimizers (its three hooks); device,
 DDP, compile, AMP, step, timer and memory figures are TorchSession's own.
 Standard library + torch only: this runs in the framework's Python.
 """
-import time
-
 import torch
 import torch.distributed as torch_dist
 import torch.distributed.nn.functional as dist_nn
@@ -54,59 +52,6 @@ class WideDeep(nn.Module):
 
 def wide_deep_loss(logits, clicks):
     return F.binary_cross_entropy_with_logits(logits.float(), clicks)
-
-
-# --- GPT (Megatron-style decoder) ---------------------------------------------------
-
-class DecoderLayer(nn.Module):
-    """Pre-LayerNorm block: causal self-attention, then a GELU MLP of 4 x hidden."""
-
-    def __init__(self, hidden, heads, dropout):
-        super().__init__()
-        self.heads, self.dropout = heads, dropout
-        self.ln1 = nn.LayerNorm(hidden)
-        self.qkv = nn.Linear(hidden, 3 * hidden)
-        self.out = nn.Linear(hidden, hidden)
-        self.ln2 = nn.LayerNorm(hidden)
-        self.fc1 = nn.Linear(hidden, 4 * hidden)
-        self.fc2 = nn.Linear(4 * hidden, hidden)
-
-    def forward(self, x):
-        b, s, h = x.shape
-        p = self.dropout if self.training else 0.0
-        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-        x = x + F.dropout(self.out(a.transpose(1, 2).reshape(b, s, h)), p, self.training)
-        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), p, self.training)
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab_size, hidden, layers, heads, seq_len, dropout=0.1, **_):
-        super().__init__()
-        self.word = nn.Embedding(vocab_size, hidden)
-        self.position = nn.Embedding(seq_len, hidden)
-        self.dropout = dropout
-        self.layers = nn.ModuleList(DecoderLayer(hidden, heads, dropout) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(hidden)
-        self.apply(self._init)
-
-    @staticmethod
-    def _init(m):
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
-
-    def forward(self, tokens):
-        pos = torch.arange(tokens.shape[1], device=tokens.device)
-        x = F.dropout(self.word(tokens) + self.position(pos)[None], self.dropout, self.training)
-        for layer in self.layers:
-            x = layer(x)
-        return self.ln_f(x) @ self.word.weight.t()  # output layer tied to the embedding
-
-
-def gpt_loss(logits, labels):
-    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
 
 
 # --- InsightFace: partial FC ------------------------------------------------------
@@ -205,9 +150,6 @@ def synthetic_batch(cfg, batch_size, device, gen):
         wide = torch.randint(0, cfg["wide_vocab_size"], (batch_size, cfg["sparse_fields"]), generator=gen)
         clicks = torch.randint(0, 2, (batch_size,), generator=gen).float()
         return tuple(t.to(device) for t in (dense, deep, wide)), (clicks.to(device),)
-    if name == "gpt":
-        tokens = torch.randint(0, cfg["vocab_size"], (batch_size, cfg["seq_len"] + 1), generator=gen)
-        return (tokens[:, :-1].contiguous().to(device),), (tokens[:, 1:].contiguous().to(device),)
     if name == "insightface":
         n = cfg["image_size"]
         images = torch.randn(batch_size, 3, n, n, generator=gen)
@@ -233,27 +175,11 @@ class SpecialSession(TorchSession):
     """TorchSession with a special model: made on the device itself (a table of 10^8 rows
     never visits the host), its own synthetic batch and optimizer."""
 
-    def build_model(self, cfg):
-        """(data-parallel model on the device, loss_fn(outputs, *labels), all parameters):
-        GPT's here; the sessions below build the others."""
-        with self.device:
-            model = GPT(**cfg)
-        return model, gpt_loss, list(model.parameters())
-
     def synthetic_batch(self, cfg, batch_size, seed):
         return synthetic_batch(cfg, batch_size, self.device, torch.Generator().manual_seed(seed))
 
     def build_optimizer(self, cfg, params):
         return build_optimizer(cfg, params)
-
-    def close(self):
-        # Seen here: ~ProcessGroupGloo joins its worker thread while holding the GIL, and
-        # that thread, dropping its last work, waits for the GIL: a deadlock at exit. Let
-        # every rank finish, and the workers drop their work, before destroying the group.
-        if torch_dist.is_initialized():
-            torch_dist.barrier()
-            time.sleep(0.2)
-            torch_dist.destroy_process_group()
 
 
 class WideDeepSession(SpecialSession):
@@ -310,5 +236,5 @@ class FaceSession(SpecialSession):
         return backbone, head, list(backbone.parameters()) + list(head.parameters())
 
 
-SESSIONS = {"wide_deep": WideDeepSession, "gpt": SpecialSession, "insightface": FaceSession}
+SESSIONS = {"wide_deep": WideDeepSession, "insightface": FaceSession}
 

@@ -12,9 +12,10 @@ data=files trains from the files through a DataLoader (frameworks/pytorch/loader
 """
 from frameworks.common import datafiles
 from frameworks.pytorch import loader, special
+from frameworks.pytorch.gpt_session import GPTSession
 from frameworks.pytorch.session import TorchSession
 
-SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, **special.SESSIONS}
+SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, "gpt": GPTSession, **special.SESSIONS}
 
 
 def build(spec, dist):

@@ -9,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import analysis
 from analysis import flops, report, special
-from frameworks.pytorch import special as torch_special
+from frameworks.pytorch import gpt as torch_gpt
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
 
@@ -33,17 +33,23 @@ def test_dlperf_gpt_sequence_by_hand():
     assert flops.gpt_flops_per_iteration(8, 2048, 16, 1536, 51200) == 8 * 7_769_595_838_464
 
 
-def test_count_matches_torch_flop_counter_on_the_real_model():
-    """The suite's GPT, counted matmul by matmul by torch: forward and backward."""
-    cfg = dict(model_cfg("gpt", "tiny"), dropout=0.0)
-    model = torch_special.GPT(**cfg)
+@pytest.mark.parametrize("recompute", [False, True])
+def test_count_matches_torch_flop_counter_on_the_real_model(recompute):
+    """The suite's GPT, counted matmul by matmul by torch: forward and backward, and with
+    activation checkpointing the forward of every block again in the backward."""
+    cfg = dict(model_cfg("gpt", "tiny"), dropout=0.0, recompute=recompute)
+    model = torch_gpt.GPT(**cfg)
+    torch_gpt.init_parameters(model, 0)
     b = 3
-    (tokens,), (labels,) = torch_special.synthetic_batch(cfg, b, "cpu", torch.Generator().manual_seed(0))
+    rows = torch_gpt.synthetic_tokens(cfg, b, 0)
+    tokens, labels = rows[:, :-1], rows[:, 1:]
     # the math kernel: attention as two batched matmuls, which the counter sees on a CPU
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        torch_special.gpt_loss(model(tokens), labels).backward()
-    expected = flops.gpt_flops_per_iteration(b, cfg["seq_len"], cfg["layers"], cfg["hidden"],
-                                             cfg["vocab_size"])
+        torch_gpt.loss_fn(model(tokens), labels).backward()
+    s_, l_, h = cfg["seq_len"], cfg["layers"], cfg["hidden"]
+    expected = flops.gpt_flops_per_iteration(b, s_, l_, h, cfg["vocab_size"], recompute=recompute)
+    if recompute:  # torch's checkpoint stops recomputing once backward has what it needs: the
+        expected -= l_ * 2 * b * s_ * 4 * h * h  # MLP's last layer (output unused) is not rerun
     assert counter.get_total_flops() == expected
 
 

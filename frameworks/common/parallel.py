@@ -1,0 +1,207 @@
+"""A point's layout: how its devices split the model and the batch, and the relations that
+must hold between the sizes, written once (docs/layouts.md). The launcher checks every point
+with `check` before any point runs; the PyTorch worker builds its device mesh from `resolve`
+and `coords`. Standard library only: it runs in the framework's Python too.
+
+The devices of a point form a grid (pp, dp, tp): tensor parallel innermost, so that a
+tensor-parallel group is neighbouring ranks (one node while tp <= gpus_per_node, where its
+all-reduces ride NVLink), pipeline outermost (its point-to-point sends are the lightest
+traffic, so they cross nodes), as Megatron-LM and torchtitan order them:
+
+    rank = (pp_i * dp + dp_i) * tp + tp_i
+
+Relations, each a line naming its values when it fails (DLPerf's GPT README lists the first
+five; the schedules' own rules are torch.distributed.pipelining's):
+
+    dp x tp x pp = nodes x gpus_per_node          dp derived when not given
+    micro x dp x accumulation = global            accumulation derived
+    hidden % heads = 0
+    heads % tp = 0
+    layers % (pp x stages per rank) = 0           stages per rank: virtual_stages, else 1
+    vocabulary % tp = 0                           else padded as Megatron pads it: up to a
+                                                  multiple of 128 x tp, and said
+    schedule 1f1b: accumulation >= pp             (a micro-batch in flight per stage)
+    schedule interleaved_1f1b: accumulation a multiple of max(1, accumulation // pp)
+"""
+from dataclasses import asdict, dataclass, replace
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
+MODELS = ("gpt",)              # the models built on these layouts (frameworks/pytorch/)
+FRAMEWORKS = ("pytorch",)
+MEGATRON_VOCAB_MULTIPLE = 128  # Megatron-LM's make-vocab-size-divisible-by (default)
+DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
+            "virtual_stages": 2, "sequence_parallel": False}
+
+
+class LayoutError(ValueError):
+    """A setting that is not a layout at all (a negative size, an unknown schedule)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    dp: int
+    tp: int
+    pp: int
+    fsdp: bool
+    schedule: str
+    virtual_stages: int        # stages each pipeline rank holds (interleaved_1f1b), else 1
+    sequence_parallel: bool
+    micro_batch_size: int      # samples in one forward of one data-parallel rank
+    accumulation: int          # micro-batches per iteration (pipeline: n_microbatches)
+    global_batch_size: int     # samples of one iteration, all ranks
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    @property
+    def stages(self) -> int:
+        return self.pp * self.virtual_stages
+
+    @property
+    def per_replica(self) -> int:
+        """Samples one data-parallel rank trains on per iteration: micro x accumulation."""
+        return self.micro_batch_size * self.accumulation
+
+    def is_data_parallel(self) -> bool:
+        """Plain data parallelism, one micro-batch: the layout every model has always had."""
+        return self.tp == 1 and self.pp == 1 and not self.fsdp and self.accumulation == 1
+
+    def _parts(self) -> list:
+        pipe = {"gpipe": "gpipe", "1f1b": "", "interleaved_1f1b": f"v{self.virtual_stages}"}
+        parts = [pipe[self.schedule] if self.pp > 1 else "", "fsdp" if self.fsdp else "",
+                 "sp" if self.sequence_parallel and self.tp > 1 else "",
+                 f"m{self.accumulation}" if self.accumulation > 1 else ""]
+        return [p for p in parts if p]
+
+    def name(self) -> str:
+        """The point name's part, empty for plain data parallelism: 'tp2-pp2-fsdp-m4'."""
+        sizes = [f"tp{self.tp}"] * (self.tp > 1) + [f"pp{self.pp}"] * (self.pp > 1)
+        return "-".join(sizes + self._parts())
+
+    def key(self) -> str:
+        """What tells layouts apart across device counts (dp left out: it grows with them),
+        'tp1-pp1' for plain data parallelism: the report's speedup compares within a key."""
+        return "-".join([f"tp{self.tp}", f"pp{self.pp}"] + self._parts())
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "world": self.world, "stages": self.stages}
+
+    @classmethod
+    def of(cls, d: dict) -> "Layout":
+        """The layout of a point's or spec's `parallel` (as_dict's extra keys ignored)."""
+        return cls(**{f: d[f] for f in cls.__dataclass_fields__})
+
+    def with_micro(self, micro: int) -> "Layout":
+        """The same layout at another micro-batch (a search of batch_size): the global batch
+        follows, the accumulation stays."""
+        return replace(self, micro_batch_size=micro,
+                       global_batch_size=micro * self.dp * self.accumulation)
+
+
+def _int(value, key, minimum=1):
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise LayoutError(f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _bool(value, key):
+    if value not in (True, False):
+        raise LayoutError(f"{key} must be true or false, got {value!r}")
+    return value
+
+
+def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None,
+            global_batch_size=None):
+    """(Layout, violations): the layout of `devices` ranks from the `parallel` settings and
+    the batch sizes, and the relations it breaks (lines; empty when none). LayoutError for a
+    value that is not a size at all."""
+    p = {**DEFAULTS, **{k: v for k, v in (parallel or {}).items() if v is not None or k == "dp"}}
+    unknown = sorted(set(p) - set(DEFAULTS))
+    if unknown:
+        raise LayoutError(f"unknown parallel key(s) {', '.join(unknown)} "
+                          f"(valid: {', '.join(DEFAULTS)})")
+    tp, pp = _int(p["tp"], "parallel.tp"), _int(p["pp"], "parallel.pp")
+    fsdp = _bool(p["fsdp"], "parallel.fsdp")
+    sp = _bool(p["sequence_parallel"], "parallel.sequence_parallel")
+    if p["schedule"] not in SCHEDULES:
+        raise LayoutError(f"parallel.schedule must be one of {', '.join(SCHEDULES)}, "
+                          f"got {p['schedule']!r}")
+    virtual = _int(p["virtual_stages"], "parallel.virtual_stages") \
+        if p["schedule"] == "interleaved_1f1b" and pp > 1 else 1
+    micro = _int(batch_size if micro_batch_size is None else micro_batch_size, "micro_batch_size")
+    bad = []
+    if p["dp"] is None:
+        dp = max(devices // (tp * pp), 1)
+        if devices % (tp * pp):
+            bad.append(f"dp x tp x pp = nodes x gpus_per_node: tp x pp = {tp} x {pp} = {tp * pp} "
+                       f"does not divide the {devices} devices")
+    else:
+        dp = _int(p["dp"], "parallel.dp")
+        if dp * tp * pp != devices:
+            bad.append(f"dp x tp x pp = nodes x gpus_per_node: {dp} x {tp} x {pp} = "
+                       f"{dp * tp * pp}, but the point has {devices} devices")
+    glob = micro * dp if global_batch_size is None else _int(global_batch_size, "global_batch_size")
+    accumulation, rest = divmod(glob, micro * dp)
+    if rest or not accumulation:
+        bad.append(f"micro x dp x accumulation = global: {micro} x {dp} x accumulation = {glob} "
+                   f"has no whole accumulation (global_batch_size must be a multiple of "
+                   f"{micro * dp})")
+        accumulation = max(accumulation, 1)
+    layout = Layout(dp, tp, pp, fsdp, p["schedule"], virtual, sp, micro, accumulation, glob)
+    bad += schedule_violations(layout)
+    return layout, bad
+
+
+def schedule_violations(layout: Layout) -> list:
+    """torch.distributed.pipelining's own rules for its schedules, checked up front."""
+    if layout.pp == 1:
+        return []
+    m, pp = layout.accumulation, layout.pp
+    if layout.schedule == "1f1b" and m < pp:
+        return [f"schedule 1f1b needs accumulation >= pp (a micro-batch per stage): "
+                f"accumulation = {m}, pp = {pp}"]
+    if layout.schedule == "interleaved_1f1b" and m % max(1, m // pp):
+        return [f"schedule interleaved_1f1b needs accumulation a multiple of max(1, "
+                f"accumulation // pp) = {max(1, m // pp)}: accumulation = {m}, pp = {pp}"]
+    return []
+
+
+def padded_vocab(vocab: int, tp: int) -> int:
+    """The vocabulary a tensor-parallel model holds: as given where tp divides it, else padded
+    as Megatron-LM pads it, up to a multiple of 128 x tp (its padded rows are logits too)."""
+    if vocab % tp == 0:
+        return vocab
+    multiple = MEGATRON_VOCAB_MULTIPLE * tp
+    return -(-vocab // multiple) * multiple
+
+
+def model_violations(model: dict, layout: Layout) -> list:
+    """The model's relations to the layout (a transformer's hidden, heads, layers)."""
+    h, a, layers = model.get("hidden"), model.get("heads"), model.get("layers")
+    bad = []
+    if h and a and h % a:
+        bad.append(f"hidden % heads = 0: {h} % {a} = {h % a}")
+    if a and a % layout.tp:
+        bad.append(f"heads % tp = 0: {a} % {layout.tp} = {a % layout.tp}")
+    if layers and layers % layout.stages:
+        what = (f"layers % (pp x virtual_stages) = 0: {layers} % ({layout.pp} x "
+                f"{layout.virtual_stages})" if layout.virtual_stages > 1 else
+                f"layers % pp = 0: {layers} % {layout.pp}")
+        bad.append(f"{what} = {layers % layout.stages}")
+    return bad
+
+
+def coords(rank: int, layout: Layout) -> dict:
+    """A rank's place in the grid: {dp, pp, tp} (the module docstring's order)."""
+    tp_i = rank % layout.tp
+    dp_i = (rank // layout.tp) % layout.dp
+    return {"dp": dp_i, "pp": rank // (layout.tp * layout.dp), "tp": tp_i}
+
+
+def ideal_bubble(layout: Layout) -> float:
+    """The pipeline's idle fraction with equal stages and free sends (Narayanan et al., SC'21,
+    section 2.2): (pp - 1) / (v m + pp - 1) for m micro-batches and v stages per rank (v = 1
+    for GPipe and 1F1B); 0 without a pipeline."""
+    pp, m, v = layout.pp, layout.accumulation, layout.virtual_stages
+    return (pp - 1) / (v * m + pp - 1)

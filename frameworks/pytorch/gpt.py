@@ -1,0 +1,159 @@
+"""The GPT of DLPerf's GPT cases: a Megatron-style decoder, the same model at every layout.
+
+Learned token and position embeddings, `layers` pre-LayerNorm blocks (causal self-attention
+with fused QKV, a GELU MLP of 4 x hidden, dropout as Megatron's), a final LayerNorm and an
+output layer tied to the token embedding; causal LM loss on `seq_len + 1` tokens.
+
+The model knows nothing of parallelism (frameworks/pytorch/parallelize.py splits it):
+- its parts are named so that a tensor-parallel plan can address them (`embed.word`,
+  `layers.<i>.qkv`, `head.output`, ...), and the fused QKV is laid out head by head
+  ([head, q|k|v, head_dim]), as Megatron lays it out, so that splitting its output features
+  into tp contiguous blocks gives each rank whole heads;
+- a pipeline stage is the model with the parts of other stages dropped (`keep`): its forward
+  takes tokens where it has the embedding, else hidden states, and returns logits where it has
+  the head, else hidden states;
+- parameters are made on any device, the meta device included, and `init_parameters` fills
+  each from a generator seeded by the seed and the parameter's name, so a shard of any layout
+  holds exactly the values the single-device model holds there.
+"""
+import zlib
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+INIT_STD = 0.02                  # Megatron's init_method_std
+TIED = {"head.output.weight": "embed.word.weight"}  # a copy on the last stage is the same tensor
+
+
+class Embedding(nn.Module):
+    def __init__(self, vocab_size, hidden, seq_len, dropout):
+        super().__init__()
+        self.word = nn.Embedding(vocab_size, hidden)
+        self.position = nn.Embedding(seq_len, hidden)
+        self.dropout = dropout
+
+    def forward(self, tokens):
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        return F.dropout(self.word(tokens) + self.position(pos)[None], self.dropout, self.training)
+
+
+class DecoderLayer(nn.Module):
+    """Pre-LayerNorm block: causal self-attention, then a GELU MLP of 4 x hidden. Shapes are
+    read from the projections' outputs, so the same code runs on a tensor-parallel rank's
+    heads and on a sequence-parallel rank's part of the sequence."""
+
+    def __init__(self, hidden, heads, dropout, recompute=False):
+        super().__init__()
+        self.head_dim, self.dropout, self.recompute = hidden // heads, dropout, recompute
+        self.ln1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, 4 * hidden)
+        self.fc2 = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        if self.recompute and self.training:  # activation checkpointing: recomputed in backward
+            return checkpoint(self._forward, x, use_reentrant=False)
+        return self._forward(x)
+
+    def _forward(self, x):
+        p = self.dropout if self.training else 0.0
+        qkv = self.qkv(self.ln1(x))
+        b, s = qkv.shape[:2]
+        q, k, v = qkv.view(b, s, -1, 3, self.head_dim).permute(3, 0, 2, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        x = x + F.dropout(self.out(a.transpose(1, 2).reshape(b, s, -1)), p, self.training)
+        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), p, self.training)
+
+
+class Head(nn.Module):
+    def __init__(self, hidden, vocab_size):
+        super().__init__()
+        self.ln_f = nn.LayerNorm(hidden)
+        self.output = nn.Linear(hidden, vocab_size, bias=False)
+
+    def forward(self, x):
+        return self.output(self.ln_f(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab_size, hidden, layers, heads, seq_len, dropout=0.1, recompute=False, **_):
+        super().__init__()
+        self.embed = Embedding(vocab_size, hidden, seq_len, dropout)
+        self.layers = nn.ModuleDict({str(i): DecoderLayer(hidden, heads, dropout, recompute)
+                                     for i in range(layers)})
+        self.head = Head(hidden, vocab_size)
+        self.tie()
+
+    def tie(self):
+        """The output layer is the token embedding (where one module holds both)."""
+        if self.embed is not None and self.head is not None:
+            self.head.output.weight = self.embed.word.weight
+
+    def keep(self, layer_ids, first: bool, last: bool) -> "GPT":
+        """This model as one pipeline stage: only the layers `layer_ids`, the embedding on the
+        first stage, the head on the last (in place; returns self)."""
+        for i in [k for k in self.layers if int(k) not in set(layer_ids)]:
+            del self.layers[i]
+        if not first:
+            self.embed = None
+        if not last:
+            self.head = None
+        if self.head is not None and self.embed is None:  # the last stage's own copy
+            self.head.output.weight = nn.Parameter(self.head.output.weight.detach().clone())
+        return self
+
+    def forward(self, x):
+        h = self.embed(x) if self.embed is not None else x
+        for layer in self.layers.values():
+            h = layer(h)
+        return self.head(h) if self.head is not None else h
+
+
+def loss_fn(logits, labels):
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+
+
+def parameter_count(cfg: dict) -> int:
+    """The model's parameters (the tied output layer counted once), from a meta-device build."""
+    with torch.device("meta"):
+        model = GPT(**cfg)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _seed(seed: int, name: str) -> int:
+    return (seed * 1_000_003 + zlib.crc32(TIED.get(name, name).encode())) % 2**63
+
+
+def full_value(name: str, shape, seed: int) -> torch.Tensor:
+    """The single-device model's initial value of parameter `name`: N(0, 0.02) weights of
+    linear layers and embeddings, zero biases, LayerNorms at ones and zeros."""
+    module, leaf = name.split(".")[-2:]
+    if module.startswith("ln"):
+        return torch.ones(shape) if leaf == "weight" else torch.zeros(shape)
+    if leaf == "bias":
+        return torch.zeros(shape)
+    gen = torch.Generator().manual_seed(_seed(seed, name))
+    return torch.empty(shape).normal_(0.0, INIT_STD, generator=gen)
+
+
+@torch.no_grad()
+def init_parameters(model: nn.Module, seed: int, local_part=None) -> None:
+    """Fill every parameter with its single-device value; `local_part(param, full)` cuts this
+    rank's part of a sharded parameter out of the full value (None: parameters are whole)."""
+    for name, p in model.named_parameters():
+        full = full_value(name, tuple(p.shape), seed)
+        part = local_part(p, full) if local_part is not None else full
+        target = p.to_local() if hasattr(p, "to_local") else p
+        target.copy_(part.to(target.dtype))
+
+
+def synthetic_tokens(cfg: dict, rows: int, seed: int) -> torch.Tensor:
+    """`rows` sequences of seq_len + 1 token ids, the same for a seed whatever the layout: a
+    data-parallel rank takes its rows of the global batch, so one device sees them all.
+    Ids come from `data_vocab_size` (the vocabulary before any tensor-parallel padding)."""
+    vocab = cfg.get("data_vocab_size") or cfg["vocab_size"]
+    return torch.randint(0, vocab, (rows, cfg["seq_len"] + 1), generator=torch.Generator().manual_seed(seed))

@@ -1,0 +1,182 @@
+"""The GPT's training session at any layout (dp x tp x pp, FSDP, a pipeline schedule,
+micro-batches): the harness's surface over frameworks/pytorch/parallelize.py's split model.
+
+One iteration trains on the global batch: each data-parallel rank takes its rows of it (the
+same rows whatever the layout, frameworks/pytorch/gpt.py), in `accumulation` micro-batches,
+through the pipeline schedule where there is one, else one after another with the gradient
+all-reduce (DDP) or reduce-scatter (FSDP) on the last. The loss a rank records is the
+iteration's loss over the whole global batch, as Megatron-LM logs it: averaged over the
+data-parallel ranks, from the last pipeline stage. The samples a rank counts are its replica's
+on one rank of each data-parallel replica (tp 0 of the last stage) and none elsewhere, so that
+the method's throughput (the sum over ranks, over the longest window) is the global batch's.
+Standard library + torch only.
+"""
+import contextlib
+import statistics
+import time
+
+import torch
+import torch.distributed as torch_dist
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import loss_parallel
+
+from frameworks.common import capability, device as devices, modes, parallel
+from frameworks.pytorch import gpt, models, parallelize
+from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
+
+
+def layout_gap(layout: parallel.Layout, amp_dtype, cuda: bool):
+    """Why this point's layout cannot run here, or None: decided before the model is built."""
+    if amp_dtype == "fp16" and not (layout.tp == layout.pp == 1 and not layout.fsdp):
+        return ("fp16 AMP with tensor, pipeline or FSDP parallelism is not built here (its loss "
+                "scale would have to agree across shards and stages): use precision.amp_dtype=bf16")
+    return None
+
+
+def _local(t):
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+class GPTSession(TorchSession):
+    def __init__(self, spec, dist):
+        self.dist = dist
+        cfg = spec["model"]
+        self.layout = layout = parallel.Layout.of(spec["parallel"])
+        mesh_needed = dist.world_size > 1 or layout.fsdp
+        self.device, self.cuda = setup_device(spec, dist, group=mesh_needed)
+        dtype = devices.amp_dtype(spec, self.cuda)
+        gap = layout_gap(layout, dtype, self.cuda)
+        if gap:
+            raise capability.Unsupported(gap)
+        torch.manual_seed(spec["seed"])  # dropout draws the same stream on every rank
+        self.coords = parallel.coords(dist.rank, layout)
+        mesh = parallelize.build_mesh(layout, self.device.type) if mesh_needed else None
+        self.ids, self.modules = parallelize.build(cfg, layout, mesh, self.device, spec["seed"],
+                                                   self.coords["pp"], compile=spec.get("compile"))
+        self.first, self.last = self.coords["pp"] == 0, self.coords["pp"] == layout.pp - 1
+        tokens = gpt.synthetic_tokens(cfg, layout.global_batch_size, spec["seed"])
+        rows = tokens[self.coords["dp"] * layout.per_replica:(self.coords["dp"] + 1) * layout.per_replica]
+        rows = rows.to(self.device)
+        self.inputs, self.labels = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+        self.samples_per_step = layout.per_replica if self.last and self.coords["tp"] == 0 else 0
+        self.params = list({id(p): p for m in self.modules for p in m.parameters()}.values())
+        self.optimizer = models.build_optimizer(cfg, self.params)
+        self.recipe = modes.recipe_environment(cfg)
+        self.amp, self.amp_dtype = dtype is not None, DTYPES[dtype]
+        self.scaler = torch.amp.GradScaler("cuda", enabled=dtype == "fp16")
+        self.dp_group = mesh["dp"].get_group() if mesh is not None and layout.dp > 1 else None
+        self.pp_group = mesh["pp"].get_group() if mesh is not None and layout.pp > 1 else None
+        self.tie_group = parallelize.tie_groups(mesh, layout) if mesh is not None else None
+        self.schedule = parallelize.schedule(layout, self.modules, self.ids, self.device,
+                                             self.pp_group, gpt.loss_fn) if layout.pp > 1 else None
+        self.counts = {**parallelize.parameter_counts(self.modules, layout),
+                       "model": gpt.parameter_count(cfg)}
+
+    # ---- one iteration ------------------------------------------------------------------
+    def _context(self):
+        ctx = contextlib.ExitStack()
+        ctx.enter_context(torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp))
+        if self.layout.tp > 1:  # the cross-entropy over vocabulary-sharded logits, and its backward
+            ctx.enter_context(loss_parallel())
+        return ctx
+
+    def _accumulate(self):
+        """No pipeline: the micro-batches one after another, gradients synchronised on the last."""
+        model, m, n = self.modules[0], self.layout.accumulation, self.layout.micro_batch_size
+        total = 0.0
+        for i in range(m):
+            sync = i == m - 1
+            if hasattr(model, "set_requires_gradient_sync"):       # FSDP2, replicate
+                model.set_requires_gradient_sync(sync)
+                quiet = contextlib.nullcontext()
+            else:
+                quiet = model.no_sync() if not sync and hasattr(model, "no_sync") else contextlib.nullcontext()
+            with quiet:
+                loss = gpt.loss_fn(model(self.inputs[i * n:(i + 1) * n]), self.labels[i * n:(i + 1) * n]) / m
+                self.scaler.scale(loss).backward()
+            total = total + _local(loss.detach())
+        return total
+
+    def _pipeline(self):
+        losses = [] if self.last else None
+        if self.first:
+            self.schedule.step(self.inputs)
+        elif self.last:
+            self.schedule.step(target=self.labels, losses=losses)
+        else:
+            self.schedule.step()
+        if not self.last:
+            return torch.zeros((), device=self.device)
+        return torch.stack([_local(x).detach().float() for x in losses]).mean()
+
+    def _global_loss(self, loss):
+        """The iteration's loss over the global batch, on every rank (as Megatron logs it)."""
+        loss = loss.detach().float().reshape(())
+        if self.dp_group is not None:
+            torch_dist.all_reduce(loss, group=self.dp_group)  # SUM: gloo has no AVG
+            loss = loss / self.layout.dp
+        if self.pp_group is not None:
+            torch_dist.broadcast(loss, group=self.pp_group, group_src=self.layout.pp - 1)
+        return loss
+
+    def step(self):
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._context():
+            loss = self._pipeline() if self.schedule is not None else self._accumulate()
+        if self.tie_group is not None:
+            parallelize.tie_stages(self.modules, self.tie_group)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return self._global_loss(loss)
+
+    # ---- what the record says ---------------------------------------------------------------
+    def parallel_record(self) -> dict:
+        return {"layout": self.layout.as_dict(), "coords": self.coords, "stages": self.ids,
+                "mesh_dims": list(parallelize.MESH_DIMS), "parameters": self.counts}
+
+    def after_window(self, record) -> None:
+        """With a pipeline: the bubble measured beside the ideal one. A rank's busy time is
+        its stages' forward and backward of `accumulation` micro-batches run alone, after
+        the window (no sends, no waits); the measured bubble is 1 - busy / the median
+        iteration of its timed window (so it also holds the sends' time)."""
+        if self.schedule is None:
+            return
+        steps = [s["end"] - s["start"] for s in record["steps"] if s["phase"] == "measure"]
+        busy = self._busy_seconds()
+        iteration = statistics.median(steps)
+        record["pipeline"] = {"schedule": self.layout.schedule, "stages": self.layout.stages,
+                              "microbatches": self.layout.accumulation,
+                              "ideal_bubble": parallel.ideal_bubble(self.layout),
+                              "busy_s": busy, "iteration_s": iteration,
+                              "measured_bubble": max(0.0, 1.0 - busy / iteration)}
+
+    def _busy_seconds(self) -> float:
+        n, m = self.layout.micro_batch_size, self.layout.accumulation
+        self.sync()
+        self.barrier()
+        t0 = time.perf_counter()
+        with self._context():
+            for _ in range(m):
+                for module in self.modules:
+                    inner = parallelize.unwrap(module)
+                    x = self.inputs[:n] if inner.embed is not None else self._hidden(inner, n)
+                    out = module(x)
+                    if inner.head is not None:
+                        gpt.loss_fn(out, self.labels[:n]).backward()
+                    else:
+                        out.backward(torch.ones_like(out))
+        self.sync()
+        busy = time.perf_counter() - t0
+        self.optimizer.zero_grad(set_to_none=True)
+        return busy
+
+    def _hidden(self, module, n):
+        seq = self.inputs.shape[1] // (self.layout.tp if self.layout.sequence_parallel else 1)
+        hidden = module.layers[next(iter(module.layers))].ln1.normalized_shape[0]
+        return torch.randn(n, seq, hidden, device=self.device, requires_grad=True)
+
+    def parameter_checksum(self) -> float:
+        """Sum of |p| over this rank's parts of the parameters: equal on the ranks of one
+        (pp, tp) place without FSDP (the data-parallel replicas)."""
+        with torch.no_grad():
+            return sum(_local(p).detach().abs().sum(dtype=torch.float64).item() for p in self.params)

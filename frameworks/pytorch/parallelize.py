@@ -1,0 +1,221 @@
+"""The GPT split over a point's grid with PyTorch's own distributed libraries, in torchtitan's
+order: the device mesh, then each rank's pipeline stage(s), tensor parallelism, activation
+checkpointing (the model's `recompute`), data parallelism (FSDP2 or DDP), then the
+parameters made and filled. No hand-written collective splits the model; the one collective of
+ours is Megatron's: the first and last pipeline stages sum the gradient of the token embedding,
+which the output layer shares (`tie_stages`).
+
+- DeviceMesh holds the grid (pp, dp, tp), tensor parallel innermost
+  (frameworks/common/parallel.py says why and checks the sizes).
+- Tensor parallelism (DTensor, Megatron's splits): QKV and the MLP's first layer by columns,
+  the attention's output and the MLP's second layer by rows, the token embedding by
+  vocabulary rows and the output layer by vocabulary columns (the same rows: they stay tied),
+  and the cross-entropy over the vocabulary-sharded logits (`loss_parallel`). With
+  `sequence_parallel`, LayerNorms and dropout run on a rank's part of the sequence.
+- Pipeline (`torch.distributed.pipelining`): `pp x virtual_stages` stages of equal layers; a
+  rank holds stage `pp_rank + k pp` (k < virtual_stages); GPipe, 1F1B or interleaved 1F1B.
+- Data parallelism over `dp`: `fully_shard` (FSDP2) on every block and the stage when
+  `fsdp`; else DistributedDataParallel for plain data parallelism (tp = pp = 1), and FSDP2's
+  `replicate` (all-reduced gradients, DDP's meaning) beside tensor parallelism (DDP takes no
+  DTensor parameter) or a pipeline (DDP's bucket rebuild fails inside a pipeline stage in
+  torch 2.13: "rebuilt parameter indices size is not same as original model parameters").
+- Parameters are made on the meta device and filled last (frameworks/pytorch/gpt.py), so no
+  rank ever holds more than its share plus one parameter's full value.
+"""
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
+                                          ScheduleInterleaved1F1B)
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleOutput,
+                                               RowwiseParallel, SequenceParallel,
+                                               parallelize_module)
+
+from frameworks.pytorch import gpt
+
+MESH_DIMS = ("pp", "dp", "tp")
+SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
+
+
+def build_mesh(layout, device_type: str):
+    return init_device_mesh(device_type, (layout.pp, layout.dp, layout.tp), mesh_dim_names=MESH_DIMS)
+
+
+def stage_ids(layout, pp_rank: int) -> list:
+    """The stages a pipeline rank holds: one, or `virtual_stages` looped (interleaved)."""
+    return [pp_rank + k * layout.pp for k in range(layout.virtual_stages)]
+
+
+def stage_layers(layers: int, stages: int, stage: int) -> range:
+    per = layers // stages
+    return range(stage * per, (stage + 1) * per)
+
+
+def tensor_parallel(model: gpt.GPT, tp_mesh, sequence_parallel: bool) -> None:
+    """Megatron's splits, as a parallelize_module plan (module docstring)."""
+    seq = Shard(1) if sequence_parallel else Replicate()
+    plan = {}
+    if model.embed is not None:
+        plan["embed.word"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
+        if sequence_parallel:  # the positions are added whole, then each rank keeps its part
+            plan["embed"] = PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=seq)
+    for i in model.layers:
+        plan.update({f"layers.{i}.qkv": ColwiseParallel(input_layouts=seq),
+                     f"layers.{i}.out": RowwiseParallel(output_layouts=seq),
+                     f"layers.{i}.fc1": ColwiseParallel(input_layouts=seq),
+                     f"layers.{i}.fc2": RowwiseParallel(output_layouts=seq)})
+        if sequence_parallel:
+            plan.update({f"layers.{i}.ln1": SequenceParallel(), f"layers.{i}.ln2": SequenceParallel()})
+    if model.head is not None:
+        if sequence_parallel:
+            plan["head.ln_f"] = SequenceParallel()
+        plan["head.output"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1),
+                                              use_local_output=False)  # for loss_parallel
+    parallelize_module(model, tp_mesh, plan)
+    model.tie()  # both are Shard(0) over vocabulary rows: one parameter again
+
+
+def fsdp(model: gpt.GPT, dp_mesh, reshard_after_forward: bool) -> None:
+    for layer in model.layers.values():
+        fully_shard(layer, mesh=dp_mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward)
+
+
+def replicate(model: nn.Module, dp_mesh) -> None:
+    from torch.distributed._composable.replicate_with_fsdp import replicate as fsdp_replicate
+    fsdp_replicate(model, mesh=dp_mesh)
+
+
+def local_part(param, full: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a parameter's full value: the block DTensor's placements give it."""
+    if not isinstance(param, DTensor):
+        return full
+    shape, offset = compute_local_shape_and_global_offset(full.shape, param.device_mesh, param.placements)
+    return full[tuple(slice(o, o + n) for o, n in zip(offset, shape))]
+
+
+def replicas(param, layout) -> int:
+    """How many ranks hold the same values as this rank's part of `param`, over dp and tp (a
+    pipeline stage's parameters are its own): a mesh dim the parameter's DTensor does not
+    span, or spans as Replicate, multiplies them."""
+    names, placements = ((), ())
+    if isinstance(param, DTensor):
+        names, placements = param.device_mesh.mesh_dim_names or (), param.placements
+    n = 1
+    for dim, size in (("dp", layout.dp), ("tp", layout.tp)):
+        if dim not in names or isinstance(placements[names.index(dim)], Replicate):
+            n *= size
+    return n
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    return module.module if isinstance(module, nn.parallel.DistributedDataParallel) else module
+
+
+def parameter_counts(modules, layout) -> dict:
+    """{held, owned} of a rank's stage modules: held, the elements of the parameters it keeps;
+    owned, its share of the model, each part divided by its replicas and the last stage's copy
+    of the tied embedding left to the first stage, so that the ranks' owned counts add up to
+    the model's count."""
+    held, owned, seen = 0, 0.0, set()
+    for module in map(unwrap, modules):
+        copy = module.head.output.weight if module.embed is None and module.head is not None else None
+        for p in module.parameters():
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            n = (p.to_local() if isinstance(p, DTensor) else p).numel()
+            held += n
+            if p is not copy:
+                owned += n / replicas(p, layout)
+    return {"held": held, "owned": owned}
+
+
+def tie_groups(mesh, layout):
+    """Per rank, the group of the first and last pipeline ranks with its (dp, tp): they hold
+    the token embedding and the output layer's copy of it. Every rank makes every group
+    (new_group is collective); None where there is no pipeline."""
+    if layout.pp == 1:
+        return None
+    ranks = mesh.mesh  # (pp, dp, tp) -> global rank
+    mine = None
+    for d in range(layout.dp):
+        for t in range(layout.tp):
+            pair = [int(ranks[0, d, t]), int(ranks[-1, d, t])]
+            group = dist.new_group(pair)
+            if dist.get_rank() in pair:
+                mine = group
+    return mine
+
+
+def tied_parameter(module):
+    """The tied embedding's parameter in a stage module (first: the embedding, last: the
+    output layer's copy), or None."""
+    module = unwrap(module)
+    if module.embed is not None:
+        return module.embed.word.weight
+    if module.head is not None:
+        return module.head.output.weight
+    return None
+
+
+def tie_stages(modules, group) -> None:
+    """Megatron's embedding all-reduce: the gradient of the tied weight, summed between the
+    first and the last stage, so both copies take the same update."""
+    for module in modules:
+        p = tied_parameter(module)
+        if p is not None and p.grad is not None:
+            if isinstance(p.grad, DTensor) and p.grad.placements != p.placements:
+                # the embedding's own backward leaves its gradient Replicate: cut this
+                # rank's rows out (no communication), as the output layer's are
+                p.grad = p.grad.redistribute(p.device_mesh, p.placements)
+            grad = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
+            dist.all_reduce(grad, group=group)
+
+
+def build(cfg: dict, layout, mesh, device, seed: int, pp_rank: int, compile=False):
+    """This rank's stage modules, made, split and filled (module docstring); `compile`:
+    each block through torch.compile (after tensor parallelism, before FSDP, as torchtitan)."""
+    stages = layout.stages
+    ids = stage_ids(layout, pp_rank) if layout.pp > 1 else [0]
+    modules = []
+    for s in ids:
+        with torch.device("meta"):
+            m = gpt.GPT(**cfg)
+        if layout.pp > 1:
+            m.keep(stage_layers(cfg["layers"], stages, s), first=s == 0, last=s == stages - 1)
+        if layout.tp > 1:
+            tensor_parallel(m, mesh["tp"], layout.sequence_parallel)
+        if compile:
+            for layer in m.layers.values():
+                layer.compile()
+        ddp = layout.dp > 1 and not layout.fsdp and layout.tp == layout.pp == 1
+        sharded = layout.fsdp or (layout.dp > 1 and not ddp)
+        if layout.fsdp:  # a pipeline reuses the gathered parameters of a micro-batch's forward
+            fsdp(m, mesh["dp"], reshard_after_forward=layout.pp == 1)
+        elif sharded:
+            replicate(m, mesh["dp"])
+        m.to_empty(device=device)
+        if not sharded:
+            m.tie()   # to_empty made the embedding and the output two tensors again; FSDP2
+                      # sets a shared parameter on every module that shares it itself
+        gpt.init_parameters(m, seed, local_part)
+        if ddp:
+            m = nn.parallel.DistributedDataParallel(
+                m, process_group=mesh["dp"].get_group(),
+                device_ids=[device.index] if device.type == "cuda" else None)
+        modules.append(m)
+    return ids, modules
+
+
+def schedule(layout, stage_modules, ids, device, pp_group, loss):
+    """The pipeline schedule of a rank's stages (torch.distributed.pipelining)."""
+    stages = [PipelineStage(m, s, layout.stages, device, group=pp_group)
+              for s, m in zip(ids, stage_modules)]
+    cls = SCHEDULES[layout.schedule]
+    multi = layout.schedule == "interleaved_1f1b"
+    return cls(stages if multi else stages[0], n_microbatches=layout.accumulation, loss_fn=loss)
