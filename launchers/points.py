@@ -227,6 +227,7 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
         "parallel": lay.as_dict(),        # the grid and batch sizes (frameworks/common/parallel.py)
         "global_batch_size": lay.global_batch_size,  # samples per iteration, all ranks
         "notes": notes,                   # what was changed to fit the layout, said at submission
+        "case": config.get("case"),       # a published case's name (gpt_case=...), or None
         "precision": config["precision"]["name"],
         "amp_dtype": config["precision"]["amp_dtype"],
         "compile": is_compiled,           # resolved: compile=auto is the framework's own choice

@@ -6,13 +6,14 @@ points of one allocation shape as one job array).
     main(jobs)   the same for launch.py: bad input is one line on stderr and exit status 2
 
 One impossible point refuses the whole sweep: points.ConfigError, in one line, naming the
-point, and nothing has run. The suite's commit is looked up once per sweep.
+point, and nothing has run; a point that an `exclude` rule matches is skipped instead, with a
+line (launchers/exclude.py). The suite's commit is looked up once per sweep.
 """
 import sys
 from dataclasses import dataclass
 
 import launchers
-from launchers import auto, points
+from launchers import auto, exclude, points
 
 
 @dataclass
@@ -29,8 +30,17 @@ def make_points(jobs) -> list:
     if any(job.cfg.launcher.get("name") == "auto" for job in jobs):
         auto.announce()
     commit = points.suite_commit()
-    made, refused = [], []
+    made, refused, skipped = [], [], 0
     for job in jobs:
+        try:
+            rule = exclude.matching(job.cfg, exclude.rules(job.cfg))
+        except exclude.RuleError as exc:
+            raise points.ConfigError(str(exc)) from None
+        if rule is not None:
+            skipped += 1
+            print(f"skipped sweep point {job.num} ({' '.join(job.overrides)}): excluded by "
+                  f"{exclude.describe(rule)}")
+            continue
         try:
             point = points.make_point(job.cfg, job.sweep_dir, job.num, job.overrides, commit=commit)
             launchers.get(point["launcher"]["name"]).check(point)
@@ -47,6 +57,8 @@ def make_points(jobs) -> list:
         raise points.ConfigError(
             f"{why} (sweep point {job.num}: {' '.join(job.overrides)}; {len(refused)} of "
             f"{len(jobs)} points refused, none was run)")
+    if skipped and not made:
+        raise points.ConfigError(f"every point of the sweep is excluded ({skipped} of {len(jobs)})")
     return made
 
 
