@@ -18,7 +18,7 @@ kind is refused in one line (published.PublishedError). Figures are never change
 
 A point (a mapping, framework-agnostic: nodes, gpus_per_node, dp, tp, pp, cp, micro_batch_size,
 global_batch_size, hidden, heads, layers, seq_len, precision, and optionally the SETTINGS and
-device) matches a row when it states every LAYOUT key the row states, with the same value (cp
+device; `virtual_stages` for vp, as the suite's Layout names it) matches a row when it states every LAYOUT key the row states, with the same value (cp
 is 1 where the point does not say), and agrees with the row on every SETTINGS key and on the
 device (analysis/devices.py) wherever both state them.
 """
@@ -34,6 +34,8 @@ LAYOUT = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "micro_batch_size",
 SETTINGS = ("model", "vp", "fsdp", "amp_dtype", "compile", "schedule", "recompute", "async_tp",
             "float8")
 POINT_DEFAULTS = {"cp": 1}
+# Other names a point may give a key by (frameworks/common/parallel.py's Layout.as_dict)
+POINT_ALIASES = {"vp": "virtual_stages"}
 INTS = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "vp", "micro_batch_size",
         "accumulation", "global_batch_size", "local_batch_size", "hidden", "heads", "layers",
         "seq_len", "vocab_size", "vocab_multiple")
@@ -159,7 +161,8 @@ def matches(point: dict, row: dict) -> bool:
         if mine is None or not _same(mine, row[key]):
             return False
     for key in SETTINGS:
-        if point.get(key) is not None and row.get(key) is not None and not _same(point[key], row[key]):
+        mine = point.get(key, point.get(POINT_ALIASES.get(key)))
+        if mine is not None and row.get(key) is not None and not _same(mine, row[key]):
             return False
     return point.get("device") is None or devices.same_device(point["device"], row["device"])
 

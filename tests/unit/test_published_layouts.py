@@ -127,6 +127,10 @@ def test_a_llama_layout_on_h100_finds_dgxcs_row():
         ("dgxc_llama3.1_h100", 82028, 59.99)]
     assert [r["mfu_percent"] for r in layouts.find(dict(LLAMA_8B, precision="fp8", amp_dtype=None))] == [40.59]
     assert layouts.find(dict(LLAMA_8B, cp=1, dp=8)) == []
+    seventy = dict(LLAMA_8B, nodes=8, dp=2, tp=4, pp=4, global_batch_size=128, hidden=8192,
+                   heads=64, layers=80, schedule="interleaved_1f1b")
+    assert [r["tokens_per_s_total"] for r in layouts.find(dict(seventy, virtual_stages=5))] == [71756]
+    assert layouts.find(dict(seventy, virtual_stages=2)) == []      # Layout's name for vp
 
 
 def test_a_torchtitan_layout_finds_its_row_but_not_on_another_h100():
