@@ -7,8 +7,10 @@ A name ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB", "NVIDIA H100 80GB HBM3"
 - family: the first word that is one or two letters and one to three digits with at
   most one letter after them (A100, H100, H200, GH200, V100, V100S, L40S, L4, A10, A10G,
   T4), upper-cased; None when there is none (a CPU, "cpu");
-- form: "sxm" (SXM2/SXM4/SXM5, or HBM3/HBM3e memory: the H100 and H200 SXM parts name
-  their memory, not their socket), "pcie", "nvl", or None when the name says nothing;
+- form: "sxm" (SXM2/SXM4/SXM5, or HBM3/HBM3e memory: the H100 SXM part names its memory,
+  not its socket, "NVIDIA H100 80GB HBM3"; or a family whose name alone is its SXM part:
+  the driver calls the H200 SXM "NVIDIA H200" and the other part "NVIDIA H200 NVL"),
+  "pcie", "nvl", or None when the name says nothing;
 - memory_gb: the number before "GB", or None.
 
 Two names are the same device when their families are equal and their form and memory
@@ -21,6 +23,8 @@ from typing import NamedTuple, Optional
 
 _FAMILY = re.compile(r"[A-Z]{1,2}\d{1,3}[A-Z]?")
 _MEMORY = re.compile(r"(\d+)\s*GB\b")
+# Families whose name with no form is their SXM part (their other parts say NVL).
+_BARE_IS_SXM = {"H200", "B200"}
 
 
 class DeviceKey(NamedTuple):
@@ -43,7 +47,7 @@ def device_key(name) -> DeviceKey:
     elif "NVL" in words:
         form = "nvl"
     else:
-        form = None
+        form = "sxm" if family in _BARE_IS_SXM else None
     memory = _MEMORY.search(re.sub(r"[-_]", " ", text))
     return DeviceKey(family, form, int(memory.group(1)) if memory else None)
 

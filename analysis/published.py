@@ -1,12 +1,13 @@
 """Published training throughputs (analysis/published/*.yaml) beside a run's points: "is my
 number normal?"
 
-Each file is one source (its README says the fields): `source`, `date`, `device` (the
-default of each row's), `nodes_of` (devices per node), `data`, `unit`, and `rows`, each
-with framework, model, precision, batch_size (null or absent: any batch), devices,
-throughput and optionally speedup, implementation, mode, note. A row with a `speedup`
-also implies the 1-device figure throughput / speedup: `rows()` adds it, marked
-`derived` (with the arithmetic in `derived_from`). Figures are never changed here.
+Each file is one source (its README says the fields): `source`, `url`, `date`, `nodes_of`
+(devices per node), `unit`, and `rows`, each with device, framework, model, precision,
+batch_size (null or absent: any batch), devices, throughput and optionally speedup,
+implementation, software, mode, data, note. A key given at the file's level (DEFAULTS) is
+the default of every row's. A row with a `speedup` also implies the 1-device figure
+throughput / speedup: `rows()` adds it, marked `derived` (with the arithmetic in
+`derived_from`). Figures are never changed here.
 
 A point matches a row (`matches`) when
 - the point finished (ok or partial) with a throughput, of a full-size model (published
@@ -18,7 +19,9 @@ A point matches a row (`matches`) when
 - a row with `mode: xla` matches compiled points only, `mode: tf.function` uncompiled ones.
 
 The report's section "Published figures beside ours" lists every match with ours /
-published; `reference_entries(name)` turns a file into regression-gate entries for
+published (`beside`); a point that no row matches at its batch is set beside the rows that
+match it at another batch, marked so (published figures are often at the largest batch
+that fits: Lambda's ResNet-50 at 1280 per GPU); `reference_entries(name)` turns a file into regression-gate entries for
 `python -m analysis compare SWEEP --reference published:NAME`.
 
 A file with `figure: wide_deep` holds DLPerf's Wide & Deep table instead (latency per
@@ -36,6 +39,9 @@ from tabulate import tabulate
 from analysis import devices, flops
 
 PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
+# What a file may say once for all of its rows (a row's own value wins).
+DEFAULTS = ("source", "url", "date", "data", "nodes_of", "device", "framework",
+            "implementation", "software", "model", "mode")
 PREFIX = "published:"
 THROUGHPUT = "throughput"  # a file's `figure` when it names none
 _COMPILE_MODES = {"xla": True, "tf.function": False}
@@ -88,9 +94,7 @@ def read_source(path) -> dict:
     for n, r in enumerate(data["rows"], 1):
         if not isinstance(r, dict):
             raise PublishedError(f"published file {path}: row {n} is not a mapping")
-        row = {"file": name, "source": data.get("source"), "date": data.get("date"),
-               "data": data.get("data"), "unit": data.get("unit", "samples/s"),
-               "nodes_of": data.get("nodes_of"), "device": data.get("device"),
+        row = {"file": name, **{k: data.get(k) for k in DEFAULTS}, "unit": data.get("unit", "samples/s"),
                "batch_size": None, "derived": False, "derived_from": None, **r, "n": n}
         for key in ("device", "framework", "model", "precision"):
             if not isinstance(row.get(key), str) or not row[key]:
@@ -111,9 +115,9 @@ def read_source(path) -> dict:
                             speedup=None, derived=True,
                             derived_from=f"{row['throughput']:.10g} / {row['speedup']:.10g} "
                                          f"(its {row['devices']}-device figure / speedup)"))
-    return {"name": name, "source": data.get("source"), "date": data.get("date"),
-            "data": data.get("data"), "unit": data.get("unit", "samples/s"),
-            "nodes_of": data.get("nodes_of"), "rows": out}
+    return {"name": name, "source": data.get("source"), "url": data.get("url"),
+            "date": data.get("date"), "data": data.get("data"),
+            "unit": data.get("unit", "samples/s"), "nodes_of": data.get("nodes_of"), "rows": out}
 
 
 def path_of(name: str, folder: str = PUBLISHED_DIR) -> str:
@@ -135,9 +139,10 @@ def _same(a, b) -> bool:
     return str(a).lower() == str(b).lower()
 
 
-def matches(point, row: dict) -> bool:
+def matches(point, row: dict, batch: bool = True) -> bool:
     """Whether a point (a row of Results.points: needs device, framework, model, model_size,
-    precision, devices, batch_size, compile, status, throughput) is the row's setting."""
+    precision, devices, batch_size, compile, status, throughput) is the row's setting; with
+    batch=False, whatever batch the row names."""
     get = point.get if isinstance(point, dict) else lambda k, d=None: getattr(point, k, d)
     tp = get("throughput")
     if get("status") not in ("ok", "partial") or tp is None or tp != tp:
@@ -150,29 +155,34 @@ def matches(point, row: dict) -> bool:
         return False
     if int(get("devices")) != row["devices"]:
         return False
-    if row.get("batch_size") is not None and int(get("batch_size")) != row["batch_size"]:
+    if batch and row.get("batch_size") is not None and int(get("batch_size")) != row["batch_size"]:
         return False
     mode = _COMPILE_MODES.get(str(row.get("mode")).lower())
     return mode is None or bool(get("compile")) == mode
 
 
 def beside(points: pd.DataFrame, published: list) -> list:
-    """[(point row, published row, ours / published)] for every match, in the points' order."""
+    """[(point row, published row, ours / published)] for every match, in the points' order.
+    A point no row matches at its batch gets the rows that match it at another batch, each
+    a copy marked `other_batch`."""
     out = []
     for p in points.itertuples(index=False):
-        for r in published:
-            if matches(p, r):
-                out.append((p, r, p.throughput / r["throughput"]))
+        found = [r for r in published if matches(p, r)] or \
+            [dict(r, other_batch=True) for r in published if matches(p, r, batch=False)]
+        out += [(p, r, p.throughput / r["throughput"]) for r in found]
     return out
 
 
 def describe(row: dict) -> str:
-    """The published row's source in a few words: file: implementation, mode, batch,
-    derived arithmetic, data, note."""
+    """The published row's source in a few words: file: implementation, software, mode,
+    batch, derived arithmetic, data, note, url."""
     words = [str(row.get("implementation") or row["framework"])]
-    if row.get("mode"):
-        words.append(str(row["mode"]))
+    for key in ("software", "mode"):
+        if row.get(key):
+            words.append(str(row[key]))
     words.append(f"bs {row['batch_size']}" if row.get("batch_size") is not None else "bs not stated")
+    if row.get("other_batch"):
+        words[-1] += " (not our batch)"
     if row["derived"]:
         words.append(f"derived: {row['derived_from']}")
     if row.get("data"):
@@ -181,6 +191,8 @@ def describe(row: dict) -> str:
         words.append("no gradient clipping")
     if row.get("note"):
         words.append(str(row["note"]))
+    if row.get("url"):
+        words.append(str(row["url"]))
     return f"{row['file']} ({row.get('date') or 'undated'}): " + ", ".join(words)
 
 
@@ -208,14 +220,16 @@ def section(results, folder: str = PUBLISHED_DIR) -> str:
         body.append([pt.model, pt.framework, pt.precision + (" compile" if pt.compile else ""),
                      str(pt.batch_size), f"{pt.nodes}x{pt.gpus_per_node}", str(pt.device),
                      f"{pt.throughput:.1f}" + ("*" if pt.status == "partial" else ""),
-                     f"{row['throughput']:.1f}" + (" (derived)" if row["derived"] else ""),
+                     f"{row['throughput']:.1f}" + (" (derived)" if row["derived"] else "")
+                     + (f" (bs {row['batch_size']})" if row.get("other_batch") else ""),
                      f"{ratio:.2f}", describe(row)])
     text = ["## Published figures beside ours",
             "Each published row (analysis/published/) whose device, framework, model, precision, "
             "device count and batch per device (where the row names one) match a point of a "
-            "full-size model; ratio = ours / published. (derived): the 1-device figure the row's "
-            "stated speedup implies (its throughput / speedup). Ours: synthetic data, no input "
-            "pipeline; published rows say their data.", "",
+            "full-size model; ratio = ours / published. A point with no row at its batch is set "
+            "beside the rows at another batch, whose batch is given: (bs N). (derived): the "
+            "1-device figure the row's stated speedup implies (its throughput / speedup). Ours: "
+            "synthetic data, no input pipeline; published rows say their data.", "",
             tabulate(body, headers=["model", "framework", "precision", "batch/dev", "nodes x dev",
                                     "our device", "ours (samples/s)", "published", "ours/published",
                                     "source"], tablefmt="github", disable_numparse=True)]

@@ -13,11 +13,12 @@ list, environment and port; both this module and the driver import it).
 The job id goes to SWEEP/points/<point>/slurm.json; `python -m launch status SWEEP`
 reads it; submitit's files live in SWEEP/slurm/. `dry_run=true` prints the sbatch script
 submitit would write (one per array) and the srun line of every repeat, and submits nothing.
+The batch job itself (sbatch options, submitit's executor, the job's record) is built by
+launchers/slurm_job.py, which a search's submission (launchers/slurm_search.py) shares.
 
 Requeue: the job is `--requeue`able and the driver is a submitit Checkpointable; a
 requeued allocation runs the driver again, which skips every repeat whose run.json exists.
 """
-import contextlib
 import json
 import os
 import shlex
@@ -26,100 +27,12 @@ import sys
 import time
 
 from frameworks.common import layout, records
-from launchers import points, sacct, slurm_driver, srun_step
-
-# Variables of an outer job or step that must not reach a nested submission (sbatch exports
-# the submitting environment into the job, and srun/sbatch read these as defaults).
-OUTER_JOB_PREFIXES = ("SLURM_", "SRUN_", "SALLOC_")
-KEEP = ("SLURM_CONF",)  # which cluster to talk to: the submitter's choice, not an outer job's
-
-
-def submitit_folder(point) -> str:
-    """One folder per sweep: a job array's tasks share submitit's folder."""
-    return layout.submitit_dir(layout.sweep_of(point["dir"]))
-
-
-# ---- the batch job ------------------------------------------------------------------------
-def executor_parameters(point) -> dict:
-    """submitit SlurmExecutor parameters (sbatch options) for the point's allocation."""
-    cl, ln = srun_step.cluster(point), srun_step.launcher(point)
-    gpn = point["gpus_per_node"]
-    params = {"job_name": f"dlbench-{point['point']}", "nodes": point["nodes"],
-              "ntasks_per_node": gpn, "time": srun_step.time_limit_min(point),
-              "use_srun": False,          # the driver runs once, on the first node
-              "stderr_to_stdout": True,   # one driver log: SWEEP/points/<p>/slurm/<job>_0_log.out
-              "signal_delay_s": int(ln.get("signal_delay_s", 120))}
-    if cl.get("gpus"):
-        params["gpus_per_node"] = gpn
-    for key in ("partition", "account", "qos", "constraint", "cpus_per_task", "mem"):
-        if cl.get(key) not in (None, ""):
-            params[key] = cl[key]
-    if cl.get("exclusive"):
-        params["exclusive"] = True
-    extra = {
-        "requeue": True,                  # preemption and `scontrol requeue` put it back in the queue
-        # The requeue-before-the-time-limit signal goes to the batch shell only (the driver,
-        # see `python` below), never to the job steps: the ranks would die of it.
-        "signal": f"B:{_usr_sig()}@{params['signal_delay_s']}",
-        "chdir": str(points.ROOT),        # the driver unpickles launchers.* from here
-    }
-    extra.update({str(k): v for k, v in (cl.get("sbatch_args") or {}).items()})
-    params["additional_parameters"] = extra
-    return params
-
-
-def _usr_sig() -> str:
-    from submitit.core.job_environment import JobEnvironment
-    return JobEnvironment.USR_SIG
-
-
-def make_executor(point, require_srun: bool = True, array: int = 0, job_name: str = None):
-    """submitit's SlurmExecutor for the point, or for a job array of `array` points shaped
-    like it. The batch script `exec`s the driver's Python, so the driver IS the batch shell
-    and gets the allocation's signals itself."""
-    from submitit import SlurmExecutor
-
-    class _Executor(SlurmExecutor):
-        @classmethod
-        def affinity(cls):  # a dry run needs no Slurm installed
-            return SlurmExecutor.affinity() if require_srun else 2
-
-    ex = _Executor(folder=submitit_folder(point),
-                   max_num_timeout=int(srun_step.launcher(point).get("max_requeues", 3)),
-                   python="exec " + shlex.quote(sys.executable))
-    ex.update_parameters(**executor_parameters(point))
-    if array > 1:  # every task of the array may run at once: no throttle of submitit's own
-        ex.update_parameters(array_parallelism=array, **({"job_name": job_name} if job_name else {}))
-    return ex
-
-
-def sbatch_script(point, array: int = 0, job_name: str = None) -> str:
-    """The sbatch script exactly as submitit writes it for this point, or for a job array of
-    `array` points shaped like it."""
-    ex = make_executor(point, require_srun=False, array=array, job_name=job_name)
-    if array > 1:  # as submitit's _internal_process_submissions sets it for a batch
-        ex.parameters["map_count"] = array
-    return ex._make_submission_file_text(ex._submitit_command_str, "dry-run")
-
-
-@contextlib.contextmanager
-def submission_environ():
-    """os.environ without an outer job's Slurm variables, for the sbatch call (submitit
-    runs sbatch with os.environ, and sbatch exports it into the job)."""
-    saved = dict(os.environ)
-    for key in [k for k in os.environ if k.startswith(OUTER_JOB_PREFIXES) and k not in KEEP]:
-        del os.environ[key]
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+from launchers import points, sacct, slurm_driver, slurm_job, slurm_search, srun_step
 
 
 # ---- the launcher interface ---------------------------------------------------------------
 def check(point: dict) -> None:
     if point.get("search") is not None:
-        from launchers import slurm_search  # it imports this module
         slurm_search.check(point)
     cl = srun_step.cluster(point)
     most = cl.get("max_gpus_per_node")
@@ -141,8 +54,8 @@ def dry_run_text(point: dict, script: bool = True) -> str:
     out = [f"# ==== {point['point']}: one allocation of {point['nodes']} node(s) x "
            f"{point['gpus_per_node']} task(s); {point['repeats']} repeat(s), each an srun step"]
     if script:
-        out += [f"# sbatch script (submitit writes it to {submitit_folder(point)}/<job>_submission.sh):",
-                sbatch_script(point).rstrip("\n")]
+        out += [f"# sbatch script (submitit writes it to {slurm_job.submitit_folder(point)}/<job>_submission.sh):",
+                slurm_job.sbatch_script(point).rstrip("\n")]
     out += ["# step environment, added to the driver's (which drops stale RANK/WORLD_SIZE/... "
             "and per-step SLURM_* variables):"]
     adds = srun_step.step_env_additions(
@@ -162,14 +75,6 @@ def dry_run_text(point: dict, script: bool = True) -> str:
     return "\n".join(out)
 
 
-def read_slurm_json(point_dir: str):
-    try:
-        with open(os.path.join(point_dir, layout.SLURM_FILE)) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def recorded(point: dict) -> int:
     return sum(os.path.exists(os.path.join(points.repeat_dir(point, r), layout.RUN_FILE))
                for r in range(point["repeats"]))
@@ -177,7 +82,6 @@ def recorded(point: dict) -> int:
 
 def submit_search(point: dict, dry_run: bool = False) -> None:
     """One job for the whole search, its tries srun steps in it (launchers/slurm_search.py)."""
-    from launchers import slurm_search  # it imports this module
     slurm_search.submit(point, dry_run)
 
 
@@ -191,9 +95,9 @@ def shapes(pts: list) -> list:
     job array."""
     groups = {}
     for p in pts:
-        params = executor_parameters(p)
+        params = slurm_job.executor_parameters(p)
         del params["job_name"]
-        key = json.dumps([submitit_folder(p), params, srun_step.launcher(p).get("max_requeues", 3)],
+        key = json.dumps([slurm_job.submitit_folder(p), params, srun_step.launcher(p).get("max_requeues", 3)],
                          sort_keys=True, default=str)
         groups.setdefault(key, []).append(p)
     return list(groups.values())
@@ -213,28 +117,16 @@ def dry_run_group(group: list) -> str:
     first = group[0]
     head = [f"# ==== one job array of {len(group)} points, {first['point']} .. {group[-1]['point']} "
             "(one sbatch; each point its own array task, its own job id, requeue and cancel)",
-            f"# sbatch script (submitit writes it to {submitit_folder(first)}/<job>_submission.sh):",
-            sbatch_script(first, array=len(group), job_name=array_name(group)).rstrip("\n")]
+            f"# sbatch script (submitit writes it to {slurm_job.submitit_folder(first)}/<job>_submission.sh):",
+            slurm_job.sbatch_script(first, array=len(group), job_name=array_name(group)).rstrip("\n")]
     return "\n".join(head + [dry_run_text(p, script=False) for p in group])
-
-
-def preflight(pts: list) -> None:
-    """What submission needs, for every point, before any is written or queued."""
-    for point in pts:
-        if not srun_step.container_image(point):
-            try:
-                points.worker_argv(point, layout.SPEC_FILE, sys.executable)
-            except points.WorkerUnavailable as exc:
-                raise points.ConfigError(str(exc)) from None
-    if shutil.which("sbatch") is None or shutil.which("srun") is None:
-        raise points.ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
 
 
 def _to_queue(pts: list) -> list:
     """[(point, its previous slurm.json or None, whether its folder is new)] of the points
     to submit, with their point.json written. A point whose earlier job is still pending or
     running is left to it (its driver reads this point.json): one squeue call for them all."""
-    previous = {p["point"]: read_slurm_json(p["dir"]) for p in pts}
+    previous = {p["point"]: slurm_job.read_slurm_json(p["dir"]) for p in pts}
     ids = [prev["job_id"] for prev in previous.values() if prev]
     live = sacct.squeue_states(ids) if ids else {}
     out = []
@@ -261,9 +153,9 @@ def _submit_group(group: list) -> None:
     """One sbatch for the group's points: a job array (a plain job for one point). Each
     point's job id (`123_4` in an array) and driver log go to its slurm.json."""
     first = group[0][0]
-    executor = make_executor(first, array=len(group), job_name=array_name([g[0] for g in group]))
+    executor = slurm_job.make_executor(first, array=len(group), job_name=array_name([g[0] for g in group]))
     try:
-        with submission_environ():
+        with slurm_job.submission_environ():
             with executor.batch():
                 jobs = [executor.submit(slurm_driver.PointDriver(p["dir"])) for p, _, _ in group]
     except Exception as exc:  # sbatch refused: say why in one line
@@ -277,7 +169,7 @@ def _submit_group(group: list) -> None:
     for (point, prev, _), job in zip(group, jobs):
         info = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION,
                 "point": point["point"], "job_id": str(job.job_id),
-                "submitit_folder": submitit_folder(point), "log": str(job.paths.stdout),
+                "submitit_folder": slurm_job.submitit_folder(point), "log": str(job.paths.stdout),
                 "submitted_unix": now, "time_min": srun_step.time_limit_min(point),
                 "previous_jobs": ([prev["job_id"]] + prev.get("previous_jobs", [])) if prev else []}
         records.write_json_atomic(os.path.join(point["dir"], layout.SLURM_FILE), info)
@@ -296,7 +188,7 @@ def submit_all(pts: list, dry_run: bool = False) -> None:
         for point in searches:
             submit_search(point, dry_run=True)
         return
-    preflight(pts)
+    slurm_job.preflight(pts)
     todo = _to_queue(plain)
     size = max_array() if len(todo) > 1 else 1
     by_point = {id(t[0]): t for t in todo}

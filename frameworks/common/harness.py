@@ -20,10 +20,7 @@ import time
 
 from . import capability, datafiles, distenv, environment, layout, memory, modes, records
 from . import profile  # profile=true: a trace after the timed window (common/profile.py)
-
-
-class Cancelled(Exception):
-    """The rank got SIGTERM (Slurm cancel or time limit, or the driver's timeout)."""
+from .statuses import Cancelled  # SIGTERM's exception (harness.Cancelled to the adapters)
 
 
 class Session:

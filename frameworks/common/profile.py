@@ -24,6 +24,7 @@ import os
 import time
 
 from . import layout
+from .statuses import Cancelled
 
 STEPS = 5
 TRACING_RANK = 0
@@ -70,7 +71,6 @@ def after_window(session, spec, record, rank: int) -> None:
             info.update(tracer(folder, steps, session), status="ok")
             info["path"] = os.path.relpath(info["path"], spec["record_dir"])
         except Exception as exc:  # noqa: BLE001  (the trace is lost, the figures are not)
-            from .harness import Cancelled  # (imported here: the harness imports this module)
             if isinstance(exc, Cancelled):   # SIGTERM ends the rank, traced or not
                 raise
             info.update(status="failed", error=f"{type(exc).__name__}: {exc}")

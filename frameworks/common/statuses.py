@@ -16,6 +16,12 @@ LOG_TAIL_LINES = 20
 LOG_LINE_CHARS = 240
 
 
+class Cancelled(Exception):
+    """The rank got SIGTERM (Slurm cancel or time limit, or the driver's timeout): its
+    record says `cancelled`. Here, not in the harness, so that the harness and what it
+    calls (common/profile.py) both know it without importing each other."""
+
+
 def worst(statuses):
     return min(statuses, key=STATUSES.index, default="failed")
 

@@ -16,7 +16,6 @@ import mindspore.dataset as msds
 from mindspore.dataset import vision
 
 from frameworks.common import datafiles, pipeline
-from frameworks.mindspore.worker import MindSporeSession
 
 
 class Loader:
@@ -90,12 +89,3 @@ class InputSession(pipeline.PipelineSession):
     def make_loader(self, spec, dist):
         ms.set_device("CPU")
         return Loader(spec, dist)
-
-
-
-class FilesSession(datafiles.FromLoader, MindSporeSession):
-    """Training from files: each step takes the pipeline's next batch."""
-
-    def __init__(self, spec, dist):
-        super().__init__(spec, dist)
-        self.loader = Loader(spec, dist)

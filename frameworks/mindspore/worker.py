@@ -225,12 +225,19 @@ class MindSporeSession(harness.Session):
         # The scheduler is not waited for here: it ends after this process has exited.
 
 
+class FilesSession(datafiles.FromLoader, MindSporeSession):
+    """data=files: each step takes the mindspore.dataset pipeline's next batch
+    (frameworks/mindspore/loader.py)."""
+
+    def __init__(self, spec, dist):
+        super().__init__(spec, dist)
+        from frameworks.mindspore.loader import Loader
+        self.loader = Loader(spec, dist)
+
+
 def build(spec, dist):
     files = datafiles.reads_files(spec)
-    if files:  # mindspore.dataset (frameworks/mindspore/loader.py)
-        from frameworks.mindspore.loader import FilesSession
-        return FilesSession(spec, dist)
-    return MindSporeSession(spec, dist)
+    return (FilesSession if files else MindSporeSession)(spec, dist)
 
 
 build.is_oom = MindSporeSession.is_oom

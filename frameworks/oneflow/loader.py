@@ -12,7 +12,6 @@ images converted to OFRecord first; this reads the JPEG folder as it is.
 import oneflow as flow
 
 from frameworks.common import datafiles, pipeline
-from frameworks.oneflow.worker import OneFlowSession
 
 
 class Loader:
@@ -35,14 +34,6 @@ class Loader:
         if self.samples.images:
             inputs = ((inputs[0].to(flow.float32) - self.mean) / self.std,)
         return self.place(inputs), self.place(labels)
-
-
-class FilesSession(datafiles.FromLoader, OneFlowSession):
-    """Training from files: each step takes the loader's next batch."""
-
-    def __init__(self, spec, dist):
-        super().__init__(spec, dist)
-        self.loader = Loader(spec, dist, self.device, self.to_batch)
 
 
 class InputSession(pipeline.PipelineSession):

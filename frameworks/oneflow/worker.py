@@ -170,12 +170,19 @@ class OneFlowSession(harness.Session):
         return isinstance(exc, MemoryError) or "out of memory" in text
 
 
+class FilesSession(datafiles.FromLoader, OneFlowSession):
+    """data=files: each step takes the oneflow.utils.data.DataLoader's next batch
+    (frameworks/oneflow/loader.py)."""
+
+    def __init__(self, spec, dist):
+        super().__init__(spec, dist)
+        from frameworks.oneflow.loader import Loader
+        self.loader = Loader(spec, dist, self.device, self.to_batch)
+
+
 def build(spec, dist):
     files = datafiles.reads_files(spec)
-    if files:  # oneflow.utils.data.DataLoader (frameworks/oneflow/loader.py)
-        from frameworks.oneflow.loader import FilesSession
-        return FilesSession(spec, dist)
-    return OneFlowSession(spec, dist)
+    return (FilesSession if files else OneFlowSession)(spec, dist)
 
 
 build.is_oom = OneFlowSession.is_oom

@@ -8,7 +8,6 @@ be decoded fails the rank with the file named.
 import paddle
 
 from frameworks.common import datafiles, pipeline
-from frameworks.paddle.worker import PaddleSession
 
 
 class Loader:
@@ -31,14 +30,6 @@ class Loader:
         if self.samples.images:
             inputs = ((inputs[0].astype("float32") - self.mean) / self.std,)
         return inputs, labels
-
-
-class FilesSession(datafiles.FromLoader, PaddleSession):
-    """Training from files: each step takes the loader's next batch."""
-
-    def __init__(self, spec, dist):
-        super().__init__(spec, dist)
-        self.loader = Loader(spec, dist, self.gpu)
 
 
 class InputSession(pipeline.PipelineSession):

@@ -199,12 +199,19 @@ class PaddleSession(harness.Session):
             self.group = None
 
 
+class FilesSession(datafiles.FromLoader, PaddleSession):
+    """data=files: each step takes the paddle.io.DataLoader's next batch
+    (frameworks/paddle/loader.py)."""
+
+    def __init__(self, spec, dist):
+        super().__init__(spec, dist)
+        from frameworks.paddle.loader import Loader
+        self.loader = Loader(spec, dist, self.gpu)
+
+
 def build(spec, dist):
     files = datafiles.reads_files(spec)
-    if files:  # paddle.io.DataLoader (frameworks/paddle/loader.py)
-        from frameworks.paddle.loader import FilesSession
-        return FilesSession(spec, dist)
-    return PaddleSession(spec, dist)
+    return (FilesSession if files else PaddleSession)(spec, dist)
 
 
 build.is_oom = PaddleSession.is_oom

@@ -25,6 +25,15 @@ V100_16 = "Tesla V100-SXM2-16GB"
     ("NVIDIA H100 80GB HBM3", "H100 SXM", True),                  # HBM3: the SXM part
     ("NVIDIA H100 PCIe", "H100 SXM", False),
     ("NVIDIA H100 80GB HBM3", "A100 80GB", False),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB", True),    # torch.cuda's name, SXM5
+    ("H100 SXM5 80GB", "NVIDIA H100 SXM5 80GB", True),
+    ("H100-SXM", "NVIDIA H100 SXM5 80GB", True),
+    ("NVIDIA H100 PCIe", "NVIDIA H100 SXM5 80GB", False),         # PCIe is another device
+    ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe 80GB", True),
+    ("NVIDIA H100 NVL", "NVIDIA H100 SXM5 80GB", False),
+    ("NVIDIA H200", "NVIDIA H200 SXM", True),                     # the driver's name, SXM
+    ("NVIDIA H200", "NVIDIA H200 NVL", False),
+    ("NVIDIA H200 NVL", "NVIDIA H200 SXM", False),
     ("cpu", "cpu", False),                                        # no family: never a match
     (None, "A100", False),
 ])
@@ -37,6 +46,8 @@ def test_device_key():
     assert devices.device_key("Tesla V100 16GB") == ("V100", None, 16)
     assert devices.device_key("NVIDIA GH200 480GB") == ("GH200", None, 480)
     assert devices.device_key("NVIDIA H100 NVL") == ("H100", "nvl", None)
+    assert devices.device_key("NVIDIA_H100_80GB_HBM3") == ("H100", "sxm", 80)  # Lambda's logs
+    assert devices.device_key("NVIDIA H200") == ("H200", "sxm", None)
     assert devices.device_key("cpu") == (None, None, None)
 
 
@@ -68,7 +79,8 @@ def sweep(tmp_path):
     v100 = write_point(s, "001-pytorch-resnet50-amp-1x1-bs256", precision="amp", batch_size=256,
                        size="full", repeats=1)
     write_repeat(v100, 0, [3.2], device=V100_16)
-    # The same on a tiny model, or at another batch: no published figure is of it.
+    # The same on a tiny model: no published figure is of it. At batch 64 (640 images/s): no
+    # row at its batch, so the rows at another batch, marked.
     tiny = write_point(s, "002-pytorch-resnet50-amp-1x1-bs256", precision="amp", batch_size=256,
                        size="tiny", repeats=1)
     write_repeat(tiny, 0, [3.2], device=V100_16)
@@ -81,15 +93,18 @@ def sweep(tmp_path):
 def test_matches_by_hand(sweep):
     points = analysis.load(sweep).points
     found = published.beside(points, published.rows())
-    got = sorted((p.point, r["file"], r["throughput"], r["derived"], round(ratio, 4))
-                 for p, r, ratio in found)
+    got = sorted((p.point, r["file"], r["throughput"], r["derived"], round(ratio, 4),
+                  r.get("other_batch", False)) for p, r, ratio in found)
     assert got == [
         ("000-pytorch-resnet50-fp32-1x1-bs256", "paddle_benchmark_resnet50", 924.989, False,
-         round(1000 / 924.989, 4)),
+         round(1000 / 924.989, 4), False),
         ("001-pytorch-resnet50-amp-1x1-bs256", "dlperf_v1.0_v100", pytest.approx(22551.16 / 28.09),
-         True, round(800 / (22551.16 / 28.09), 4)),
+         True, round(800 / (22551.16 / 28.09), 4), False),
         ("001-pytorch-resnet50-amp-1x1-bs256", "nvidia_dle_resnet50_pytorch", 1200, False,
-         round(800 / 1200, 4)),
+         round(800 / 1200, 4), False),
+        # bs 64: no row at its batch, so the A100 40GB row at bs 256 (640 / 924.989)
+        ("003-pytorch-resnet50-fp32-1x1-bs64", "paddle_benchmark_resnet50", 924.989, False,
+         round(640 / 924.989, 4), True),
     ]
 
 
@@ -110,8 +125,8 @@ def test_report_section(sweep):
     text = report.render(analysis.load(sweep))
     section = text.split("## Published figures beside ours")[1].split("\n## ")[0]
     lines = [ln for ln in section.splitlines() if ln.startswith("| resnet50")]
-    assert len(lines) == 3
-    a100 = next(ln for ln in lines if A100_40 in ln)
+    assert len(lines) == 4
+    a100 = next(ln for ln in lines if A100_40 in ln and "| 256 " in ln)
     cells = [c.strip() for c in a100.split("|")[1:-1]]
     assert cells[:9] == ["resnet50", "pytorch", "fp32", "256", "1x1", A100_40, "1000.0", "925.0", "1.08"]
     assert cells[9].startswith("paddle_benchmark_resnet50 (2023): NGC PyTorch, bs 256")
@@ -119,6 +134,8 @@ def test_report_section(sweep):
     assert "802.8 (derived)" in derived and "| 1.00 " in derived and "22551.16 / 28.09" in derived
     assert "| 0.67 " in next(ln for ln in lines if "nvidia_dle" in ln)
     assert "bs not stated" in next(ln for ln in lines if "nvidia_dle" in ln)
+    other = next(ln for ln in lines if "| 64 " in ln)
+    assert "925.0 (bs 256)" in other and "| 0.69 " in other and "bs 256 (not our batch)" in other
 
 
 def test_no_section_without_a_match(tmp_path):
@@ -150,3 +167,57 @@ def test_gate_against_a_published_source_bad_input(sweep, tmp_path, capsys):
     code = main(["compare", s, "--reference", "published:dlperf_v1.0_v100"])
     err = capsys.readouterr().err
     assert code == 2 and "no row of published:dlperf_v1.0_v100 matches a point" in err
+
+
+H100 = "NVIDIA H100 80GB HBM3"   # what torch.cuda.get_device_name says of an H100 SXM5
+
+
+def h100_sweep(tmp_path, batch, device=H100):
+    """One H100 point: PyTorch ResNet-50, AMP, 1 GPU; 10 steps of `batch` in 1.0 s."""
+    s = str(tmp_path / "h100")
+    point = write_point(s, f"000-pytorch-resnet50-amp-1x1-bs{batch}", precision="amp",
+                        batch_size=batch, size="full", repeats=1)
+    write_repeat(point, 0, [1.0], device=device)
+    return analysis.load(s).points
+
+
+def test_an_h100_record_finds_its_published_row(tmp_path):
+    # Lambda's 1x H100 80GB SXM5, AMP, 1 GPU: 2791 images/s at bs 1280, synthetic data; ours
+    # 2560 images/s at bs 256: no row is at bs 256, so Lambda's is set beside it, marked.
+    found = published.beside(h100_sweep(tmp_path, 256), published.rows())
+    assert [(r["file"], r["throughput"], r["batch_size"], r["other_batch"], round(ratio, 4))
+            for _, r, ratio in found] == [("lambda_pytorch", 2791, 1280, True, round(2560 / 2791, 4))]
+    row = found[0][1]
+    assert row["device"] == "NVIDIA H100 SXM5 80GB" and row["data"] == "synthetic"
+    assert row["software"] == "NGC PyTorch 24.03" and row["date"] == "2024-09"
+    assert row["url"].startswith("https://github.com/lambdal/deeplearning-benchmark/")
+    section = published.section(analysis.load(str(tmp_path / "h100")))
+    line = next(ln for ln in section.splitlines() if ln.startswith("| resnet50"))
+    assert "2791.0 (bs 1280)" in line and "| 0.92 " in line and H100 in line
+
+
+def test_an_h100_at_the_published_batch_matches_exactly(tmp_path):
+    found = published.beside(h100_sweep(tmp_path, 1280), published.rows())
+    assert [(r["throughput"], r.get("other_batch", False)) for _, r, _ in found] == [(2791, False)]
+
+
+@pytest.mark.parametrize("device,batch,figure", [
+    ("H100 SXM5 80GB", 256, 2791), ("H100-SXM", 256, 2791),  # one part, however it is written
+    ("NVIDIA H100 PCIe", 256, 1976),                          # another device, another row
+    ("NVIDIA H200", 256, 3079),                               # Lambda's LambdaBM_ENG04 1x H200
+    # at bs 256 an A100 80GB has its row already (NVIDIA's README, any batch): Lambda's at 1280
+    ("NVIDIA A100-SXM4-80GB", 1280, 1582), ("NVIDIA A100 80GB PCIe", 1280, 1527)])
+def test_each_device_finds_its_own_row(tmp_path, device, batch, figure):
+    found = published.beside(h100_sweep(tmp_path, batch, device), published.rows())
+    assert [r["throughput"] for _, r, _ in found if r["file"] == "lambda_pytorch"] == [figure]
+
+
+@pytest.mark.parametrize("name", ["lambda_pytorch", "nvidia_dle_resnet50_a100"])
+def test_each_row_of_todays_sources_names_its_source_date_software_batch_and_data(name):
+    rows = published.read_source(published.path_of(name))["rows"]
+    assert rows and all(r["url"].startswith("https://github.com/") for r in rows)
+    for r in rows:
+        assert r["date"] and r["software"] and isinstance(r["batch_size"], int), r
+        assert r["data"].startswith(("synthetic", "real")), r
+    # every row is of a device people use now
+    assert {devices.device_key(r["device"]).family for r in rows} <= {"A100", "H100", "H200"}

@@ -1,0 +1,140 @@
+"""The suite's own import graph, read from the source with `ast` (nothing is imported), and
+the circles in it.
+
+A module is a .py file under one of TREE (a package's __init__.py is the package). An
+import adds an edge to the deepest module of the tree it names: `import a.b.c` to a.b.c;
+`from a.b import c` to a.b.c where that is a module, else to a.b (c is a name in it);
+relative imports are resolved against the importing file's package. Imports inside
+functions count: a lazy import in a circle is still a circle of design. Imports of
+anything outside the tree (the standard library, frameworks) are not edges.
+"""
+import ast
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TREE = ("analysis", "frameworks", "launchers", "hydra_plugins", "benchmarks", "tests",
+        "launch.py")
+
+
+def modules(root: str = ROOT, tree=TREE) -> dict:
+    """{dotted module name: its file} for every .py under the tree."""
+    out = {}
+    for top in tree:
+        path = os.path.join(root, top)
+        if top.endswith(".py"):
+            if os.path.isfile(path):
+                out[top[:-3]] = path
+            continue
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__pycache__")))
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    parts = os.path.relpath(os.path.join(folder, f), root)[:-3].split(os.sep)
+                    if parts[-1] == "__init__":
+                        parts = parts[:-1]
+                    out[".".join(parts)] = os.path.join(folder, f)
+    return out
+
+
+def _package(name: str, path: str) -> str:
+    """The package a module's relative imports start from."""
+    return name if os.path.basename(path) == "__init__.py" else name.rpartition(".")[0]
+
+
+def _deepest(dotted: str, known) -> str:
+    """The longest prefix of a dotted name that is a module of the tree, or None."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in known:
+            return ".".join(parts[:n])
+    return None
+
+
+def imports_of(name: str, path: str, known) -> set:
+    """The modules of the tree (names in `known`) that one module imports."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = _package(name, path).split(".")
+                pkg = pkg[:len(pkg) - (node.level - 1)] if node.level > 1 else pkg
+                base = ".".join(p for p in pkg + base.split(".") if p)
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]
+        else:
+            continue
+        out |= {m for m in (_deepest(t, known) for t in targets if t) if m}
+    out.discard(name)
+    return out
+
+
+def graph(root: str = ROOT, tree=TREE) -> dict:
+    """{module: the modules of the tree it imports}."""
+    mods = modules(root, tree)
+    return {name: imports_of(name, path, mods) for name, path in mods.items()}
+
+
+def cycles(graph: dict) -> list:
+    """Each circle once, as a path that starts and ends at its least module name: the
+    strongly connected components of more than one module (Tarjan), each walked as one
+    shortest circle through its least member."""
+    index, low, stack, on, comps = {}, {}, [], set(), []
+
+    def visit(v):  # iterative Tarjan: a deep graph must not hit the recursion limit
+        work = [(v, iter(sorted(graph.get(v, ()))))]
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        while work:
+            node, edges = work[-1]
+            for w in edges:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on:
+                    low[node] = min(low[node], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = set()
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.add(w)
+                        if w == node:
+                            break
+                    if len(comp) > 1:
+                        comps.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(_circle(graph, comp) for comp in comps)
+
+
+def _circle(graph: dict, comp: set) -> list:
+    """The shortest path from the component's least module back to itself (breadth first)."""
+    start = min(comp)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for w in sorted(graph.get(node, ())):
+                if w == start:
+                    return paths[node] + [start]
+                if w in comp and w not in paths:
+                    paths[w] = paths[node] + [w]
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no circle through {start}")  # a strongly connected set has one

@@ -1,0 +1,58 @@
+"""No import circle anywhere in the suite: no module of analysis/, frameworks/, launchers/,
+hydra_plugins/, benchmarks/, tests/ or launch.py imports one that imports it back,
+directly or through others, counting imports inside functions (tests/import_graph.py)."""
+import textwrap
+
+from tests import import_graph
+
+
+def write(root, files: dict):
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_a_circle_is_found_and_named_once():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert import_graph.cycles(graph) == [["a", "b", "c", "a"]]
+    assert import_graph.cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    # two circles through one module are one tangle, named by its shortest circle
+    assert import_graph.cycles({"a": {"b", "c"}, "b": {"a"}, "c": {"b"}}) == [["a", "b", "a"]]
+
+
+def test_every_kind_of_import_is_an_edge(tmp_path):
+    write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "from pkg import b\nimport pkg.c as c\n",
+        "pkg/b.py": "def f():\n    from .c import thing  # lazy and relative\n",
+        "pkg/c.py": "import os\nfrom pkg.sub import d\nthing = 1\n",
+        "pkg/sub/__init__.py": "from ..a import x\n",
+        "pkg/sub/d.py": "from . import e\n",
+        "pkg/sub/e.py": "",
+        "top.py": "from pkg import a, nothing_here\n",
+    })
+    graph = import_graph.graph(str(tmp_path), ("pkg", "top.py"))
+    assert graph == {
+        "pkg": set(), "pkg.a": {"pkg.b", "pkg.c"}, "pkg.b": {"pkg.c"},
+        "pkg.c": {"pkg.sub.d"}, "pkg.sub": {"pkg.a"}, "pkg.sub.d": {"pkg.sub.e"},
+        "pkg.sub.e": set(), "top": {"pkg.a", "pkg"}}
+    assert import_graph.cycles(graph) == []
+
+
+def test_a_lazy_import_back_is_a_circle(tmp_path):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/x.py": "from pkg import y\n",
+                     "pkg/y.py": "def later():\n    from pkg.x import z\n"})
+    assert import_graph.cycles(import_graph.graph(str(tmp_path), ("pkg",))) == [
+        ["pkg.x", "pkg.y", "pkg.x"]]
+
+
+def test_the_tree_has_no_import_circle():
+    graph = import_graph.graph()
+    # the walk reaches every part of the tree, lazy imports included
+    assert {"launch", "analysis.report", "frameworks.common.harness", "launchers.slurm",
+            "hydra_plugins.dlbench_launcher.launcher", "tests.slurm_cluster.cluster",
+            "benchmarks.analysis_scale"} <= set(graph)
+    assert "frameworks.paddle.loader" in graph["frameworks.paddle.worker"]  # inside build
+    circles = import_graph.cycles(graph)
+    assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
