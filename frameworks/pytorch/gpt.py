@@ -12,9 +12,13 @@ The model knows nothing of parallelism (frameworks/pytorch/parallelize.py splits
 - a pipeline stage is the model with the parts of other stages dropped (`keep`): its forward
   takes tokens where it has the embedding, else hidden states, and returns logits where it has
   the head, else hidden states;
-- parameters are made on any device, the meta device included, and `init_parameters` fills
-  each from a generator seeded by the seed and the parameter's name, so a shard of any layout
-  holds exactly the values the single-device model holds there.
+- parameters are made on any device, the meta device included, and `full_value` gives each
+  one's initial value from a generator seeded by the seed and the parameter's name, so a shard
+  of any layout holds exactly the values the single-device model holds there.
+
+This module is a model family of frameworks/pytorch/lm_session.py: `Model`, `TIED`,
+`loss_fn`, `full_value`, `parameter_count`, `synthetic_tokens` (and the plan in
+frameworks/pytorch/parallelize.py's PLANS).
 """
 import zlib
 
@@ -24,7 +28,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 INIT_STD = 0.02                  # Megatron's init_method_std
-TIED = {"head.output.weight": "embed.word.weight"}  # a copy on the last stage is the same tensor
+# The output layer is the token embedding; on a pipeline's last stage, a copy of it
+TIED = {"head.output.weight": "embed.word.weight"}
 
 
 class Embedding(nn.Module):
@@ -79,7 +84,7 @@ class Head(nn.Module):
         return self.output(self.ln_f(x))
 
 
-class GPT(nn.Module):
+class Model(nn.Module):
     def __init__(self, vocab_size, hidden, layers, heads, seq_len, dropout=0.1, recompute=False, **_):
         super().__init__()
         self.embed = Embedding(vocab_size, hidden, seq_len, dropout)
@@ -93,7 +98,7 @@ class GPT(nn.Module):
         if self.embed is not None and self.head is not None:
             self.head.output.weight = self.embed.word.weight
 
-    def keep(self, layer_ids, first: bool, last: bool) -> "GPT":
+    def keep(self, layer_ids, first: bool, last: bool) -> "Model":
         """This model as one pipeline stage: only the layers `layer_ids`, the embedding on the
         first stage, the head on the last (in place; returns self)."""
         for i in [k for k in self.layers if int(k) not in set(layer_ids)]:
@@ -120,7 +125,7 @@ def loss_fn(logits, labels):
 def parameter_count(cfg: dict) -> int:
     """The model's parameters (the tied output layer counted once), from a meta-device build."""
     with torch.device("meta"):
-        model = GPT(**cfg)
+        model = Model(**cfg)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -138,17 +143,6 @@ def full_value(name: str, shape, seed: int) -> torch.Tensor:
         return torch.zeros(shape)
     gen = torch.Generator().manual_seed(_seed(seed, name))
     return torch.empty(shape).normal_(0.0, INIT_STD, generator=gen)
-
-
-@torch.no_grad()
-def init_parameters(model: nn.Module, seed: int, local_part=None) -> None:
-    """Fill every parameter with its single-device value; `local_part(param, full)` cuts this
-    rank's part of a sharded parameter out of the full value (None: parameters are whole)."""
-    for name, p in model.named_parameters():
-        full = full_value(name, tuple(p.shape), seed)
-        part = local_part(p, full) if local_part is not None else full
-        target = p.to_local() if hasattr(p, "to_local") else p
-        target.copy_(part.to(target.dtype))
 
 
 def synthetic_tokens(cfg: dict, rows: int, seed: int) -> torch.Tensor:

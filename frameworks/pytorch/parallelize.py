@@ -1,9 +1,13 @@
-"""The GPT split over a point's grid with PyTorch's own distributed libraries, in torchtitan's
-order: the device mesh, then each rank's pipeline stage(s), tensor parallelism, activation
-checkpointing (the model's `recompute`), data parallelism (FSDP2 or DDP), then the
-parameters made and filled. No hand-written collective splits the model; the one collective of
-ours is Megatron's: the first and last pipeline stages sum the gradient of the token embedding,
-which the output layer shares (`tie_stages`).
+"""A decoder language model split over a point's grid with PyTorch's own distributed
+libraries, in torchtitan's order: the device mesh, then each rank's pipeline stage(s), tensor
+parallelism, activation checkpointing (the model's `recompute`), data parallelism (FSDP2 or
+DDP), then the parameters made and filled. No hand-written collective splits the model; the
+one collective of ours is Megatron's: where the output layer is the token embedding (GPT), the
+first and last pipeline stages sum that weight's gradient (`tie_stages`).
+
+The model comes as a family module (frameworks/pytorch/gpt.py): its `Model` with `embed`,
+`layers` (a ModuleDict) and `head`, `keep` and `tie`; `TIED`, `full_value`; its tensor-parallel
+plan is PLANS[family name] here.
 
 - DeviceMesh holds the grid (pp, dp, tp), tensor parallel innermost
   (frameworks/common/parallel.py says why and checks the sizes).
@@ -35,8 +39,6 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleOut
                                                RowwiseParallel, SequenceParallel,
                                                parallelize_module)
 
-from frameworks.pytorch import gpt
-
 MESH_DIMS = ("pp", "dp", "tp")
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
 
@@ -55,8 +57,8 @@ def stage_layers(layers: int, stages: int, stage: int) -> range:
     return range(stage * per, (stage + 1) * per)
 
 
-def tensor_parallel(model: gpt.GPT, tp_mesh, sequence_parallel: bool) -> None:
-    """Megatron's splits, as a parallelize_module plan (module docstring)."""
+def gpt_plan(model, sequence_parallel: bool) -> dict:
+    """Megatron's splits of the GPT, as a parallelize_module plan (module docstring)."""
     seq = Shard(1) if sequence_parallel else Replicate()
     plan = {}
     if model.embed is not None:
@@ -75,11 +77,18 @@ def tensor_parallel(model: gpt.GPT, tp_mesh, sequence_parallel: bool) -> None:
             plan["head.ln_f"] = SequenceParallel()
         plan["head.output"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1),
                                               use_local_output=False)  # for loss_parallel
-    parallelize_module(model, tp_mesh, plan)
-    model.tie()  # both are Shard(0) over vocabulary rows: one parameter again
+    return plan
 
 
-def fsdp(model: gpt.GPT, dp_mesh, reshard_after_forward: bool) -> None:
+PLANS = {"gpt": gpt_plan}
+
+
+def tensor_parallel(model, name: str, tp_mesh, sequence_parallel: bool) -> None:
+    parallelize_module(model, tp_mesh, PLANS[name](model, sequence_parallel))
+    model.tie()  # a tied embedding and output are both Shard(0) over vocabulary rows: one again
+
+
+def fsdp(model, dp_mesh, reshard_after_forward: bool) -> None:
     for layer in model.layers.values():
         fully_shard(layer, mesh=dp_mesh, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward)
@@ -116,14 +125,29 @@ def unwrap(module: nn.Module) -> nn.Module:
     return module.module if isinstance(module, nn.parallel.DistributedDataParallel) else module
 
 
-def parameter_counts(modules, layout) -> dict:
+def _param(module, name: str):
+    try:
+        return module.get_parameter(name)
+    except AttributeError:  # a part this stage does not hold
+        return None
+
+
+def tied_copy(module, tied: dict):
+    """The parameter a stage holds as a copy of a tied one held by another stage, or None."""
+    for name, source in tied.items():
+        if _param(module, source) is None and _param(module, name) is not None:
+            return _param(module, name)
+    return None
+
+
+def parameter_counts(modules, layout, tied: dict) -> dict:
     """{held, owned} of a rank's stage modules: held, the elements of the parameters it keeps;
-    owned, its share of the model, each part divided by its replicas and the last stage's copy
-    of the tied embedding left to the first stage, so that the ranks' owned counts add up to
+    owned, its share of the model, each part divided by its replicas and a stage's copy of a
+    tied parameter left to the stage that holds it, so that the ranks' owned counts add up to
     the model's count."""
     held, owned, seen = 0, 0.0, set()
     for module in map(unwrap, modules):
-        copy = module.head.output.weight if module.embed is None and module.head is not None else None
+        copy = tied_copy(module, tied)
         for p in module.parameters():
             if id(p) in seen:
                 continue
@@ -135,11 +159,11 @@ def parameter_counts(modules, layout) -> dict:
     return {"held": held, "owned": owned}
 
 
-def tie_groups(mesh, layout):
+def tie_groups(mesh, layout, tied: dict):
     """Per rank, the group of the first and last pipeline ranks with its (dp, tp): they hold
     the token embedding and the output layer's copy of it. Every rank makes every group
-    (new_group is collective); None where there is no pipeline."""
-    if layout.pp == 1:
+    (new_group is collective); None where there is no pipeline or nothing is tied."""
+    if layout.pp == 1 or not tied:
         return None
     ranks = mesh.mesh  # (pp, dp, tp) -> global rank
     mine = None
@@ -152,23 +176,14 @@ def tie_groups(mesh, layout):
     return mine
 
 
-def tied_parameter(module):
-    """The tied embedding's parameter in a stage module (first: the embedding, last: the
-    output layer's copy), or None."""
-    module = unwrap(module)
-    if module.embed is not None:
-        return module.embed.word.weight
-    if module.head is not None:
-        return module.head.output.weight
-    return None
-
-
-def tie_stages(modules, group) -> None:
-    """Megatron's embedding all-reduce: the gradient of the tied weight, summed between the
+def tie_stages(modules, group, tied: dict) -> None:
+    """Megatron's embedding all-reduce: the gradient of a tied weight, summed between the
     first and the last stage, so both copies take the same update."""
-    for module in modules:
-        p = tied_parameter(module)
-        if p is not None and p.grad is not None:
+    for module in map(unwrap, modules):
+        for name in (n for pair in tied.items() for n in pair):
+            p = _param(module, name)
+            if p is None or p.grad is None:
+                continue
             if isinstance(p.grad, DTensor) and p.grad.placements != p.placements:
                 # the embedding's own backward leaves its gradient Replicate: cut this
                 # rank's rows out (no communication), as the output layer's are
@@ -177,7 +192,17 @@ def tie_stages(modules, group) -> None:
             dist.all_reduce(grad, group=group)
 
 
-def build(cfg: dict, layout, mesh, device, seed: int, pp_rank: int, compile=False):
+@torch.no_grad()
+def init_parameters(model: nn.Module, family, seed: int) -> None:
+    """Fill every parameter with its single-device value (the family's `full_value`), this
+    rank's part of it where the parameter is sharded."""
+    for name, p in model.named_parameters():
+        part = local_part(p, family.full_value(name, tuple(p.shape), seed))
+        target = p.to_local() if isinstance(p, DTensor) else p
+        target.copy_(part.to(target.dtype))
+
+
+def build(family, cfg: dict, layout, mesh, device, seed: int, pp_rank: int, compile=False):
     """This rank's stage modules, made, split and filled (module docstring); `compile`:
     each block through torch.compile (after tensor parallelism, before FSDP, as torchtitan)."""
     stages = layout.stages
@@ -185,11 +210,11 @@ def build(cfg: dict, layout, mesh, device, seed: int, pp_rank: int, compile=Fals
     modules = []
     for s in ids:
         with torch.device("meta"):
-            m = gpt.GPT(**cfg)
+            m = family.Model(**cfg)
         if layout.pp > 1:
             m.keep(stage_layers(cfg["layers"], stages, s), first=s == 0, last=s == stages - 1)
         if layout.tp > 1:
-            tensor_parallel(m, mesh["tp"], layout.sequence_parallel)
+            tensor_parallel(m, cfg["name"], mesh["tp"], layout.sequence_parallel)
         if compile:
             for layer in m.layers.values():
                 layer.compile()
@@ -203,7 +228,7 @@ def build(cfg: dict, layout, mesh, device, seed: int, pp_rank: int, compile=Fals
         if not sharded:
             m.tie()   # to_empty made the embedding and the output two tensors again; FSDP2
                       # sets a shared parameter on every module that shares it itself
-        gpt.init_parameters(m, seed, local_part)
+        init_parameters(m, family, seed)
         if ddp:
             m = nn.parallel.DistributedDataParallel(
                 m, process_group=mesh["dp"].get_group(),

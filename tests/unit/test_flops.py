@@ -9,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import analysis
 from analysis import flops, report, special
-from frameworks.pytorch import gpt as torch_gpt
+from frameworks.pytorch import gpt as torch_gpt, parallelize
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
 
@@ -38,8 +38,8 @@ def test_count_matches_torch_flop_counter_on_the_real_model(recompute):
     """The suite's GPT, counted matmul by matmul by torch: forward and backward, and with
     activation checkpointing the forward of every block again in the backward."""
     cfg = dict(model_cfg("gpt", "tiny"), dropout=0.0, recompute=recompute)
-    model = torch_gpt.GPT(**cfg)
-    torch_gpt.init_parameters(model, 0)
+    model = torch_gpt.Model(**cfg)
+    parallelize.init_parameters(model, torch_gpt, 0)
     b = 3
     rows = torch_gpt.synthetic_tokens(cfg, b, 0)
     tokens, labels = rows[:, :-1], rows[:, 1:]

@@ -1,5 +1,6 @@
-"""The GPT's training session at any layout (dp x tp x pp, FSDP, a pipeline schedule,
-micro-batches): the harness's surface over frameworks/pytorch/parallelize.py's split model.
+"""A decoder language model's training session at any layout (dp x tp x pp, FSDP, a pipeline
+schedule, micro-batches): the harness's surface over frameworks/pytorch/parallelize.py's split
+model. The model is a family module (frameworks/pytorch/gpt.py says what one provides).
 
 One iteration trains on the global batch: each data-parallel rank takes its rows of it (the
 same rows whatever the layout, frameworks/pytorch/gpt.py), in `accumulation` micro-batches,
@@ -21,7 +22,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import capability, device as devices, modes, parallel
-from frameworks.pytorch import gpt, models, parallelize
+from frameworks.pytorch import models, parallelize
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
 
@@ -37,8 +38,11 @@ def _local(t):
     return t.to_local() if isinstance(t, DTensor) else t
 
 
-class GPTSession(TorchSession):
+class LMSession(TorchSession):
+    family = None  # the model family module (frameworks/pytorch/worker.py makes one per family)
+
     def __init__(self, spec, dist):
+        family = self.family
         self.dist = dist
         cfg = spec["model"]
         self.layout = layout = parallel.Layout.of(spec["parallel"])
@@ -51,10 +55,10 @@ class GPTSession(TorchSession):
         torch.manual_seed(spec["seed"])  # dropout draws the same stream on every rank
         self.coords = parallel.coords(dist.rank, layout)
         mesh = parallelize.build_mesh(layout, self.device.type) if mesh_needed else None
-        self.ids, self.modules = parallelize.build(cfg, layout, mesh, self.device, spec["seed"],
+        self.ids, self.modules = parallelize.build(family, cfg, layout, mesh, self.device, spec["seed"],
                                                    self.coords["pp"], compile=spec.get("compile"))
         self.first, self.last = self.coords["pp"] == 0, self.coords["pp"] == layout.pp - 1
-        tokens = gpt.synthetic_tokens(cfg, layout.global_batch_size, spec["seed"])
+        tokens = family.synthetic_tokens(cfg, layout.global_batch_size, spec["seed"])
         rows = tokens[self.coords["dp"] * layout.per_replica:(self.coords["dp"] + 1) * layout.per_replica]
         rows = rows.to(self.device)
         self.inputs, self.labels = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
@@ -66,11 +70,12 @@ class GPTSession(TorchSession):
         self.scaler = torch.amp.GradScaler("cuda", enabled=dtype == "fp16")
         self.dp_group = mesh["dp"].get_group() if mesh is not None and layout.dp > 1 else None
         self.pp_group = mesh["pp"].get_group() if mesh is not None and layout.pp > 1 else None
-        self.tie_group = parallelize.tie_groups(mesh, layout) if mesh is not None else None
+        self.tie_group = parallelize.tie_groups(mesh, layout, family.TIED) if mesh is not None else None
         self.schedule = parallelize.schedule(layout, self.modules, self.ids, self.device,
-                                             self.pp_group, gpt.loss_fn) if layout.pp > 1 else None
-        self.counts = {**parallelize.parameter_counts(self.modules, layout),
-                       "model": gpt.parameter_count(cfg)}
+                                             self.pp_group, family.loss_fn) if layout.pp > 1 else None
+        self.counts = {**parallelize.parameter_counts(self.modules, layout, family.TIED),
+                       "model": family.parameter_count(cfg)}
+        self.hidden = cfg["hidden"]
 
     # ---- one iteration ------------------------------------------------------------------
     def _context(self):
@@ -92,7 +97,8 @@ class GPTSession(TorchSession):
             else:
                 quiet = model.no_sync() if not sync and hasattr(model, "no_sync") else contextlib.nullcontext()
             with quiet:
-                loss = gpt.loss_fn(model(self.inputs[i * n:(i + 1) * n]), self.labels[i * n:(i + 1) * n]) / m
+                loss = self.family.loss_fn(model(self.inputs[i * n:(i + 1) * n]),
+                                           self.labels[i * n:(i + 1) * n]) / m
                 self.scaler.scale(loss).backward()
             total = total + _local(loss.detach())
         return total
@@ -124,7 +130,7 @@ class GPTSession(TorchSession):
         with self._context():
             loss = self._pipeline() if self.schedule is not None else self._accumulate()
         if self.tie_group is not None:
-            parallelize.tie_stages(self.modules, self.tie_group)
+            parallelize.tie_stages(self.modules, self.tie_group, self.family.TIED)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return self._global_loss(loss)
@@ -159,10 +165,10 @@ class GPTSession(TorchSession):
             for _ in range(m):
                 for module in self.modules:
                     inner = parallelize.unwrap(module)
-                    x = self.inputs[:n] if inner.embed is not None else self._hidden(inner, n)
+                    x = self.inputs[:n] if inner.embed is not None else self._hidden(n)
                     out = module(x)
                     if inner.head is not None:
-                        gpt.loss_fn(out, self.labels[:n]).backward()
+                        self.family.loss_fn(out, self.labels[:n]).backward()
                     else:
                         out.backward(torch.ones_like(out))
         self.sync()
@@ -170,10 +176,10 @@ class GPTSession(TorchSession):
         self.optimizer.zero_grad(set_to_none=True)
         return busy
 
-    def _hidden(self, module, n):
+    def _hidden(self, n):
+        """A micro-batch of hidden states, as a stage after the first receives them."""
         seq = self.inputs.shape[1] // (self.layout.tp if self.layout.sequence_parallel else 1)
-        hidden = module.layers[next(iter(module.layers))].ln1.normalized_shape[0]
-        return torch.randn(n, seq, hidden, device=self.device, requires_grad=True)
+        return torch.randn(n, seq, self.hidden, device=self.device, requires_grad=True)
 
     def parameter_checksum(self) -> float:
         """Sum of |p| over this rank's parts of the parameters: equal on the ranks of one
