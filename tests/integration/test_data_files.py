@@ -5,23 +5,18 @@ import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 import analysis
 from analysis import report
 from frameworks.common import datafiles, layout
-from launchers.points import ROOT
+from tests.launching import launch
 
 pytestmark = pytest.mark.e2e
 IMAGES = 24
 
 
-def launch(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def records(sweep, name):

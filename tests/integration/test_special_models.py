@@ -3,30 +3,18 @@ of Wide & Deep, GPT and InsightFace (partial FC on 2 ranks) train, OOM under a m
 a result, the largest num_classes is found by search, and the report and gate read it all."""
 import glob
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 import analysis
 from analysis import special
-from launchers.points import ROOT
+from tests.launching import analysis as cli, launch
 
 pytestmark = pytest.mark.e2e
 SECRET = {"MY_TOKEN": "tok-integration-secret", "AWS_SECRET_ACCESS_KEY": "aws-integration-secret"}
 
 
-def launch(*args, env=None, timeout=900):
-    env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))  # 2 shared cores: no oversubscription
-    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=env)
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "analysis", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
