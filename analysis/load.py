@@ -97,7 +97,8 @@ class Results:
 
     searches      the search ledgers (launchers/search.py), as written
     environments  one entry per rank record read: sweep, point, repeat, rank, host,
-                  framework, environment and profile (profile=true's trace, else None)
+                  framework, environment, profile (profile=true's trace, else None), parallel
+                  (a layout's grid place and parameter counts) and pipeline (its bubble)
     manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
     corrupt       one entry per bad file: file, reason, newer, sweep, point, repeat
     limits        the flags' thresholds the points were flagged with: max_cv, max_drift
@@ -456,7 +457,10 @@ class _Reader:
                                   "rank": rec["rank"], "host": rec["host"],
                                   "framework": rec["framework"],
                                   "environment": rec.get("environment") or {},
-                                  "profile": _dict_or_none(rec.get("profile"))})  # profile=true
+                                  "profile": _dict_or_none(rec.get("profile")),  # profile=true
+                                  # a layout's grid place and counts, a pipeline's bubble
+                                  "parallel": _dict_or_none(rec.get("parallel")),
+                                  "pipeline": _dict_or_none(rec.get("pipeline"))})
         return [{**c, "sweep": sweep, "point": point, "repeat": repeat, "rank": rec["rank"]}
                 for c in rec.get("comm") or ()]
 

@@ -7,8 +7,12 @@ imports no module of the report, so every consumer imports it without a circle.
 import pandas as pd
 
 from analysis import flops
+from frameworks.common import parallel
 
 MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what tells a special point apart
+SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
+LAYOUT_KEYS = ("dp", "tp", "pp", "fsdp", "schedule", "virtual_stages", "sequence_parallel",
+               "micro_batch_size", "accumulation")
 
 
 def _median(values):
@@ -30,16 +34,23 @@ def metrics(results) -> pd.DataFrame:
     ranks had a device, else host memory (peak RSS).
     tflops_per_device, peak_tflops, mfu: model FLOPs (analysis/flops.py) for every model
     with a count (resnet50, bert_base, gpt), as analysis.load put them in the points;
-    tokens_per_s: GPT's samples/s x seq_len."""
+    pflops: tflops_per_device x devices / 1000 (aggregate);
+    tokens_per_s: GPT's samples/s x seq_len.
+    A layout's point (frameworks/common/parallel.py) adds its grid and batch sizes
+    (LAYOUT_KEYS, global_batch_size: the samples of one iteration, whose latency is
+    latency_ms), its shape (SHAPE_KEYS), its case, and a pipeline's bubble: the ideal one
+    and the measured one (the mean over ranks of each ok repeat's, median over repeats)."""
     runs = results.runs
+    bubbles = _bubbles(results)
     rows = []
     for p in results.points.itertuples():
         point = results.manifest(p.sweep, p.point)
         model = point.get("model") or {}
         mine = runs[runs.point == p.point] if len(runs) else runs
         ok = mine[mine.status == "ok"] if len(mine) else mine
-        per_rank = p.batch_size * p.devices
-        latency = _median(r.window_s / (r.samples / per_rank) * 1e3 for r in ok.itertuples()
+        lay = point.get("parallel") if isinstance(point.get("parallel"), dict) else {}
+        per_iteration = point.get("global_batch_size") or p.batch_size * p.devices
+        latency = _median(r.window_s / (r.samples / per_iteration) * 1e3 for r in ok.itertuples()
                           if r.samples)
         device_mem = [v for v in ok.get("peak_device_bytes", []) if v == v and v is not None]
         host_mem = [v for v in ok.get("peak_host_bytes", []) if v == v and v is not None]
@@ -56,6 +67,15 @@ def metrics(results) -> pd.DataFrame:
                "search": search.get("base"), "search_value": search.get("value"),
                "tokens_per_s": None, "tflops_per_device": None, "peak_tflops": None, "mfu": None}
         row.update({k: model.get(k) for k in MODEL_KEYS})
+        row.update({k: model.get(k) for k in SHAPE_KEYS})
+        row.update({k: lay.get(k) for k in LAYOUT_KEYS}, global_batch_size=per_iteration,
+                   case=point.get("case"), layout=(lay and _key(lay)) or None,
+                   ideal_bubble=None, measured_bubble=None)
+        if lay.get("pp", 1) > 1:
+            m = lay["accumulation"]
+            row["ideal_bubble"] = (lay["pp"] - 1) / (lay.get("virtual_stages", 1) * m + lay["pp"] - 1)
+            row["measured_bubble"] = _median(bubbles.get((str(p.sweep), p.point, r.repeat))
+                                             for r in ok.itertuples())
         has_tp = p.throughput is not None and p.throughput == p.throughput
         if hasattr(p, "tflops_per_device"):      # analysis.load's figures
             row.update(tflops_per_device=_value(p, "tflops_per_device"),
@@ -68,5 +88,21 @@ def metrics(results) -> pd.DataFrame:
             row["mfu"] = flops.mfu(row["tflops_per_device"], row["peak_tflops"])
         if p.model == "gpt" and has_tp and model.get("seq_len"):
             row["tokens_per_s"] = p.throughput * model["seq_len"]
+        row["pflops"] = (row["tflops_per_device"] * p.devices / 1e3
+                         if row["tflops_per_device"] is not None else None)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _key(lay: dict) -> str:
+    return parallel.Layout.of(lay).key()
+
+
+def _bubbles(results) -> dict:
+    """(sweep, point, repeat) -> the mean over its ranks of the measured pipeline bubble."""
+    out = {}
+    for e in results.environments:
+        pipe = e.get("pipeline")
+        if pipe and pipe.get("measured_bubble") is not None:
+            out.setdefault((str(e["sweep"]), e["point"], e["repeat"]), []).append(pipe["measured_bubble"])
+    return {k: sum(v) / len(v) for k, v in out.items()}

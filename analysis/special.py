@@ -3,7 +3,10 @@
 - Wide & Deep: latency per iteration (ms) and peak memory per rank against the deep
   vocabulary size, by embedding (sharded or replicated) and ranks; OOM is a result, shown
   as OOM; DLPerf's W&D table (analysis/published/, `figure: wide_deep`) beside it.
-- GPT: tokens/s, achieved TFLOP/s per device (analysis/flops.py) and MFU.
+- GPT: DLPerf's GPT table, one row per point: layout, batch sizes, latency, memory per rank,
+  samples/s, tokens/s, achieved TFLOP/s per device (analysis/flops.py), percent of peak,
+  aggregate PFLOP/s and a pipeline's bubble; DLPerf's published cases of the same layout and
+  shape beside them (analysis/published_layouts.py).
 - InsightFace: the largest num_classes that trains per ranks x batch (launchers/search.py),
   with every size tried and its outcome.
 
@@ -15,7 +18,7 @@ read (the points' settings: Results.manifests; the searches: Results.searches).
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import published, tables
+from analysis import published, published_layouts, tables
 from analysis.metrics import MODEL_KEYS, metrics  # noqa: F401 (special.MODEL_KEYS, special.metrics)
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
@@ -87,23 +90,103 @@ def _published_wide_deep(rows: pd.DataFrame) -> str:
                        tablefmt="github", disable_numparse=True))
 
 
-def gpt_section(m: pd.DataFrame) -> str:
-    parts = []
-    for (size, seq), pts in m.groupby(["model_size", "seq_len"], sort=True, dropna=False):
-        peaks = sorted({f"{v:g}" for v in pts.peak_tflops.dropna()})
-        parts.append(f"## gpt ({size}, seq {int(seq) if seq == seq else '?'}): tokens/s, "
-                     "TFLOP/s per device, MFU\n"
-                     "FLOPs: Megatron's 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) per iteration "
-                     "(analysis/flops.py); MFU against the device's dense peak "
-                     f"({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown: n/a; set peak_tflops='})"
-                     + ("\nMFU is taken against the dtype the math ran in: fp32 runs on Ampere or "
-                        "newer count against the TF32 peak, AMP against its bf16 or fp16 peak "
-                        "(analysis/peaks.yaml)" if peaks else ""))
-        for title, column, fmt in (("Tokens/s (samples/s x seq_len)", "tokens_per_s", ".0f"),
-                                   ("Achieved TFLOP/s per device", "tflops_per_device", ".3g"),
-                                   ("MFU (model FLOPs utilisation)", "mfu", ".1%")):
-            parts.append(f"### {title}\n{tables.table(pts, column, fmt)}")
-    return "\n\n".join(parts)
+def _num(v) -> bool:
+    return v is not None and v == v
+
+
+def _fmt(v, spec, none="n/a") -> str:
+    return format(v, spec) if _num(v) else none
+
+
+def _layout(r) -> str:
+    """'2x4x4' (dp x tp x pp), with FSDP, sequence parallelism and the schedule where set."""
+    if not _num(r.dp):
+        return "n/a"
+    text = f"{int(r.dp)}x{int(r.tp)}x{int(r.pp)}"
+    extra = (["fsdp"] * bool(r.fsdp) + ["sp"] * bool(r.sequence_parallel and r.tp > 1)
+             + ([{"interleaved_1f1b": f"interleaved v{int(r.virtual_stages)}"}.get(r.schedule, r.schedule)]
+                if r.pp > 1 else []))
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+GPT_HEADERS = ["case", "hidden x layers", "dp x tp x pp", "micro", "accum", "global", "latency (ms)",
+               "memory/rank (GiB)", "samples/s", "tokens/s", "TFLOP/s/dev", "% of peak", "PFLOP/s",
+               "bubble ideal / measured", "framework", "precision", "status"]
+
+
+def gpt_section(m: pd.DataFrame, published_rows=None) -> str:
+    """DLPerf's GPT table, one row per point: the layout, the batch sizes, latency per
+    iteration, memory per rank, samples/s and tokens/s, TFLOP/s per device (Megatron's
+    formula, with the recompute term when model.recompute is on), percent of peak, aggregate
+    PFLOP/s and a pipeline's bubble; then the published cases of the same layout and shape
+    (analysis/published/dlperf_gpt_v100.yaml) beside ours."""
+    peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()})
+    rows = []
+    order = m.assign(_d=m.devices, _c=m.case.fillna("")).sort_values(["_c", "hidden", "_d", "point"])
+    for r in order.itertuples():
+        ok = r.status in ("ok", "partial")
+        figure = (lambda v, spec: _fmt(v, spec)) if ok else (lambda v, spec: _label(r.status))
+        bubble = (f"{r.ideal_bubble:.0%} / {_fmt(r.measured_bubble, '.0%')}"
+                  if _num(r.ideal_bubble) else "-")
+        memory = r.peak_memory_bytes / 2**30 if _num(r.peak_memory_bytes) else None
+        rows.append([r.case or "-", f"{r.hidden}x{r.layers}" + (" rc" if r.recompute else ""),
+                     _layout(r), _fmt(r.micro_batch_size, "d") if _num(r.micro_batch_size) else r.batch_size,
+                     _fmt(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
+                     figure(memory, ".2f"), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
+                     figure(r.tflops_per_device, ".3g"), figure(r.mfu, ".0%"), figure(r.pflops, ".3g"),
+                     bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
+                     _label(r.status) + ("*" if r.status == "partial" else "")])
+    text = ("## gpt: throughput and FLOP/s by layout (DLPerf's GPT table)\n"
+            "dp x tp x pp: data, tensor and pipeline parallel sizes (fsdp: parameters, gradients and "
+            "optimizer states sharded over dp; sp: sequence parallel); micro x dp x accum = global "
+            "(sequences an iteration); latency: one iteration (the timed window / its iterations, median "
+            "of ok repeats); memory: the largest rank's peak (device memory, else host RSS); TFLOP/s: "
+            "Narayanan et al.'s 72 B s l h^2 (1 + s/6h + V/12lh) per iteration, 96 B s l h^2 (1 + s/6h + "
+            "V/16lh) with recompute (rc: model.recompute), analysis/flops.py; % of peak: against the "
+            f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}); "
+            "PFLOP/s: all devices; bubble: the pipeline's idle fraction, ideal (pp-1)/(v m + pp-1) / "
+            "measured (1 - a stage's forward and backward of its micro-batches alone / the iteration)\n\n"
+            + tabulate(rows, headers=GPT_HEADERS, tablefmt="github", disable_numparse=True))
+    beside = gpt_published_section(m, published_rows)
+    return text + ("\n\n" + beside if beside else "")
+
+
+def _match_keys(r) -> dict:
+    """A point's layout and shape as analysis/published_layouts.py matches them (no device
+    and no amp dtype: a published case is set beside ours on any device, and says its own)."""
+    keys = {"nodes": r.nodes, "gpus_per_node": r.gpus_per_node, "dp": r.dp, "tp": r.tp, "pp": r.pp,
+            "micro_batch_size": r.micro_batch_size, "global_batch_size": r.global_batch_size,
+            "hidden": r.hidden, "heads": r.heads, "layers": r.layers, "seq_len": r.seq_len,
+            "precision": r.precision, "model": r.model, "recompute": bool(r.recompute), "fsdp": bool(r.fsdp)}
+    return {k: (int(v) if isinstance(v, float) and v == int(v) else v) for k, v in keys.items() if _num(v)}
+
+
+def gpt_published_section(m: pd.DataFrame, published_rows=None) -> str:
+    """Each point beside the published cases of its layout and shape, with ours / theirs."""
+    if published_rows is None:
+        try:
+            published_rows = published_layouts.rows()
+        except published.PublishedError as exc:
+            return f"- published GPT figures skipped: {exc}"
+    rows = []
+    for r in m.itertuples():
+        if not _num(r.dp):
+            continue
+        for pub in published_layouts.find(_match_keys(r), [p for p in published_rows if p.get("model") == "gpt"]):
+            ours = r.throughput if r.status in ("ok", "partial") else None
+            ratio = f"{ours / pub['samples_per_s']:.2f}" if _num(ours) and pub.get("samples_per_s") else "-"
+            rows.append([r.point, pub["case"], pub.get("implementation") or pub["impl"], pub["device"],
+                         _fmt(pub.get("latency_ms"), "g", "-"), _fmt(pub.get("memory_mib"), "g", "-"),
+                         _fmt(pub.get("samples_per_s"), "g", "-"), _fmt(pub.get("tflops_per_gpu"), "g", "-"),
+                         _fmt(pub.get("peak_percent"), "g", "-"), ratio])
+    if not rows:
+        return ""
+    return ("### Published beside it: the same layout and shape\n"
+            "Figures as published (their device, precision and software: analysis/published/); "
+            "ours / published: samples/s\n\n"
+            + tabulate(rows, headers=["point", "case", "implementation", "device", "latency (ms)",
+                                      "memory (MiB)", "samples/s", "TFLOP/s/GPU", "% of peak",
+                                      "ours / published"], tablefmt="github", disable_numparse=True))
 
 
 def insightface_section(m: pd.DataFrame, searches: list) -> str:

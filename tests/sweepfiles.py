@@ -26,10 +26,12 @@ def write_point(sweep, name, *, framework="pytorch", model="resnet50", precision
 
 
 def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, run_json=True,
-                 device="cpu", step_times=None):
+                 device="cpu", step_times=None, samples=None, fields=None):
     """One repeat whose rank r timed `steps` steps of the point's batch in windows[r] seconds,
     steps of equal length; or, with `step_times` (one list of step durations per rank), the
-    steps of those durations, back to back, each rank's window their sum (windows: None)."""
+    steps of those durations, back to back, each rank's window their sum (windows: None).
+    `samples(rank)`: the samples a rank counts a step (default the point's batch);
+    `fields(rank)`: more of a rank's record (a layout's `parallel`, a pipeline's bubble)."""
     rdir = layout.repeat_dir(point["dir"], repeat)
     os.makedirs(rdir, exist_ok=True)
     if step_times is not None:
@@ -50,11 +52,13 @@ def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, r
             edges = [1.0]
             for t in step_times[rank]:
                 edges.append(edges[-1] + t)
+        n = point["batch_size"] if samples is None else samples(rank)
         rec["steps"] = [{"step": 0, "phase": "warmup", "start": 0.0, "end": 1.0,
-                         "samples": point["batch_size"], "loss": 1.0}]
+                         "samples": n, "loss": 1.0}]
         rec["steps"] += [{"step": i + 1, "phase": "measure", "start": edges[i],
-                          "end": edges[i + 1], "samples": point["batch_size"], "loss": 1.0}
+                          "end": edges[i + 1], "samples": n, "loss": 1.0}
                          for i in range(len(edges) - 1)]
+        rec.update(fields(rank) if fields is not None else {})
         records.write_json_atomic(os.path.join(rdir, layout.rank_record_name(rank)), rec)
         ranks[rank] = rec
     if run_json:
