@@ -1,0 +1,115 @@
+"""Memory per rank as the layouts promise it: a GPT-2 small (12 layers x 768, 12 heads,
+vocabulary 50304, tied output; 124M parameters) trained on 1 rank, and on 2 ranks with tensor
+parallelism (tp=2) and with FSDP (fsdp=true), with AdamW in fp32.
+
+    .venv/bin/python benchmarks/layout_memory.py [--seq 256] [--device cpu]
+
+Each layout is one real point through `python -m launch` (launcher=local, 1 repeat, 1 + 2
+steps, micro-batch 1 per data-parallel rank). The figure is each rank's peak: device memory on
+a GPU (torch.cuda.max_memory_allocated), host peak RSS (ru_maxrss) on a CPU, where it also holds
+the process's own baseline (the interpreter, torch, gloo), measured here as a rank that builds
+nothing: `python -c "import torch, torch.distributed"`'s peak RSS. Every process runs with glibc's
+mmap threshold fixed at 64 KiB and one malloc arena (ENV below: why).
+
+Expected, from the model state alone: 16 bytes a parameter (fp32 parameter, gradient and
+AdamW's two moments). One rank holds it all. tp=2 holds half of every split matrix (QKV, the
+attention's output, both MLP layers, the vocabulary-split embedding that is also the output)
+and all of what tensor parallelism replicates (LayerNorms, the row-split layers' biases, the
+position embedding); fsdp=2 holds half of everything, plus, while a block runs, that block's
+gathered parameters and unsharded gradients. Prints a Markdown table (benchmarks/layout_memory.md).
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from frameworks.common import parallel  # noqa: E402
+
+GPT2 = {"layers": 12, "hidden": 768, "heads": 12, "vocab_size": 50304}
+LAYOUTS = (("1 rank", 1, []), ("tp=2", 2, ["parallel.tp=2"]), ("fsdp=2", 2, ["parallel.fsdp=true"]))
+STATE_BYTES = 16  # fp32 parameter + gradient + AdamW's exp_avg and exp_avg_sq
+# glibc's malloc keeps freed large blocks in its heap once its mmap threshold has grown, so a
+# CPU's peak RSS depends on the order of frees (FSDP frees a gathered block per layer); a fixed
+# threshold and one arena (as the harness sets under memory_limit_mb) make it the memory in use
+ENV = {"OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
+
+
+def counts(seq: int) -> dict:
+    """Parameters of GPT-2 small, in total and per tp=2 rank, from its shapes."""
+    h, l, v = GPT2["hidden"], GPT2["layers"], GPT2["vocab_size"]
+    split = l * (3 * h * h + 3 * h + h * h + 4 * h * h + 4 * h + 4 * h * h) + v * h  # matrices, col biases, vocab
+    replicated = l * (4 * h + h + h) + seq * h + 2 * h  # LNs, row-split biases (out, fc2), positions, ln_f
+    return {"total": split + replicated, "tp2": split // 2 + replicated}
+
+
+def run(name, world, extra, seq, device, out):
+    sweep = os.path.join(out, name.replace("=", ""))
+    argv = [sys.executable, "-m", "launch", "model=gpt", "model.size=full", "model.dropout=0.0",
+            *(f"model.{k}={v}" for k, v in GPT2.items()), f"model.seq_len={seq}", "batch_size=1",
+            f"gpus_per_node={world}", "warmup_steps=1", "measure_steps=2", "repeats=1",
+            "launcher=local", f"device={device}", "timeout_s=1800", *extra, f"hydra.run.dir={sweep}"]
+    res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, **ENV))
+    if res.returncode:
+        raise SystemExit(f"{name}: {res.stderr[-2000:]}")
+    recs = [json.load(open(p)) for p in sorted(glob.glob(f"{sweep}/points/*/repeat-00/rank-*.json"))]
+    bad = [r["error"] for r in recs if r["status"] != "ok"]
+    if bad:
+        raise SystemExit(f"{name}: {bad[0]}")
+    kind = "peak_device_bytes" if recs[0]["memory"]["peak_device_bytes"] else "peak_host_bytes"
+    return {"peak": max(r["memory"][kind] for r in recs), "kind": kind,
+            "held": max(r["parallel"]["parameters"]["held"] for r in recs),
+            "model": recs[0]["parallel"]["parameters"]["model"], "argv": argv}
+
+
+def baseline_rss() -> int:
+    code = "import resource, torch, torch.distributed; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, **ENV))
+    return int(out.stdout) * 1024
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as out:
+        results = {name: run(name, world, extra, args.seq, args.device, out) for name, world, extra in LAYOUTS}
+    base = baseline_rss() if results["1 rank"]["kind"] == "peak_host_bytes" else 0
+    n = counts(args.seq)
+    assert n["total"] == results["1 rank"]["model"], (n, results["1 rank"]["model"])
+    expected = {"1 rank": n["total"], "tp=2": n["tp2"], "fsdp=2": n["total"] / 2}
+    one = results["1 rank"]
+    gib = 2 ** 30
+    print(f"machine: {platform.node()} ({platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores), {datetime.date.today()}, torch {_torch_version()}")
+    print(f"command: .venv/bin/python benchmarks/layout_memory.py --seq {args.seq} --device {args.device}")
+    print(f"model: GPT-2 small, {n['total']:,} parameters, sequence {args.seq}, micro-batch 1; "
+          f"memory: {one['kind']}" + (f"; a bare rank's baseline RSS: {base / gib:.2f} GiB" if base else ""))
+    print()
+    print("| layout | parameters held per rank | model state expected (GiB) | expected / 1 rank | "
+          "peak per rank (GiB) | measured / 1 rank | (peak - baseline) / 1 rank's |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        state = expected[name] * STATE_BYTES
+        print(f"| {name} | {r['held']:,} | {state / gib:.2f} | {expected[name] / n['total']:.2f} | "
+              f"{r['peak'] / gib:.2f} | {r['peak'] / one['peak']:.2f} | "
+              f"{(r['peak'] - base) / (one['peak'] - base):.2f} |")
+
+
+def _torch_version():
+    return subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+if __name__ == "__main__":
+    main()
