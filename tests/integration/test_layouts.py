@@ -4,7 +4,7 @@ global batch of 8 sequences, dropout off), then, case by case, the table below.
 
 - Every step's loss equals the single-device case's to a relative 1e-5 in fp32 (what
   differs is only the order of floating-point sums: all-reduce, reduce-scatter, split
-  matmuls; seen up to 3e-7 here).
+  matmuls; at most 2.1e-7 here).
 - Each rank's record gives its place in the (dp, pp, tp) grid, and the ranks' owned
   parameter counts add up to the model's count; a split layout holds less per rank.
 - Throughput counts the global batch: a repeat's samples are 8 x its timed steps.
