@@ -125,3 +125,13 @@ def test_a_layout_point_names_its_layout_and_pads_its_vocabulary():
     assert spec["parallel"] == p["parallel"]
     plain = points.make_point(cfg_of("model=resnet50", "gpus_per_node=2"), "/tmp/dlbench-test-sweep", 0, commit=None)
     assert plain["point"] == "000-pytorch-resnet50-fp32-1x2-bs8" and plain["global_batch_size"] == 16
+
+
+def test_a_batch_size_search_moves_the_layouts_micro_batch():
+    from launchers import search
+    base = points.make_point(cfg_of("model=gpt", "model.size=tiny", "gpus_per_node=2", "batch_size=max",
+                                    "global_batch_size=32"), "/tmp/dlbench-test-sweep", 0, commit=None)
+    assert base["parallel"]["accumulation"] == 2          # micro 8 (the search's start) x dp 2 x 2
+    tried = search.try_point(base, base["search"] | {"key": "batch_size"}, 16)
+    assert tried["batch_size"] == 16 and tried["parallel"]["micro_batch_size"] == 16
+    assert tried["parallel"]["accumulation"] == 2 and tried["global_batch_size"] == 64
