@@ -16,7 +16,7 @@ The model knows nothing of parallelism (frameworks/pytorch/parallelize.py splits
   one's initial value from a generator seeded by the seed and the parameter's name, so a shard
   of any layout holds exactly the values the single-device model holds there.
 
-This module is a model family of frameworks/pytorch/lm_session.py: `Model`, `TIED`,
+This module is a model family of frameworks/pytorch/lm_session.py: `Model`, `tied(cfg)`,
 `loss_fn`, `full_value`, `parameter_count`, `synthetic_tokens` (and the plan in
 frameworks/pytorch/parallelize.py's PLANS).
 """
@@ -30,6 +30,11 @@ from torch.utils.checkpoint import checkpoint
 INIT_STD = 0.02                  # Megatron's init_method_std
 # The output layer is the token embedding; on a pipeline's last stage, a copy of it
 TIED = {"head.output.weight": "embed.word.weight"}
+
+
+def tied(cfg: dict) -> dict:
+    """{output weight: embedding weight}: the GPT always ties them."""
+    return TIED
 
 
 class Embedding(nn.Module):

@@ -11,12 +11,13 @@ frameworks/pytorch/session.py; this module maps a model name to its session.
 data=files trains from the files through a DataLoader (frameworks/pytorch/loader.py).
 """
 from frameworks.common import datafiles
-from frameworks.pytorch import gpt, loader, special
+from frameworks.pytorch import gpt, llama3, loader, special
 from frameworks.pytorch.lm_session import LMSession
 from frameworks.pytorch.session import TorchSession
 
 SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession,
-            "gpt": type("GPTSession", (LMSession,), {"family": gpt}), **special.SESSIONS}
+            "gpt": type("GPTSession", (LMSession,), {"family": gpt}),
+            "llama3": type("Llama3Session", (LMSession,), {"family": llama3}), **special.SESSIONS}
 
 
 def build(spec, dist):

@@ -1,0 +1,77 @@
+"""Tiny Llama 3 at every layout on this machine's CPU (gloo), through `python -m launch`: FSDP on
+2 ranks, tp=2, pp=2 and cp=2 train, and every step's loss equals the single-device loss (same
+seed, same global batch; Llama 3 has no dropout). One sweep, its impossible combinations
+skipped by exclusion rules, as a user would write it."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launchers.points import ROOT
+
+pytestmark = pytest.mark.e2e
+LOSS_RTOL = 1e-5   # fp32; the split sums reorder additions (seen: 2e-7 here)
+LAYOUTS = {  # point-name suffix -> (ranks, the grid's sizes)
+    "1x1-bs2-m2": (1, {}),
+    "1x2-bs2-fsdp": (2, {"fsdp": True}),
+    "1x2-bs2-tp2-m2": (2, {"tp": 2}),
+    "1x2-bs2-pp2-m2": (2, {"pp": 2}),
+    "1x2-bs2-cp2-m2": (2, {"cp": 2}),
+}
+RULES = ('exclude=[{where:"gpus_per_node == 1 and (parallel.fsdp or parallel.tp * parallel.pp * '
+         'parallel.cp > 1)"},{where:"gpus_per_node == 2 and not parallel.fsdp and parallel.tp * '
+         'parallel.pp * parallel.cp != 2"},{where:"parallel.fsdp and parallel.tp * parallel.pp * '
+         'parallel.cp > 1"}]')
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("llama3")
+    res = subprocess.run(
+        [sys.executable, "-m", "launch", "-m", "model=llama3", "preset=smoke", "launcher=local",
+         "repeats=1", "warmup_steps=1", "measure_steps=3", "batch_size=2", "global_batch_size=4",
+         "gpus_per_node=1,2", "parallel.tp=1,2", "parallel.pp=1,2", "parallel.cp=1,2",
+         "parallel.fsdp=false,true", RULES, f"hydra.sweep.dir={root}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    return root
+
+
+def ranks(root, suffix):
+    paths = sorted(glob.glob(f"{root}/points/*-pytorch-llama3-fp32-{suffix}/repeat-00/rank-*.json"))
+    return [json.load(open(p)) for p in paths]
+
+
+def losses(record):
+    return [s["loss"] for s in record["steps"]]
+
+
+@pytest.mark.parametrize("suffix", list(LAYOUTS))
+def test_every_layout_trains_with_the_single_device_loss(sweep, suffix):
+    n, sizes = LAYOUTS[suffix]
+    recs = ranks(sweep, suffix)
+    assert len(recs) == n and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    reference = losses(ranks(sweep, "1x1-bs2-m2")[0])
+    for r in recs:
+        assert losses(r) == pytest.approx(reference, rel=LOSS_RTOL)
+        lay = r["parallel"]["layout"]
+        assert {k: lay[k] for k in sizes} == sizes and lay["global_batch_size"] == 4
+        assert r["parallel"]["mesh_dims"] == ["pp", "dp", "cp", "tp"]
+    # the ranks' shares of the model add up to it; each rank has its own place in the grid
+    counts = [r["parallel"]["parameters"] for r in recs]
+    assert sum(c["owned"] for c in counts) == pytest.approx(counts[0]["model"])
+    places = {tuple(sorted(r["parallel"]["coords"].items())) for r in recs}
+    assert len(places) == n
+    # the global batch's 4 samples are counted once an iteration, whatever the split
+    assert sum(r["steps"][-1]["samples"] for r in recs) == 4
+
+
+def test_context_parallel_ranks_hold_half_of_each_sequence(sweep):
+    recs = ranks(sweep, "1x2-bs2-cp2-m2")
+    assert [r["parallel"]["coords"]["cp"] for r in recs] == [0, 1]
+    assert [r["steps"][-1]["samples"] for r in recs] == [4, 0]   # cp 0 counts the samples
+    assert recs[0]["parallel"]["parameters"]["held"] == recs[0]["parallel"]["parameters"]["model"]
