@@ -75,3 +75,17 @@ def test_context_parallel_ranks_hold_half_of_each_sequence(sweep):
     assert [r["parallel"]["coords"]["cp"] for r in recs] == [0, 1]
     assert [r["steps"][-1]["samples"] for r in recs] == [4, 0]   # cp 0 counts the samples
     assert recs[0]["parallel"]["parameters"]["held"] == recs[0]["parallel"]["parameters"]["model"]
+
+
+def test_the_report_gives_each_layout_its_tokens_per_second(sweep):
+    res = subprocess.run([sys.executable, "-m", "analysis", "report", str(sweep), "--no-plot"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    section = res.stdout.split("## llama3: tokens/s, TFLOP/s per device and MFU, by layout")[1]
+    rows = [line for line in section.splitlines() if line.startswith("| 0")]
+    layouts = {line.split("|")[3].strip() for line in rows}
+    assert layouts == {"dp1", "dp2, fsdp", "dp1 x tp2", "dp1 x pp2, 1f1b", "dp1 x cp2"}
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert float(cells[8].replace(",", "")) > 0 and cells[11] == "n/a"   # tokens/s; a CPU: no peak
+    assert "No published Llama 3 figure has this layout on this device" in section
