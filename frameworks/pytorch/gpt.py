@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+IMPLEMENTATION = "dlbench gpt (frameworks/pytorch/gpt.py)"
 INIT_STD = 0.02                  # Megatron's init_method_std
 # The output layer is the token embedding; on a pipeline's last stage, a copy of it
 TIED = {"head.output.weight": "embed.word.weight"}

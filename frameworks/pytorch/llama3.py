@@ -35,6 +35,7 @@ from torch.utils.checkpoint import checkpoint
 
 from frameworks.pytorch.gpt import loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
 
+IMPLEMENTATION = "dlbench llama3 (frameworks/pytorch/llama3.py, scaled-dot-product attention)"
 INIT_STD = 0.02
 ROPE_SCALING = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192}   # Llama 3.1's

@@ -145,7 +145,8 @@ class LMSession(TorchSession):
     # ---- what the record says ---------------------------------------------------------------
     def parallel_record(self) -> dict:
         return {"layout": self.layout.as_dict(), "coords": self.coords, "stages": self.ids,
-                "mesh_dims": list(parallelize.MESH_DIMS), "parameters": self.counts}
+                "mesh_dims": list(parallelize.MESH_DIMS), "parameters": self.counts,
+                "implementation": self.family.IMPLEMENTATION}
 
     def after_window(self, record) -> None:
         """With a pipeline: the bubble measured beside the ideal one. A rank's busy time is

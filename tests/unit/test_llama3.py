@@ -93,3 +93,56 @@ def test_same_weights_give_torchtitans_logits():
     with torch.no_grad():
         expected = theirs(tokens, attention_masks=theirs.get_attention_masks(positions))
         assert torch.allclose(ours(tokens), expected, atol=1e-5, rtol=0)
+
+
+# ---- the GPU path's settings (torchtitan runs on GPUs; its configs and checks run here) ------
+def _spec(parallel_settings, devices, micro, glob, **over):
+    from frameworks.common import parallel
+    lay, bad = parallel.resolve(parallel_settings, devices, micro, None, glob)
+    assert bad == []
+    spec = {"model": dict(model_cfg("llama3", "tiny"), **over.pop("model", {})), "precision": "amp",
+            "amp_dtype": "bf16", "compile": False, "seed": 0, "parallel": lay.as_dict(), **over}
+    return spec, lay
+
+
+@pytest.mark.parametrize("settings,devices,micro,glob,degrees,batch", [
+    # (replicate, shard, tp, pp, cp), (local, global): torchtitan's own validation accepts each
+    ({"fsdp": True}, 8, 2, 16, (1, 8, 1, 1, 1), (2, 16)),
+    ({}, 4, 1, 8, (4, 1, 1, 1, 1), (1, 8)),                      # accumulation 2: torchtitan's too
+    ({"tp": 2, "cp": 2, "fsdp": True}, 8, 1, 2, (1, 2, 2, 1, 2), (1, 2)),
+    ({"pp": 2, "schedule": "interleaved_1f1b"}, 4, 1, 8, (2, 1, 1, 2, 1), (4, 8)),  # 4 micro-batches
+])
+def test_layout_maps_onto_torchtitans_parallelism(settings, devices, micro, glob, degrees, batch):
+    from torchtitan.distributed import ParallelDims
+    spec, lay = _spec(settings, devices, micro, glob)
+    c = titan.configs(spec, lay)
+    p, t = c["parallelism"], c["training"]
+    assert (p.data_parallel_replicate_degree, p.data_parallel_shard_degree, p.tensor_parallel_degree,
+            p.pipeline_parallel_degree, p.context_parallel_degree) == degrees
+    assert (t.local_batch_size, t.global_batch_size, t.seq_len) == (*batch, 64)
+    if lay.pp > 1:
+        assert p.pipeline_parallel_schedule == "Interleaved1F1B"
+        assert t.local_batch_size // p.pipeline_parallel_microbatch_size == lay.accumulation
+    dims = ParallelDims.from_config(p, devices)          # torchtitan checks the sizes' product
+    assert (dims.dp_replicate, dims.dp_shard, dims.tp, dims.pp, dims.cp) == degrees
+    # accumulation as torchtitan's trainer derives it: global / (local x batch degree)
+    assert t.global_batch_size // (t.local_batch_size * dims.dp_replicate * dims.dp_shard) == \
+        (1 if lay.pp > 1 else lay.accumulation)
+    assert t.mixed_precision_param == "bfloat16" and c["ac_config"] is None
+
+
+def test_recompute_compile_and_the_gaps():
+    from torchtitan.distributed.activation_checkpoint import FullAC
+    spec, lay = _spec({}, 1, 1, 1, compile=True, model={"recompute": True})
+    c = titan.configs(spec, lay)
+    assert isinstance(c["ac_config"], FullAC.Config) and c["compile_config"].enable
+    assert titan.gap(spec, lay) is None
+    spec16, _ = _spec({}, 1, 1, 1, amp_dtype="fp16")
+    assert "bf16" in titan.gap(spec16, lay)
+    tied, lay2 = _spec({"pp": 2}, 2, 1, 2, model={"tie_embeddings": True})
+    assert titan.gap(tied, lay2) == "torchtitan does not pipeline a model whose output is tied to its embedding (1B)"
+    # FlexAttention's context parallelism splits by its 128-token blocks (seen on the CPU)
+    cp, lay3 = _spec({"cp": 2}, 2, 1, 1)
+    assert titan.gap(cp, lay3) == ("torchtitan's context parallelism (FlexAttention) needs the sequence "
+                                   "a multiple of cp x 128: 64 % (2 x 128) = 64")
+    assert titan.gap(dict(cp, model=dict(cp["model"], seq_len=8192)), lay3) is None
