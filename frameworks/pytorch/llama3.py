@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from frameworks.pytorch.gpt import loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
+from frameworks.pytorch.gpt import keep_stage, loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
 
 IMPLEMENTATION = "dlbench llama3 (frameworks/pytorch/llama3.py, scaled-dot-product attention)"
 INIT_STD = 0.02
@@ -160,16 +160,7 @@ class Model(nn.Module):
             self.head.output.weight = self.embed.weight
 
     def keep(self, layer_ids, first: bool, last: bool) -> "Model":
-        """This model as one pipeline stage (frameworks/pytorch/gpt.py's Model.keep)."""
-        for i in [k for k in self.layers if int(k) not in set(layer_ids)]:
-            del self.layers[i]
-        if not first:
-            self.embed = None
-        if not last:
-            self.head = None
-        if self.tied and self.head is not None and self.embed is None:  # the last stage's own copy
-            self.head.output.weight = nn.Parameter(self.head.output.weight.detach().clone())
-        return self
+        return keep_stage(self, layer_ids, first, last, tied=self.tied)
 
     def forward(self, x):
         h = self.embed(x) if self.embed is not None else x

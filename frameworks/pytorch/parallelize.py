@@ -83,11 +83,18 @@ def gpt_plan(model, sequence_parallel: bool) -> dict:
                      f"layers.{i}.fc2": RowwiseParallel(output_layouts=seq)})
         if sequence_parallel:
             plan.update({f"layers.{i}.ln1": SequenceParallel(), f"layers.{i}.ln2": SequenceParallel()})
-    if model.head is not None:
-        if sequence_parallel:
-            plan["head.ln_f"] = SequenceParallel()
-        plan["head.output"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1),
-                                              use_local_output=False)  # for loss_parallel
+    return {**plan, **head_plan(model, "head.ln_f", sequence_parallel)}
+
+
+def head_plan(model, norm: str, sequence_parallel: bool) -> dict:
+    """The last stage's final norm (sequence-parallel as an option) and the output layer by
+    vocabulary columns, its logits left sharded for loss_parallel."""
+    if model.head is None:
+        return {}
+    seq = Shard(1) if sequence_parallel else Replicate()
+    plan = {norm: SequenceParallel()} if sequence_parallel else {}
+    plan["head.output"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1),
+                                          use_local_output=False)
     return plan
 
 
@@ -114,12 +121,7 @@ def llama3_plan(model, sequence_parallel: bool) -> dict:
                                                               desired_input_layouts=(Replicate(), None)),
                          f"{p}.feed_forward": PrepareModuleInput(input_layouts=(seq,),
                                                                  desired_input_layouts=(Replicate(),))})
-    if model.head is not None:
-        if sequence_parallel:
-            plan["head.norm"] = SequenceParallel()
-        plan["head.output"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1),
-                                              use_local_output=False)  # for loss_parallel
-    return plan
+    return {**plan, **head_plan(model, "head.norm", sequence_parallel)}
 
 
 PLANS = {"gpt": gpt_plan, "llama3": llama3_plan}
