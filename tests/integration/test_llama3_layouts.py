@@ -89,3 +89,29 @@ def test_the_report_gives_each_layout_its_tokens_per_second(sweep):
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert float(cells[8].replace(",", "")) > 0 and cells[11] == "n/a"   # tokens/s; a CPU: no peak
     assert "No published Llama 3 figure has this layout on this device" in section
+
+
+@pytest.mark.slurm
+def test_context_parallel_across_nodes_on_the_slurm_test_cluster(slurm_cluster, sweep, tmp_path):
+    """tp 2 inside each node, cp 2 across two nodes of the real test cluster: the same loss."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, "-m", "launch", "model=llama3", "preset=smoke",
+                          "launcher=slurm", "cluster=localtest", "nodes=2", "gpus_per_node=2",
+                          "parallel.tp=2", "parallel.cp=2", "repeats=1", "warmup_steps=1",
+                          "measure_steps=3", "batch_size=2", "global_batch_size=4",
+                          f"hydra.run.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = subprocess.run([sys.executable, "-m", "launch", "status", str(tmp_path), "--wait",
+                          "--timeout", "300", "--interval", "1"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=330, env=env)
+    assert "COMPLETED" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+    recs = ranks(tmp_path, "2x2-bs2-tp2-cp2-m2")
+    reference = losses(ranks(sweep, "1x1-bs2-m2")[0])
+    assert len(recs) == 4 and all(r["status"] == "ok" for r in recs)
+    # ranks 0, 1 (cp 0) on one node, ranks 2, 3 (cp 1) on the other: cp crosses the nodes
+    hosts = [r["host"] for r in recs]
+    assert hosts[0] == hosts[1] != hosts[2] == hosts[3]
+    assert [r["parallel"]["coords"]["cp"] for r in recs] == [0, 0, 1, 1]
+    for r in recs:
+        assert losses(r) == pytest.approx(reference, rel=LOSS_RTOL)
