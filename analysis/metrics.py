@@ -9,7 +9,6 @@ import pandas as pd
 from analysis import flops
 
 MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what tells a special point apart
-TOKEN_MODELS = ("gpt", "llama3")   # language models: their figure is tokens/s
 
 
 def _median(values):
@@ -30,8 +29,8 @@ def metrics(results) -> pd.DataFrame:
     peak_memory_bytes = the largest rank's peak over ok repeats: device memory where the
     ranks had a device, else host memory (peak RSS).
     tflops_per_device, peak_tflops, mfu: model FLOPs (analysis/flops.py) for every model
-    with a count (resnet50, bert_base, gpt, llama3), as analysis.load put them in the points;
-    tokens_per_s: a language model's (GPT's, Llama 3's) samples/s x seq_len."""
+    with a count (resnet50, bert_base, gpt), as analysis.load put them in the points;
+    tokens_per_s: GPT's samples/s x seq_len."""
     runs = results.runs
     rows = []
     for p in results.points.itertuples():
@@ -67,7 +66,7 @@ def metrics(results) -> pd.DataFrame:
             row["peak_tflops"] = flops.peak_tflops(device, p.precision, p.amp_dtype,
                                                    (point.get("config") or {}).get("peak_tflops"))
             row["mfu"] = flops.mfu(row["tflops_per_device"], row["peak_tflops"])
-        if p.model in TOKEN_MODELS and has_tp and model.get("seq_len"):
+        if p.model in ("gpt", "llama3") and has_tp and model.get("seq_len"):  # language models
             row["tokens_per_s"] = p.throughput * model["seq_len"]
         rows.append(row)
     return pd.DataFrame(rows)

@@ -4,7 +4,6 @@
   vocabulary size, by embedding (sharded or replicated) and ranks; OOM is a result, shown
   as OOM; DLPerf's W&D table (analysis/published/, `figure: wide_deep`) beside it.
 - GPT: tokens/s, achieved TFLOP/s per device (analysis/flops.py) and MFU.
-- Llama 3: its own module, analysis/llama.py (published figures beside matching points).
 - InsightFace: the largest num_classes that trains per ranks x batch (launchers/search.py),
   with every size tried and its outcome.
 
@@ -16,7 +15,7 @@ read (the points' settings: Results.manifests; the searches: Results.searches).
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import llama, published, tables
+from analysis import published, tables
 from analysis.metrics import MODEL_KEYS, metrics  # noqa: F401 (special.MODEL_KEYS, special.metrics)
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
@@ -147,7 +146,7 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
 def render_special(results) -> str:
     """The special cases' sections of the report; empty when the results have none."""
     p = results.points
-    special = p[(p.bench == "train") & p.model.isin(("wide_deep", "gpt", "insightface", llama.MODEL))]
+    special = p[(p.bench == "train") & p.model.isin(("wide_deep", "gpt", "insightface", "llama3"))]
     searches = results.searches
     if special.empty and not searches:
         return ""
@@ -162,8 +161,9 @@ def render_special(results) -> str:
         parts.append(wide_deep_section(m[m.model == "wide_deep"], wdl))
     if len(m) and (m.model == "gpt").any():
         parts.append(gpt_section(m[m.model == "gpt"]))
-    if len(m) and (m.model == llama.MODEL).any():
-        parts.append(llama.section(m[m.model == llama.MODEL], results))
+    if len(m) and (m.model == "llama3").any():   # a section of its own: analysis/llama.py
+        from analysis import llama
+        parts.append(llama.section(m[m.model == "llama3"], results))
     if searches or (len(m) and (m.model == "insightface").any()):
         parts.append(insightface_section(m if len(m) else pd.DataFrame(columns=["model", "search"]),
                                          searches))
