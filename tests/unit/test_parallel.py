@@ -126,4 +126,3 @@ def test_a_layout_point_names_its_layout_and_pads_its_vocabulary():
     assert spec["parallel"] == p["parallel"]
     plain = points.make_point(cfg_of("model=resnet50", "gpus_per_node=2"), "/tmp/dlbench-test-sweep", 0, commit=None)
     assert plain["point"] == "000-pytorch-resnet50-fp32-1x2-bs8" and plain["global_batch_size"] == 16
-
