@@ -105,6 +105,7 @@ def section(m: pd.DataFrame, results, rows=None) -> str:
             rows = published_layouts.rows()
         except published.PublishedError as exc:
             rows, notes = [], [f"- published layouts skipped: {exc}"]
+    rows = [r for r in rows if str(r.get("model", "")).startswith("llama3")]   # not DLPerf's GPT
     ours, beside = [], []
     peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()}) if "peak_tflops" in m else []
     for r in m.sort_values("point").itertuples():
