@@ -5,9 +5,10 @@ DEMO_DIR ?= outputs/demo-$(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: venv demo test test-deps unit clean
 venv: .venv/.installed
-.venv/.installed: requirements.txt setup.cfg pyproject.toml
+.venv/.installed: requirements.txt requirements-torchtitan.txt setup.cfg pyproject.toml
 	python3 -m venv .venv
 	.venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	.venv/bin/pip install -q --disable-pip-version-check --no-deps -r requirements-torchtitan.txt
 	.venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
 	touch $@
 

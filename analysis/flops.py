@@ -45,6 +45,23 @@ layers, 3 x the logits). That is the model's count, as the paper counts it; PyTo
 checkpoint skips recomputing what backward does not need (the MLP's last layer), so the
 hardware does a little less (tests/unit/test_flops.py).
 
+Llama 3 (`llama3_flops_per_token`), by the formula torchtitan, PaLM (Chowdhery et al. 2022,
+appendix B) and dgxc-benchmarking use: per token of a sequence of s tokens,
+
+    6 N + 12 l h s           N: the parameters less the token embedding (the output layer
+                             counts: it is a matmul; a tied one is counted once, as
+                             torchtitan counts it); 12 l h s: attention scores and values,
+                             2 matmuls x 2 FLOPs x 3 (forward and backward) x l h s
+
+with no causal halving: the attention term counts the full s x s scores, as torchtitan's
+get_dense_model_nparams_and_flops and PaLM do and as dgxc-benchmarking's published MFU does
+(its 4.74E+14 FLOPs per 8B sequence of 8192 is this count), so our MFU and theirs are the
+same ratio. Activation recomputation adds nothing: MFU counts the model's FLOPs, not the
+hardware's (PaLM's MFU against HFU). N from the shape (`llama3_parameters`): per layer
+2h^2 + 2 h k d (wq, wo; wk, wv with k key-value heads of d = h / heads) + 3 h f (SwiGLU, f
+wide) + 2h (RMSNorms), a final RMSNorm h, the embedding V h and an untied output V h. Hand
+figures for 8B at 8192: docs/flops.md.
+
 Peaks: analysis/peaks.yaml (dense datasheet figures, each with its source), keyed by the
 device's normalised name (analysis/devices.py) and the dtype the math ran in
 (`math_dtype`): AMP against its bf16 or fp16 peak; fp32 against the TF32 peak on devices
@@ -157,8 +174,31 @@ def _gpt(model):
                                    recompute=bool(model.get("recompute")))
 
 
+# ---- Llama 3 ---------------------------------------------------------------------------------
+def llama3_parameters(layers, hidden, heads, kv_heads, ffn_hidden, vocab_size, tie_embeddings=False,
+                      **_) -> dict:
+    """{total, embedding, non_embedding} parameters of a Llama 3 shape (module docstring)."""
+    l, h, f, V = layers, hidden, ffn_hidden, vocab_size
+    kv = kv_heads * (hidden // heads)
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
+    total = l * per_layer + h + V * h + (0 if tie_embeddings else V * h)
+    embedding = 0 if tie_embeddings else V * h   # tied: the one matrix is the output layer too
+    return {"total": total, "embedding": embedding, "non_embedding": total - embedding}
+
+
+def llama3_flops_per_token(model: dict) -> int:
+    """6 N + 12 l h s: training FLOPs of one token (module docstring; no causal halving)."""
+    n = llama3_parameters(**model)["non_embedding"]
+    return 6 * n + 12 * model["layers"] * model["hidden"] * model["seq_len"]
+
+
+def _llama3(model):
+    return llama3_flops_per_token(model) * model["seq_len"]
+
+
 COUNTS = {  # model name -> (the settings the count needs, the count of one sample)
     "gpt": (("seq_len", "layers", "hidden", "vocab_size"), _gpt),
+    "llama3": (("seq_len", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size"), _llama3),
     "resnet50": (("layers", "width", "image_size", "num_classes"), resnet_flops_per_sample),
     "bert_base": (("seq_len", "hidden", "layers", "intermediate", "vocab_size"), bert_flops_per_sample),
 }

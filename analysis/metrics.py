@@ -86,7 +86,7 @@ def metrics(results) -> pd.DataFrame:
             row["peak_tflops"] = flops.peak_tflops(device, p.precision, p.amp_dtype,
                                                    (point.get("config") or {}).get("peak_tflops"))
             row["mfu"] = flops.mfu(row["tflops_per_device"], row["peak_tflops"])
-        if p.model == "gpt" and has_tp and model.get("seq_len"):
+        if p.model in ("gpt", "llama3") and has_tp and model.get("seq_len"):  # language models
             row["tokens_per_s"] = p.throughput * model["seq_len"]
         row["pflops"] = (row["tflops_per_device"] * p.devices / 1e3
                          if row["tflops_per_device"] is not None else None)

@@ -229,7 +229,7 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
 def render_special(results) -> str:
     """The special cases' sections of the report; empty when the results have none."""
     p = results.points
-    special = p[(p.bench == "train") & p.model.isin(("wide_deep", "gpt", "insightface"))]
+    special = p[(p.bench == "train") & p.model.isin(("wide_deep", "gpt", "insightface", "llama3"))]
     searches = results.searches
     if special.empty and not searches:
         return ""
@@ -244,6 +244,9 @@ def render_special(results) -> str:
         parts.append(wide_deep_section(m[m.model == "wide_deep"], wdl))
     if len(m) and (m.model == "gpt").any():
         parts.append(gpt_section(m[m.model == "gpt"]))
+    if len(m) and (m.model == "llama3").any():   # a section of its own: analysis/llama.py
+        from analysis import llama
+        parts.append(llama.section(m[m.model == "llama3"], results))
     if searches or (len(m) and (m.model == "insightface").any()):
         parts.append(insightface_section(m if len(m) else pd.DataFrame(columns=["model", "search"]),
                                          searches))

@@ -3,33 +3,43 @@ must hold between the sizes, written once (docs/layouts.md). The launcher checks
 with `check` before any point runs; the PyTorch worker builds its device mesh from `resolve`
 and `coords`. Standard library only: it runs in the framework's Python too.
 
-The devices of a point form a grid (pp, dp, tp): tensor parallel innermost, so that a
+The devices of a point form a grid (pp, dp, cp, tp): tensor parallel innermost, so that a
 tensor-parallel group is neighbouring ranks (one node while tp <= gpus_per_node, where its
-all-reduces ride NVLink), pipeline outermost (its point-to-point sends are the lightest
-traffic, so they cross nodes), as Megatron-LM and torchtitan order them:
+all-reduces ride NVLink), context parallel next (its ring or all-gather of keys and values is
+the next heaviest traffic), pipeline outermost (its point-to-point sends are the lightest
+traffic, so they cross nodes), as Megatron-LM and torchtitan order them (torchtitan's
+["pp", "dp_replicate", "dp_shard", "cp", "tp"], its two data-parallel axes one here):
 
-    rank = (pp_i * dp + dp_i) * tp + tp_i
+    rank = ((pp_i * dp + dp_i) * cp + cp_i) * tp + tp_i
+
+Context parallelism (`cp`) splits each sequence into 2 x cp chunks, a rank taking chunks
+cp_i and 2 cp - 1 - cp_i, so that every rank holds as much of the causal attention's work
+(torchtitan's and Megatron-LM's load balancing); its ranks train on the same samples, so
+the data-parallel size is devices / (tp x pp x cp).
 
 Relations, each a line naming its values when it fails (DLPerf's GPT README lists the first
 five; the schedules' own rules are torch.distributed.pipelining's):
 
-    dp x tp x pp = nodes x gpus_per_node          dp derived when not given
+    dp x tp x pp x cp = nodes x gpus_per_node     dp derived when not given
     micro x dp x accumulation = global            accumulation derived
     hidden % heads = 0
     heads % tp = 0
     layers % (pp x stages per rank) = 0           stages per rank: virtual_stages, else 1
+    kv_heads % tp = 0                             grouped-query attention (Llama 3)
     vocabulary % tp = 0                           else padded as Megatron pads it: up to a
                                                   multiple of 128 x tp, and said
+    sequence % (2 x cp) = 0                       two equal chunks per context-parallel rank
     schedule 1f1b: accumulation >= pp             (a micro-batch in flight per stage)
     schedule interleaved_1f1b: accumulation a multiple of max(1, accumulation // pp)
 """
 from dataclasses import asdict, dataclass, replace
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
-MODELS = ("gpt",)              # the models built on these layouts (frameworks/pytorch/)
+MODELS = ("gpt", "llama3")
+CP_MODELS = ("llama3",)        # the models whose attention splits the sequence             # the models built on these layouts (frameworks/pytorch/)
 FRAMEWORKS = ("pytorch",)
 MEGATRON_VOCAB_MULTIPLE = 128  # Megatron-LM's make-vocab-size-divisible-by (default)
-DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
+DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
             "virtual_stages": 2, "sequence_parallel": False}
 
 
@@ -49,10 +59,11 @@ class Layout:
     micro_batch_size: int      # samples in one forward of one data-parallel rank
     accumulation: int          # micro-batches per iteration (pipeline: n_microbatches)
     global_batch_size: int     # samples of one iteration, all ranks
+    cp: int = 1                # context-parallel size: each sequence split over cp ranks
 
     @property
     def world(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
     @property
     def stages(self) -> int:
@@ -65,7 +76,7 @@ class Layout:
 
     def is_data_parallel(self) -> bool:
         """Plain data parallelism, one micro-batch: the layout every model has always had."""
-        return self.tp == 1 and self.pp == 1 and not self.fsdp and self.accumulation == 1
+        return self.tp == self.pp == self.cp == 1 and not self.fsdp and self.accumulation == 1
 
     def _parts(self) -> list:
         pipe = {"gpipe": "gpipe", "1f1b": "", "interleaved_1f1b": f"v{self.virtual_stages}"}
@@ -77,20 +88,24 @@ class Layout:
     def name(self) -> str:
         """The point name's part, empty for plain data parallelism: 'tp2-pp2-fsdp-m4'."""
         sizes = [f"tp{self.tp}"] * (self.tp > 1) + [f"pp{self.pp}"] * (self.pp > 1)
-        return "-".join(sizes + self._parts())
+        return "-".join(sizes + self._cp() + self._parts())
+
+    def _cp(self) -> list:
+        return [f"cp{self.cp}"] if self.cp > 1 else []
 
     def key(self) -> str:
         """What tells layouts apart across device counts (dp left out: it grows with them),
         'tp1-pp1' for plain data parallelism: the report's speedup compares within a key."""
-        return "-".join([f"tp{self.tp}", f"pp{self.pp}"] + self._parts())
+        return "-".join([f"tp{self.tp}", f"pp{self.pp}"] + self._cp() + self._parts())
 
     def as_dict(self) -> dict:
         return {**asdict(self), "world": self.world, "stages": self.stages}
 
     @classmethod
     def of(cls, d: dict) -> "Layout":
-        """The layout of a point's or spec's `parallel` (as_dict's extra keys ignored)."""
-        return cls(**{f: d[f] for f in cls.__dataclass_fields__})
+        """The layout of a point's or spec's `parallel` (as_dict's extra keys ignored; a
+        point written before context parallelism has cp 1)."""
+        return cls(**{f: d[f] for f in cls.__dataclass_fields__ if f in d})
 
     def with_micro(self, micro: int) -> "Layout":
         """The same layout at another micro-batch (a search of batch_size): the global batch
@@ -121,7 +136,7 @@ def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None
     if unknown:
         raise LayoutError(f"unknown parallel key(s) {', '.join(unknown)} "
                           f"(valid: {', '.join(DEFAULTS)})")
-    tp, pp = _int(p["tp"], "parallel.tp"), _int(p["pp"], "parallel.pp")
+    tp, pp, cp = _int(p["tp"], "parallel.tp"), _int(p["pp"], "parallel.pp"), _int(p["cp"], "parallel.cp")
     fsdp = _bool(p["fsdp"], "parallel.fsdp")
     sp = _bool(p["sequence_parallel"], "parallel.sequence_parallel")
     if p["schedule"] not in SCHEDULES:
@@ -131,16 +146,18 @@ def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None
         if p["schedule"] == "interleaved_1f1b" and pp > 1 else 1
     micro = _int(batch_size if micro_batch_size is None else micro_batch_size, "micro_batch_size")
     bad = []
+    grid, names = tp * pp * cp, "tp x pp" + " x cp" * (cp > 1)
+    sizes = f"{tp} x {pp}" + f" x {cp}" * (cp > 1)
     if p["dp"] is None:
-        dp = max(devices // (tp * pp), 1)
-        if devices % (tp * pp):
-            bad.append(f"dp x tp x pp = nodes x gpus_per_node: tp x pp = {tp} x {pp} = {tp * pp} "
+        dp = max(devices // grid, 1)
+        if devices % grid:
+            bad.append(f"dp x {names} = nodes x gpus_per_node: {names} = {sizes} = {grid} "
                        f"does not divide the {devices} devices")
     else:
         dp = _int(p["dp"], "parallel.dp")
-        if dp * tp * pp != devices:
-            bad.append(f"dp x tp x pp = nodes x gpus_per_node: {dp} x {tp} x {pp} = "
-                       f"{dp * tp * pp}, but the point has {devices} devices")
+        if dp * grid != devices:
+            bad.append(f"dp x {names} = nodes x gpus_per_node: {dp} x {sizes} = "
+                       f"{dp * grid}, but the point has {devices} devices")
     glob = micro * dp if global_batch_size is None else _int(global_batch_size, "global_batch_size")
     accumulation, rest = divmod(glob, micro * dp)
     if rest or not accumulation:
@@ -148,7 +165,7 @@ def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None
                    f"has no whole accumulation (global_batch_size must be a multiple of "
                    f"{micro * dp})")
         accumulation = max(accumulation, 1)
-    layout = Layout(dp, tp, pp, fsdp, p["schedule"], virtual, sp, micro, accumulation, glob)
+    layout = Layout(dp, tp, pp, fsdp, p["schedule"], virtual, sp, micro, accumulation, glob, cp)
     bad += schedule_violations(layout)
     return layout, bad
 
@@ -177,26 +194,44 @@ def padded_vocab(vocab: int, tp: int) -> int:
 
 
 def model_violations(model: dict, layout: Layout) -> list:
-    """The model's relations to the layout (a transformer's hidden, heads, layers)."""
+    """The model's relations to the layout (a transformer's hidden, heads, key-value heads,
+    layers and sequence)."""
     h, a, layers = model.get("hidden"), model.get("heads"), model.get("layers")
+    kv, seq = model.get("kv_heads"), model.get("seq_len")
     bad = []
     if h and a and h % a:
         bad.append(f"hidden % heads = 0: {h} % {a} = {h % a}")
     if a and a % layout.tp:
         bad.append(f"heads % tp = 0: {a} % {layout.tp} = {a % layout.tp}")
+    if kv and a and a % kv:
+        bad.append(f"heads % kv_heads = 0: {a} % {kv} = {a % kv}")
+    if kv and kv % layout.tp:
+        bad.append(f"kv_heads % tp = 0: {kv} % {layout.tp} = {kv % layout.tp}")
     if layers and layers % layout.stages:
         what = (f"layers % (pp x virtual_stages) = 0: {layers} % ({layout.pp} x "
                 f"{layout.virtual_stages})" if layout.virtual_stages > 1 else
                 f"layers % pp = 0: {layers} % {layout.pp}")
         bad.append(f"{what} = {layers % layout.stages}")
+    if layout.cp > 1 and model.get("name") not in CP_MODELS:
+        bad.append(f"context parallelism (cp = {layout.cp}) is built for model="
+                   f"{', '.join(CP_MODELS)} only, not model={model.get('name')}")
+    if seq and layout.cp > 1 and seq % (2 * layout.cp):
+        bad.append(f"sequence % (2 x cp) = 0: {seq} % (2 x {layout.cp}) = {seq % (2 * layout.cp)}")
     return bad
 
 
 def coords(rank: int, layout: Layout) -> dict:
-    """A rank's place in the grid: {dp, pp, tp} (the module docstring's order)."""
+    """A rank's place in the grid: {dp, pp, cp, tp} (the module docstring's order)."""
     tp_i = rank % layout.tp
-    dp_i = (rank // layout.tp) % layout.dp
-    return {"dp": dp_i, "pp": rank // (layout.tp * layout.dp), "tp": tp_i}
+    cp_i = (rank // layout.tp) % layout.cp
+    dp_i = (rank // (layout.tp * layout.cp)) % layout.dp
+    return {"dp": dp_i, "pp": rank // (layout.tp * layout.cp * layout.dp), "cp": cp_i, "tp": tp_i}
+
+
+def cp_chunks(layout: Layout, cp_i: int) -> tuple:
+    """The two of a sequence's 2 x cp equal chunks that context-parallel rank cp_i holds:
+    cp_i and 2 cp - 1 - cp_i (an early and a late one: equal causal-attention work)."""
+    return cp_i, 2 * layout.cp - 1 - cp_i
 
 
 def ideal_bubble(layout: Layout) -> float:

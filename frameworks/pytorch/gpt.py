@@ -16,7 +16,7 @@ The model knows nothing of parallelism (frameworks/pytorch/parallelize.py splits
   one's initial value from a generator seeded by the seed and the parameter's name, so a shard
   of any layout holds exactly the values the single-device model holds there.
 
-This module is a model family of frameworks/pytorch/lm_session.py: `Model`, `TIED`,
+This module is a model family of frameworks/pytorch/lm_session.py: `Model`, `tied(cfg)`,
 `loss_fn`, `full_value`, `parameter_count`, `synthetic_tokens` (and the plan in
 frameworks/pytorch/parallelize.py's PLANS).
 """
@@ -27,9 +27,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+IMPLEMENTATION = "dlbench gpt (frameworks/pytorch/gpt.py)"
 INIT_STD = 0.02                  # Megatron's init_method_std
 # The output layer is the token embedding; on a pipeline's last stage, a copy of it
 TIED = {"head.output.weight": "embed.word.weight"}
+
+
+def tied(cfg: dict) -> dict:
+    """{output weight: embedding weight}: the GPT always ties them."""
+    return TIED
 
 
 class Embedding(nn.Module):
@@ -99,23 +105,28 @@ class Model(nn.Module):
             self.head.output.weight = self.embed.word.weight
 
     def keep(self, layer_ids, first: bool, last: bool) -> "Model":
-        """This model as one pipeline stage: only the layers `layer_ids`, the embedding on the
-        first stage, the head on the last (in place; returns self)."""
-        for i in [k for k in self.layers if int(k) not in set(layer_ids)]:
-            del self.layers[i]
-        if not first:
-            self.embed = None
-        if not last:
-            self.head = None
-        if self.head is not None and self.embed is None:  # the last stage's own copy
-            self.head.output.weight = nn.Parameter(self.head.output.weight.detach().clone())
-        return self
+        return keep_stage(self, layer_ids, first, last, tied=True)
 
     def forward(self, x):
         h = self.embed(x) if self.embed is not None else x
         for layer in self.layers.values():
             h = layer(h)
         return self.head(h) if self.head is not None else h
+
+
+def keep_stage(model, layer_ids, first: bool, last: bool, tied: bool):
+    """A family's model as one pipeline stage: only the layers `layer_ids`, the embedding on
+    the first stage, the head on the last (in place; returns the model). A tied output layer
+    on a stage without the embedding becomes that stage's own copy."""
+    for i in [k for k in model.layers if int(k) not in set(layer_ids)]:
+        del model.layers[i]
+    if not first:
+        model.embed = None
+    if not last:
+        model.head = None
+    if tied and model.head is not None and model.embed is None:
+        model.head.output.weight = nn.Parameter(model.head.output.weight.detach().clone())
+    return model
 
 
 def loss_fn(logits, labels):

@@ -8,8 +8,10 @@ through the pipeline schedule where there is one, else one after another with th
 all-reduce (DDP) or reduce-scatter (FSDP) on the last. The loss a rank records is the
 iteration's loss over the whole global batch, as Megatron-LM logs it: averaged over the
 data-parallel ranks, from the last pipeline stage. The samples a rank counts are its replica's
-on one rank of each data-parallel replica (tp 0 of the last stage) and none elsewhere, so that
-the method's throughput (the sum over ranks, over the longest window) is the global batch's.
+on one rank of each data-parallel replica (tp 0 and cp 0 of the last stage) and none
+elsewhere, so that the method's throughput (the sum over ranks, over the longest window) is the
+global batch's. With context parallelism a rank trains on its part of each sequence
+(frameworks/pytorch/context_parallel.py) and the loss is averaged over dp x cp.
 Standard library + torch only.
 """
 import contextlib
@@ -22,7 +24,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import capability, device as devices, modes, parallel
-from frameworks.pytorch import models, parallelize
+from frameworks.pytorch import context_parallel, models, parallelize
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
 
@@ -55,6 +57,7 @@ class LMSession(TorchSession):
         torch.manual_seed(spec["seed"])  # dropout draws the same stream on every rank
         self.coords = parallel.coords(dist.rank, layout)
         mesh = parallelize.build_mesh(layout, self.device.type) if mesh_needed else None
+        self.tied = family.tied(cfg)
         self.ids, self.modules = parallelize.build(family, cfg, layout, mesh, self.device, spec["seed"],
                                                    self.coords["pp"], compile=spec.get("compile"))
         self.first, self.last = self.coords["pp"] == 0, self.coords["pp"] == layout.pp - 1
@@ -62,18 +65,22 @@ class LMSession(TorchSession):
         rows = tokens[self.coords["dp"] * layout.per_replica:(self.coords["dp"] + 1) * layout.per_replica]
         rows = rows.to(self.device)
         self.inputs, self.labels = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
-        self.samples_per_step = layout.per_replica if self.last and self.coords["tp"] == 0 else 0
+        if layout.cp > 1:  # this rank's part of every sequence
+            self.inputs, self.labels = (context_parallel.split(t, layout, self.coords["cp"])
+                                        for t in (self.inputs, self.labels))
+        counts = self.last and self.coords["tp"] == 0 and self.coords["cp"] == 0
+        self.samples_per_step = layout.per_replica if counts else 0
         self.params = list({id(p): p for m in self.modules for p in m.parameters()}.values())
         self.optimizer = models.build_optimizer(cfg, self.params)
         self.recipe = modes.recipe_environment(cfg)
         self.amp, self.amp_dtype = dtype is not None, DTYPES[dtype]
         self.scaler = torch.amp.GradScaler("cuda", enabled=dtype == "fp16")
-        self.dp_group = mesh["dp"].get_group() if mesh is not None and layout.dp > 1 else None
+        self.dp_group = mesh["dp_cp"].get_group() if mesh is not None and layout.dp * layout.cp > 1 else None
         self.pp_group = mesh["pp"].get_group() if mesh is not None and layout.pp > 1 else None
-        self.tie_group = parallelize.tie_groups(mesh, layout, family.TIED) if mesh is not None else None
+        self.tie_group = parallelize.tie_groups(mesh, layout, self.tied) if mesh is not None else None
         self.schedule = parallelize.schedule(layout, self.modules, self.ids, self.device,
                                              self.pp_group, family.loss_fn) if layout.pp > 1 else None
-        self.counts = {**parallelize.parameter_counts(self.modules, layout, family.TIED),
+        self.counts = {**parallelize.parameter_counts(self.modules, layout, self.tied),
                        "model": family.parameter_count(cfg)}
         self.hidden = cfg["hidden"]
 
@@ -120,7 +127,7 @@ class LMSession(TorchSession):
         loss = loss.detach().float().reshape(())
         if self.dp_group is not None:
             torch_dist.all_reduce(loss, group=self.dp_group)  # SUM: gloo has no AVG
-            loss = loss / self.layout.dp
+            loss = loss / (self.layout.dp * self.layout.cp)
         if self.pp_group is not None:
             torch_dist.broadcast(loss, group=self.pp_group, group_src=self.layout.pp - 1)
         return loss
@@ -130,7 +137,7 @@ class LMSession(TorchSession):
         with self._context():
             loss = self._pipeline() if self.schedule is not None else self._accumulate()
         if self.tie_group is not None:
-            parallelize.tie_stages(self.modules, self.tie_group, self.family.TIED)
+            parallelize.tie_stages(self.modules, self.tie_group, self.tied)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return self._global_loss(loss)
@@ -138,7 +145,8 @@ class LMSession(TorchSession):
     # ---- what the record says ---------------------------------------------------------------
     def parallel_record(self) -> dict:
         return {"layout": self.layout.as_dict(), "coords": self.coords, "stages": self.ids,
-                "mesh_dims": list(parallelize.MESH_DIMS), "parameters": self.counts}
+                "mesh_dims": list(parallelize.MESH_DIMS), "parameters": self.counts,
+                "implementation": self.family.IMPLEMENTATION}
 
     def after_window(self, record) -> None:
         """With a pipeline: the bubble measured beside the ideal one. A rank's busy time is

@@ -5,20 +5,26 @@ DDP), then the parameters made and filled. No hand-written collective splits the
 one collective of ours is Megatron's: where the output layer is the token embedding (GPT), the
 first and last pipeline stages sum that weight's gradient (`tie_stages`).
 
-The model comes as a family module (frameworks/pytorch/gpt.py): its `Model` with `embed`,
-`layers` (a ModuleDict) and `head`, `keep` and `tie`; `TIED`, `full_value`; its tensor-parallel
-plan is PLANS[family name] here.
+The model comes as a family module (frameworks/pytorch/gpt.py, frameworks/pytorch/llama3.py):
+its `Model` with `embed`, `layers` (a ModuleDict) and `head`, `keep` and `tie`; `tied(cfg)`,
+`full_value`; its tensor-parallel plan is PLANS[family name] here.
 
-- DeviceMesh holds the grid (pp, dp, tp), tensor parallel innermost
+- DeviceMesh holds the grid (pp, dp, cp, tp), tensor parallel innermost
   (frameworks/common/parallel.py says why and checks the sizes).
+- Context parallelism (Llama 3): each layer attends over the cp ranks' parts of the sequence
+  (frameworks/pytorch/context_parallel.py); the cp ranks train on the same samples, so the
+  gradients are averaged over dp x cp, one flattened mesh dimension ("dp_cp"), as torchtitan
+  shards FSDP over dp_shard x cp.
 - Tensor parallelism (DTensor, Megatron's splits): QKV and the MLP's first layer by columns,
   the attention's output and the MLP's second layer by rows, the token embedding by
   vocabulary rows and the output layer by vocabulary columns (the same rows: they stay tied),
   and the cross-entropy over the vocabulary-sharded logits (`loss_parallel`). With
-  `sequence_parallel`, LayerNorms and dropout run on a rank's part of the sequence.
+  `sequence_parallel`, LayerNorms and dropout run on a rank's part of the sequence. Llama 3's
+  plan is torchtitan's parallelize_llama's: wq, wk, wv and w1, w3 by columns, wo and w2 by
+  rows, RMSNorms sequence-parallel as an option.
 - Pipeline (`torch.distributed.pipelining`): `pp x virtual_stages` stages of equal layers; a
   rank holds stage `pp_rank + k pp` (k < virtual_stages); GPipe, 1F1B or interleaved 1F1B.
-- Data parallelism over `dp`: `fully_shard` (FSDP2) on every block and the stage when
+- Data parallelism over `dp` (x `cp`): `fully_shard` (FSDP2) on every block and the stage when
   `fsdp`; else DistributedDataParallel for plain data parallelism (tp = pp = 1), and FSDP2's
   `replicate` (all-reduced gradients, DDP's meaning) beside tensor parallelism (DDP takes no
   DTensor parameter) or a pipeline (DDP's bucket rebuild fails inside a pipeline stage in
@@ -35,16 +41,21 @@ from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleG
                                           ScheduleInterleaved1F1B)
 from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleOutput,
-                                               RowwiseParallel, SequenceParallel,
-                                               parallelize_module)
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                               PrepareModuleOutput, RowwiseParallel,
+                                               SequenceParallel, parallelize_module)
 
-MESH_DIMS = ("pp", "dp", "tp")
+from frameworks.pytorch import context_parallel
+
+MESH_DIMS = ("pp", "dp", "cp", "tp")
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
 
 
 def build_mesh(layout, device_type: str):
-    return init_device_mesh(device_type, (layout.pp, layout.dp, layout.tp), mesh_dim_names=MESH_DIMS)
+    mesh = init_device_mesh(device_type, (layout.pp, layout.dp, layout.cp, layout.tp),
+                            mesh_dim_names=MESH_DIMS)
+    mesh["dp", "cp"]._flatten("dp_cp")  # the gradients' group: the cp ranks share samples
+    return mesh
 
 
 def stage_ids(layout, pp_rank: int) -> list:
@@ -72,15 +83,48 @@ def gpt_plan(model, sequence_parallel: bool) -> dict:
                      f"layers.{i}.fc2": RowwiseParallel(output_layouts=seq)})
         if sequence_parallel:
             plan.update({f"layers.{i}.ln1": SequenceParallel(), f"layers.{i}.ln2": SequenceParallel()})
-    if model.head is not None:
-        if sequence_parallel:
-            plan["head.ln_f"] = SequenceParallel()
-        plan["head.output"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1),
-                                              use_local_output=False)  # for loss_parallel
+    return {**plan, **head_plan(model, "head.ln_f", sequence_parallel)}
+
+
+def head_plan(model, norm: str, sequence_parallel: bool) -> dict:
+    """The last stage's final norm (sequence-parallel as an option) and the output layer by
+    vocabulary columns, its logits left sharded for loss_parallel."""
+    if model.head is None:
+        return {}
+    seq = Shard(1) if sequence_parallel else Replicate()
+    plan = {norm: SequenceParallel()} if sequence_parallel else {}
+    plan["head.output"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1),
+                                          use_local_output=False)
     return plan
 
 
-PLANS = {"gpt": gpt_plan}
+def llama3_plan(model, sequence_parallel: bool) -> dict:
+    """torchtitan's tensor-parallel plan of Llama 3 (parallelize_llama): the embedding by
+    vocabulary rows, wq/wk/wv and w1/w3 by columns, wo and w2 by rows, the output layer by
+    vocabulary columns for loss_parallel; with sequence parallelism the RMSNorms run on a
+    rank's part of the sequence and each block's input is gathered once before its
+    projections."""
+    seq = Shard(1) if sequence_parallel else Replicate()
+    plan = {}
+    if model.embed is not None:
+        plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
+    for i in model.layers:
+        p = f"layers.{i}"
+        plan.update({f"{p}.attention.wq": ColwiseParallel(), f"{p}.attention.wk": ColwiseParallel(),
+                     f"{p}.attention.wv": ColwiseParallel(),
+                     f"{p}.attention.wo": RowwiseParallel(output_layouts=seq),
+                     f"{p}.feed_forward.w1": ColwiseParallel(), f"{p}.feed_forward.w3": ColwiseParallel(),
+                     f"{p}.feed_forward.w2": RowwiseParallel(output_layouts=seq)})
+        if sequence_parallel:
+            plan.update({f"{p}.attention_norm": SequenceParallel(), f"{p}.ffn_norm": SequenceParallel(),
+                         f"{p}.attention": PrepareModuleInput(input_layouts=(seq, None),
+                                                              desired_input_layouts=(Replicate(), None)),
+                         f"{p}.feed_forward": PrepareModuleInput(input_layouts=(seq,),
+                                                                 desired_input_layouts=(Replicate(),))})
+    return {**plan, **head_plan(model, "head.norm", sequence_parallel)}
+
+
+PLANS = {"gpt": gpt_plan, "llama3": llama3_plan}
 
 
 def tensor_parallel(model, name: str, tp_mesh, sequence_parallel: bool) -> None:
@@ -108,17 +152,16 @@ def local_part(param, full: torch.Tensor) -> torch.Tensor:
 
 
 def replicas(param, layout) -> int:
-    """How many ranks hold the same values as this rank's part of `param`, over dp and tp (a
-    pipeline stage's parameters are its own): a mesh dim the parameter's DTensor does not
-    span, or spans as Replicate, multiplies them."""
-    names, placements = ((), ())
+    """How many ranks hold the same values as this rank's part of `param`, over dp, cp and tp
+    (a pipeline stage's parameters are its own): a grid dim the parameter's DTensor does not
+    shard (FSDP shards over the flattened "dp_cp") multiplies them."""
+    sharded = set()
     if isinstance(param, DTensor):
-        names, placements = param.device_mesh.mesh_dim_names or (), param.placements
-    n = 1
-    for dim, size in (("dp", layout.dp), ("tp", layout.tp)):
-        if dim not in names or isinstance(placements[names.index(dim)], Replicate):
-            n *= size
-    return n
+        for name, placement in zip(param.device_mesh.mesh_dim_names or (), param.placements):
+            if not isinstance(placement, Replicate):
+                sharded.update(name.split("_"))
+    return (layout.dp if "dp" not in sharded else 1) * (layout.cp if "cp" not in sharded else 1) \
+        * (layout.tp if "tp" not in sharded else 1)
 
 
 def unwrap(module: nn.Module) -> nn.Module:
@@ -165,14 +208,15 @@ def tie_groups(mesh, layout, tied: dict):
     (new_group is collective); None where there is no pipeline or nothing is tied."""
     if layout.pp == 1 or not tied:
         return None
-    ranks = mesh.mesh  # (pp, dp, tp) -> global rank
+    ranks = mesh.mesh  # (pp, dp, cp, tp) -> global rank
     mine = None
     for d in range(layout.dp):
-        for t in range(layout.tp):
-            pair = [int(ranks[0, d, t]), int(ranks[-1, d, t])]
-            group = dist.new_group(pair)
-            if dist.get_rank() in pair:
-                mine = group
+        for c in range(layout.cp):
+            for t in range(layout.tp):
+                pair = [int(ranks[0, d, c, t]), int(ranks[-1, d, c, t])]
+                group = dist.new_group(pair)
+                if dist.get_rank() in pair:
+                    mine = group
     return mine
 
 
@@ -193,11 +237,13 @@ def tie_stages(modules, group, tied: dict) -> None:
 
 
 @torch.no_grad()
-def init_parameters(model: nn.Module, family, seed: int) -> None:
+def init_parameters(model: nn.Module, family, seed: int, tied: dict = None) -> None:
     """Fill every parameter with its single-device value (the family's `full_value`), this
-    rank's part of it where the parameter is sharded."""
+    rank's part of it where the parameter is sharded; a tied pair both by the output layer's
+    name (`tied`: {output: embedding})."""
+    by_output = {source: name for name, source in (tied or {}).items()}
     for name, p in model.named_parameters():
-        part = local_part(p, family.full_value(name, tuple(p.shape), seed))
+        part = local_part(p, family.full_value(by_output.get(name, name), tuple(p.shape), seed))
         target = p.to_local() if isinstance(p, DTensor) else p
         target.copy_(part.to(target.dtype))
 
@@ -208,30 +254,33 @@ def build(family, cfg: dict, layout, mesh, device, seed: int, pp_rank: int, comp
     stages = layout.stages
     ids = stage_ids(layout, pp_rank) if layout.pp > 1 else [0]
     modules = []
+    grads = layout.dp * layout.cp    # the ranks that average the gradients
     for s in ids:
         with torch.device("meta"):
             m = family.Model(**cfg)
         if layout.pp > 1:
             m.keep(stage_layers(cfg["layers"], stages, s), first=s == 0, last=s == stages - 1)
+        if layout.cp > 1:
+            context_parallel.apply(m, mesh["cp"], layout, cfg["seq_len"], device)
         if layout.tp > 1:
             tensor_parallel(m, cfg["name"], mesh["tp"], layout.sequence_parallel)
         if compile:
             for layer in m.layers.values():
                 layer.compile()
-        ddp = layout.dp > 1 and not layout.fsdp and layout.tp == layout.pp == 1
-        sharded = layout.fsdp or (layout.dp > 1 and not ddp)
+        ddp = grads > 1 and not layout.fsdp and layout.tp == layout.pp == 1
+        sharded = layout.fsdp or (grads > 1 and not ddp)
         if layout.fsdp:  # a pipeline reuses the gathered parameters of a micro-batch's forward
-            fsdp(m, mesh["dp"], reshard_after_forward=layout.pp == 1)
+            fsdp(m, mesh["dp_cp"], reshard_after_forward=layout.pp == 1)
         elif sharded:
-            replicate(m, mesh["dp"])
+            replicate(m, mesh["dp_cp"])
         m.to_empty(device=device)
         if not sharded:
             m.tie()   # to_empty made the embedding and the output two tensors again; FSDP2
                       # sets a shared parameter on every module that shares it itself
-        init_parameters(m, family, seed)
+        init_parameters(m, family, seed, family.tied(cfg))
         if ddp:
             m = nn.parallel.DistributedDataParallel(
-                m, process_group=mesh["dp"].get_group(),
+                m, process_group=mesh["dp_cp"].get_group(),
                 device_ids=[device.index] if device.type == "cuda" else None)
         modules.append(m)
     return ids, modules

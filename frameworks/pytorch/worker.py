@@ -11,12 +11,17 @@ frameworks/pytorch/session.py; this module maps a model name to its session.
 data=files trains from the files through a DataLoader (frameworks/pytorch/loader.py).
 """
 from frameworks.common import datafiles
-from frameworks.pytorch import gpt, loader, special
+from frameworks.pytorch import gpt, llama3, loader, special, titan
 from frameworks.pytorch.lm_session import LMSession
 from frameworks.pytorch.session import TorchSession
 
+# Llama 3: torchtitan's on GPUs; on the CPU the same definition with scaled-dot-product attention
+Llama3Session = type("Llama3Session", (LMSession,), {"family": llama3})
 SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession,
-            "gpt": type("GPTSession", (LMSession,), {"family": gpt}), **special.SESSIONS}
+            "gpt": type("GPTSession", (LMSession,), {"family": gpt}),
+            "llama3": lambda spec, dist: (titan.TitanSession if titan.uses_torchtitan(spec)
+                                          else Llama3Session)(spec, dist),
+            **special.SESSIONS}
 
 
 def build(spec, dist):

@@ -54,8 +54,9 @@ def test_grid_coordinates_tensor_innermost_pipeline_outermost():
     lay, _ = parallel.resolve({"tp": 2, "pp": 3}, 12, 1, None, 6)   # dp = 2
     # rank = (pp * dp + dp_i) * tp + tp_i
     assert [parallel.coords(r, lay) for r in (0, 1, 2, 5, 11)] == [
-        {"dp": 0, "pp": 0, "tp": 0}, {"dp": 0, "pp": 0, "tp": 1}, {"dp": 1, "pp": 0, "tp": 0},
-        {"dp": 0, "pp": 1, "tp": 1}, {"dp": 1, "pp": 2, "tp": 1}]
+        {"dp": 0, "pp": 0, "cp": 0, "tp": 0}, {"dp": 0, "pp": 0, "cp": 0, "tp": 1},
+        {"dp": 1, "pp": 0, "cp": 0, "tp": 0}, {"dp": 0, "pp": 1, "cp": 0, "tp": 1},
+        {"dp": 1, "pp": 2, "cp": 0, "tp": 1}]
     # 3 nodes x 2: each tensor-parallel pair is one node's two ranks
     lay, _ = parallel.resolve({"tp": 2, "pp": 3}, 6, 1, None, 3)
     assert [parallel.coords(r, lay)["pp"] for r in range(6)] == [0, 0, 1, 1, 2, 2]
@@ -83,7 +84,7 @@ def test_names_and_keys():
     ({"tp": 0}, "parallel.tp must be an integer >= 1, got 0"),
     ({"schedule": "zb"}, "parallel.schedule must be one of gpipe, 1f1b, interleaved_1f1b, got 'zb'"),
     ({"fsdp": "yes"}, "parallel.fsdp must be true or false, got 'yes'"),
-    ({"cp": 2}, "unknown parallel key(s) cp"),
+    ({"ep": 2}, "unknown parallel key(s) ep"),
 ])
 def test_not_a_layout(settings, line):
     with pytest.raises(parallel.LayoutError, match="^" + line.replace("(", r"\(").replace(")", r"\)")):
@@ -108,7 +109,7 @@ def test_a_point_is_refused_in_one_line_naming_every_broken_relation():
 
 def test_layouts_are_for_the_models_built_on_them():
     assert _refusal("model=resnet50", "gpus_per_node=2", "parallel.tp=2") == \
-        "parallel layouts (tp2) are built for model=gpt only, not model=resnet50"
+        "parallel layouts (tp2) are built for model=gpt, llama3 only, not model=resnet50"
     assert _refusal("model=gpt", "framework=jax", "gpus_per_node=2", "parallel.tp=2") == \
         "parallel layouts (tp2) are built for framework=pytorch only, not jax"
 

@@ -1,0 +1,60 @@
+"""The GPU path of Llama 3 (frameworks/pytorch/titan.py: torchtitan's model, parallelize_llama,
+pipeline_llm) built and run on this machine's CPU as far as the CPU goes (tests/titan_cpu_probe.py
+says how): every layout builds, holds its share of the parameters and runs its forward; the
+training step stops at FlexAttention's backward, which torch 2.13 has only on GPUs, and
+nowhere before it. The GPU step itself is not run here: no GPU."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launchers.points import ROOT
+
+pytest.importorskip("torchtitan.models.llama3", reason="torchtitan not installed: `make venv` installs "
+                    "requirements-torchtitan.txt (pip install --no-deps)")
+pytestmark = pytest.mark.e2e
+FLEX_CPU = "FlexAttention does not support backward on CPU"
+TINY_PARAMETERS = 226_624   # tests/unit/test_llama3.py: the CPU definition's and torchtitan's
+
+
+def probe(settings, ranks, global_batch):
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={ranks}",
+                          "tests/titan_cpu_probe.py", json.dumps(settings), str(global_batch)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)))
+    out = [json.loads(line.split("PROBE ", 1)[1]) for line in res.stdout.splitlines() if "PROBE " in line]
+    assert out and len(out) <= ranks, res.stdout[-2000:] + res.stderr[-4000:]
+    return sorted(out, key=lambda o: o["rank"])
+
+
+@pytest.mark.parametrize("settings,held", [
+    ({}, TINY_PARAMETERS),                         # replicated over dp 2
+    ({"fsdp": True}, TINY_PARAMETERS // 2),        # FSDP2 shards every parameter over dp 2
+    ({"tp": 2}, None),
+])
+def test_two_ranks_build_their_layout_and_stop_only_at_the_flex_backward(settings, held):
+    ranks = probe(settings, 2, 2)
+    assert len(ranks) == 2
+    for r in ranks:
+        assert r["step"] == "NotImplementedError: " + FLEX_CPU + \
+            ". Please set the input requires_grad to False or use another device."
+        assert r["record"]["layout"]["world"] == 2 and r["forward_loss"] > 0
+        assert r["record"]["parameters"]["model"] == TINY_PARAMETERS
+        assert r["record"]["implementation"] == "torchtitan 0.3.0 (parallelize_llama)"
+        if held is not None:
+            assert r["record"]["parameters"]["held"] == held
+    if settings == {}:   # one seed on every rank (torchtitan's set_determinism): equal replicas
+        assert ranks[0]["checksum"] == pytest.approx(ranks[1]["checksum"], rel=1e-12)
+    if "tp" in settings:   # both tensor-parallel ranks hold half the matrices, see the whole loss
+        assert ranks[0]["forward_loss"] == pytest.approx(ranks[1]["forward_loss"], rel=1e-6)
+        assert ranks[0]["record"]["parameters"]["held"] < TINY_PARAMETERS
+    assert sum(r["samples"] for r in ranks) == 2   # the global batch counted once
+
+
+def test_a_pipeline_builds_its_stages_and_reaches_the_backward():
+    ranks = probe({"pp": 2}, 2, 2)   # a rank whose peer stopped ends on gloo's closed pair
+    assert any(FLEX_CPU in r["step"] for r in ranks), [r["step"] for r in ranks]
+    assert all(r["record"]["implementation"].endswith("pipeline_llm)") for r in ranks)
+    assert all(r["record"]["parameters"]["held"] < TINY_PARAMETERS for r in ranks)
