@@ -11,9 +11,10 @@
    durations cycle the real ones, each rank a little slower than the one before it), written
    as the worker writes records (json, indent=1). The expected throughput is computed here.
 3. Timed side by side, alternating, median of --runs: (a) a bare `json.load` of every record
-   file the analysis reads (point.json, run.json, rank-*.json), in this process; (b)
-   `python -m analysis report SWEEP --no-plot` as a subprocess, wall time, with its peak
-   memory (ru_maxrss from wait4). The report's throughput is checked against the expected one.
+   file the analysis reads (point.json, run.json, rank-*.json), in this process; (b) the
+   default `python -m analysis report SWEEP` (plots and report.html included) and (c) the
+   same with `--no-plot`, each as a subprocess, wall time, with its peak memory (ru_maxrss
+   from wait4). The report's throughput is checked against the expected one.
 
 Prints the machine, the command and a Markdown table (benchmarks/analysis_scale.md keeps one).
 """
@@ -145,11 +146,11 @@ def bare_load(files) -> float:
     return time.perf_counter() - t
 
 
-def report(sweep: str, out: str):
-    """(wall s, peak RSS in MiB, stdout) of `python -m analysis report SWEEP --no-plot`."""
+def report(sweep: str, out: str, *options):
+    """(wall s, peak RSS in MiB, stdout) of `python -m analysis report SWEEP [options]`."""
     t = time.perf_counter()
     with open(os.path.join(out, "stdout.txt"), "w") as so:
-        proc = subprocess.Popen([sys.executable, "-m", "analysis", "report", sweep, "--no-plot",
+        proc = subprocess.Popen([sys.executable, "-m", "analysis", "report", sweep, *options,
                                  "--out", out], cwd=ROOT, stdout=so, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
@@ -184,8 +185,8 @@ def main(argv=None) -> int:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {machine()}")
     print(f"# {' '.join([os.path.relpath(sys.executable, ROOT), *sys.argv])}\n")
     print("| ranks x steps | step records | JSON | bare json.load (s) | report (s) | "
-          "report / json.load | report peak RSS (MiB) |")
-    print("|---|---|---|---|---|---|---|")
+          "report / json.load | --no-plot (s) | --no-plot / json.load | report peak RSS (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes.split(","):
         nodes, gpn, nsteps = (int(x) for x in size.split("x"))
         sweep = os.path.join(args.work, f"sweep-{size}")
@@ -194,19 +195,21 @@ def main(argv=None) -> int:
         out = os.path.join(args.work, f"report-{size}")
         os.makedirs(out, exist_ok=True)
         bare_load(files)  # the page cache warm for both
-        bare, rep, rss = [], [], []
+        bare, rep, bare_table, rss = [], [], [], []
         for _ in range(args.runs):
             bare.append(bare_load(files))
             wall, peak, text = report(sweep, out)
+            assert "plot: " in text and "page: " in text, text[-2000:]   # the default: plots drawn
             rep.append(wall)
             rss.append(peak)
+            bare_table.append(report(sweep, out, "--no-plot")[0])
         import pandas as pd
         got = pd.read_csv(os.path.join(out, "points.csv")).throughput.iloc[0]
         assert abs(got - g["throughput"]) <= 1e-9 * g["throughput"], (got, g["throughput"])
-        b, r = statistics.median(bare), statistics.median(rep)
+        b, r, n = (statistics.median(x) for x in (bare, rep, bare_table))
         print(f"| {nodes}x{gpn} x {nsteps} | {g['steps']:,} | {g['bytes'] / 1e6:.0f} MB in "
-              f"{len(files):,} files | {b:.2f} | {r:.2f} | {r / b:.2f} | {max(rss):.0f} |",
-              flush=True)
+              f"{len(files):,} files | {b:.2f} | {r:.2f} | **{r / b:.2f}** | {n:.2f} | {n / b:.2f} | "
+              f"{max(rss):.0f} |", flush=True)
         if not args.keep:
             shutil.rmtree(sweep, ignore_errors=True)
     return 0
