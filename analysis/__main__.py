@@ -25,7 +25,7 @@ import os
 import sys
 
 from analysis import comm, compare, html_report, load, method, report
-from analysis.load import RecordError
+from analysis.record_file import RecordError
 from frameworks.common import layout
 
 
