@@ -111,9 +111,9 @@ class _Reader:
                 run = record_file.run_record(run_path)
             except CorruptFile as exc:
                 bad.append(exc)
-        row = {"point": name, "repeat": repeat, "status": None, "error": None, "log_tail": None,
-               "ranks_recorded": len(ranks), "throughput": None, "window_s": None, "samples": None,
-               "straggler": None, "drift": None}
+        row = {"sweep": sweep, "point": name, "repeat": repeat, "status": None, "error": None,
+               "log_tail": None, "ranks_recorded": len(ranks), "throughput": None,
+               "window_s": None, "samples": None, "straggler": None, "drift": None}
         timed = None
         if bad:
             pass  # corrupt: below

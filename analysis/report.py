@@ -124,7 +124,7 @@ def header(results) -> str:
     lines = [f"# Results: {results.root}"]
     if "framework_version" in runs:
         versions = (runs.dropna(subset=["framework_version"])
-                    .merge(results.points[["point", "framework"]], on="point")
+                    .merge(results.points[["sweep", "point", "framework"]], on=["sweep", "point"])
                     .groupby("framework")["framework_version"].first())
         lines.append("frameworks: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     if "device" in runs:

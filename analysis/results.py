@@ -24,8 +24,8 @@ POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "mode", "throughp
                  "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes", "device",
                  *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",
                  *FLOP_COLUMNS]
-RUN_COLUMNS = ["point", "repeat", "status", "error", "log_tail", "ranks_recorded", "throughput",
-               "window_s", "samples", "straggler", "drift"]
+RUN_COLUMNS = ["sweep", "point", "repeat", "status", "error", "log_tail", "ranks_recorded",
+               "throughput", "window_s", "samples", "straggler", "drift"]
 STEP_COLUMNS = ["point", "repeat", "rank", "host", "step", "phase", "start", "end", "samples",
                 "loss", "duration"]
 COMM_COLUMNS = ["sweep", "point", "repeat", "rank", "op", "bytes", "count", "dtype", "inplace",
@@ -36,7 +36,8 @@ class Results:
     """What a sweep's records say. DataFrames for notebooks and the report:
 
     points        one row per sweep point, with the method's summary
-    runs          one row per recorded repeat
+    runs          one row per recorded repeat (sweep and point name it: a folder of
+                  sweeps may hold same-named points)
     steps         one row per rank per step (built from numpy columns when first asked for)
     comm          one row per comm measurement (bench=comm): sweep, point, repeat, rank, op, ...
 
