@@ -1,7 +1,8 @@
-"""The figures of the runs and points tables, by the method (analysis/method.py): a repeat's
-from its ranks' step columns (throughput, straggler ratio, drift), a point's from its
-repeats' (the median, its interval, flags, step-time percentiles), then each point's
-speedup over its 1-device baseline and its model FLOPs and MFU (analysis/flops.py).
+"""The figures of the runs and points tables, by the method (analysis/method.py): a
+repeat's from its ranks' step columns (throughput, straggler ratio and host, drift), a
+point's from its repeats' (the median, its interval, flags, step-time percentiles), then
+each point's speedup over its 1-device baseline and its model FLOPs and MFU
+(analysis/flops.py).
 
 Functions of rows and columns only: analysis/load.py reads the files and calls them.
 """
@@ -16,11 +17,12 @@ MEASURE = record_file.PHASE_CODE["measure"]
 
 
 def repeat_figures(ranks: dict, cols: dict):
-    """({throughput, samples, window_s, straggler, drift}, the durations of every rank's
-    timed steps) of an ok training repeat, from each rank's record (`ranks`: rank -> the
-    record without its steps) and step columns (`cols`: rank -> numpy columns). Raises
-    KeyError/TypeError/ValueError where the records cannot give a throughput."""
+    """({throughput, samples, window_s, straggler, straggler_host, drift}, the durations of
+    every rank's timed steps) of an ok training repeat, from each rank's record (`ranks`:
+    rank -> the record without its steps) and step columns (`cols`: rank -> numpy columns).
+    Raises KeyError/TypeError/ValueError where the records cannot give a throughput."""
     timings, timed, first, second = [], [], 0.0, 0.0
+    hosts = [ranks[r]["host"] for r in sorted(ranks)]
     for r in sorted(ranks):
         c = cols[r]
         measure = c["phase"] == MEASURE
@@ -32,7 +34,9 @@ def repeat_figures(ranks: dict, cols: dict):
     windows = [w for _, w in timings]
     return ({"throughput": method.throughput([s for s, _ in timings], windows),
              "samples": sum(s for s, _ in timings), "window_s": max(windows),
-             "straggler": method.straggler_ratio(windows), "drift": method.drift(first, second)},
+             "straggler": method.straggler_ratio(windows),
+             "straggler_host": method.straggler_host(windows, hosts),
+             "drift": method.drift(first, second)},
             np.concatenate(timed) if timed else None)
 
 
@@ -56,6 +60,8 @@ def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.
     q = method.percentiles(np.concatenate(durations) if len(durations) else ())
     row.update({f"step_p{k}": v for k, v in q.items()})
     row["straggler"] = method.median_of(r["straggler"] for r in ok)
+    row["straggler_host"], row["straggler_host_repeats"] = method.most_named(
+        r.get("straggler_host") for r in ok)
     row["drift"] = method.median_of(r["drift"] for r in ok)
     if s["n"]:  # flags belong to a figure: a point without one has its status instead
         flags = method.point_flags(s["cv"], s["n"], row["drift"], max_cv, max_drift)

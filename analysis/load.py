@@ -113,7 +113,8 @@ class _Reader:
                 bad.append(exc)
         row = {"sweep": sweep, "point": name, "repeat": repeat, "status": None, "error": None,
                "log_tail": None, "ranks_recorded": len(ranks), "throughput": None,
-               "window_s": None, "samples": None, "straggler": None, "drift": None}
+               "window_s": None, "samples": None, "straggler": None, "straggler_host": None,
+               "drift": None}
         timed = None
         if bad:
             pass  # corrupt: below
@@ -139,7 +140,7 @@ class _Reader:
                 self.bad(c, sweep, name, repeat)
             shown = "; ".join(c.message for c in bad[:3])
             row.update(status="corrupt", log_tail=None, throughput=None, samples=None,
-                       window_s=None, straggler=None, drift=None,
+                       window_s=None, straggler=None, straggler_host=None, drift=None,
                        error=shown + (f"; and {len(bad) - 3} more" if len(bad) > 3 else ""))
             timed = None
         else:   # comm results count unless their repeat is corrupt

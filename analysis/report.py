@@ -55,6 +55,15 @@ def confidence_section(pts: pd.DataFrame, limits: dict) -> list:
     return parts
 
 
+def _straggler(row) -> str:
+    """The ratio, and the slowest rank's node where repeats named one: 1.24 (node2, 3/3)."""
+    text = f"{row.straggler:.2f}"
+    host = getattr(row, "straggler_host", None)
+    if isinstance(host, str):
+        text += f" ({host}, {int(row.straggler_host_repeats)}/{int(row.n_ok)})"
+    return text
+
+
 def window_sections(pts: pd.DataFrame) -> list:
     """Inside the timed window: per rank step-time percentiles and the straggler ratio."""
     parts = []
@@ -62,7 +71,10 @@ def window_sections(pts: pd.DataFrame) -> list:
         parts.append("### Step time per rank (ms: p50 / p90 / p99 of the timed steps, every "
                      f"rank of the ok repeats)\n{table(pts, 'step_p50', _steps)}")
         parts.append("### Straggler ratio (slowest rank's timed window / median rank's, median "
-                     f"over ok repeats)\n{table(pts, 'straggler', '.2f')}")
+                     f"over ok repeats)\n{table(pts, 'straggler', _straggler)}\n"
+                     "(node, k/n): the slowest rank's node, named where its window is more than "
+                     f"{method.STRAGGLER_LIMIT:.0%} longer than the median rank's, in k of the "
+                     "n ok repeats")
     return parts
 
 

@@ -14,9 +14,10 @@ from analysis.record_file import PHASES
 CONFIG_COLUMNS = ["bench", "framework", "model", "model_size", "precision", "amp_dtype",
                   "compile", "batch_size", "nodes", "gpus_per_node", "devices"]
 # The method's figures of a point (analysis/method.py): the median and its spread, the
-# median's 95% interval, the steps' percentiles, straggler ratio and drift, the flags.
+# median's 95% interval, the steps' percentiles, straggler ratio (and the slowest rank's
+# host, when past method.STRAGGLER_LIMIT, in how many ok repeats) and drift, the flags.
 STAT_COLUMNS = ["ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p99",
-                "straggler", "drift", "marks", "flag_spread", "flag_few_repeats", "flag_drift"]
+                "straggler", "straggler_host", "straggler_host_repeats", "drift", "marks", "flag_spread", "flag_few_repeats", "flag_drift"]
 # Model FLOPs and MFU (analysis/flops.py): added once the points are known (add_flops).
 FLOP_COLUMNS = ["flops_per_sample", "tflops_per_device", "peak_tflops", "math_dtype",
                 "peak_source", "mfu"]
@@ -25,7 +26,7 @@ POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "mode", "throughp
                  *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",
                  *FLOP_COLUMNS]
 RUN_COLUMNS = ["sweep", "point", "repeat", "status", "error", "log_tail", "ranks_recorded",
-               "throughput", "window_s", "samples", "straggler", "drift"]
+               "throughput", "window_s", "samples", "straggler", "straggler_host", "drift"]
 STEP_COLUMNS = ["point", "repeat", "rank", "host", "step", "phase", "start", "end", "samples",
                 "loss", "duration"]
 COMM_COLUMNS = ["sweep", "point", "repeat", "rank", "op", "bytes", "count", "dtype", "inplace",

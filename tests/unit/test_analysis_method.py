@@ -72,6 +72,21 @@ def test_steps_straggler_and_drift(sweep):
     assert runs.drift.tolist() == pytest.approx([-2 / 7] * 3)
 
 
+def test_the_slowest_node_is_named_past_5_percent(tmp_path):
+    s = str(tmp_path)
+    pt = write_point(s, "000-pytorch-resnet50-fp32-2x2-bs8", nodes=2, gpus_per_node=2, repeats=3)
+    # ranks 0, 1 on node1, 2, 3 on node2; rank 3's window 1.1 s over a median of 1.0: 10%
+    write_repeat(pt, 0, [1.0, 1.0, 1.0, 1.1])
+    write_repeat(pt, 1, [1.0, 1.0, 1.0, 1.1])
+    write_repeat(pt, 2, [1.0, 1.0, 1.04, 1.0])   # 4%: no node named
+    res = analysis.load(s)
+    assert res.runs.straggler_host.fillna("-").tolist() == ["node2", "node2", "-"]
+    p = res.points.iloc[0]
+    assert p.straggler == pytest.approx(1.1) and p.straggler_host == "node2"
+    assert p.straggler_host_repeats == 2
+    assert "| 1.10 (node2, 2/3) " in report.render(res).split("### Straggler ratio")[1]
+
+
 def test_report_shows_marks_and_legend(sweep):
     text = report.render(analysis.load(sweep))
     resnet = text.split("## resnet50")[1].split("## bert_base")[0]
@@ -89,7 +104,7 @@ def test_report_shows_marks_and_legend(sweep):
     bert = text.split("## bert_base")[1]
     steps = bert.split("### Step time per rank")[1].split("###")[0]
     assert "| 100 / 200 / 300 " in steps
-    assert "| 1.17 " in bert.split("### Straggler ratio")[1].split("###")[0]
+    assert "| 1.17 (node1, 3/3) " in bert.split("### Straggler ratio")[1].split("###")[0]
     assert "(114.3..114.3) D" in bert and "D = drift" in bert
 
 
