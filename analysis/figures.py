@@ -9,7 +9,7 @@ Functions of rows and columns only: analysis/load.py reads the files and calls t
 import numpy as np
 import pandas as pd
 
-from analysis import flops, method, record_file
+from analysis import flops, method, record_file, tables
 from analysis.results import CONFIG_COLUMNS, FLOP_COLUMNS
 from frameworks.common import statuses
 
@@ -126,6 +126,22 @@ def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     for i, column in enumerate(FLOP_COLUMNS):
         points[column] = pd.Series([r[i] for r in rows], index=points.index, dtype=object)
     return points
+
+
+def amp_ratios(points: pd.DataFrame):
+    """AMP throughput over FP32 throughput (`ratio`) for each configuration of one model
+    both ran, as a DataFrame (the report's table and its plot), or None."""
+    key = ["framework", "batch_size", "compile", "mode", "nodes", "gpus_per_node", "devices"]
+    points = points.assign(mode=[tables.mode_of(r) for r in points.itertuples()])
+    # (one figure per configuration: points of several sweeps may share one)
+    fp32 = points[points.precision == "fp32"].groupby(key, sort=False).throughput.first()
+    amp = points[points.precision == "amp"].groupby(key, sort=False).throughput.first()
+    both = fp32.index.intersection(amp.index)
+    if both.empty:
+        return None
+    return pd.DataFrame([{**dict(zip(key, k)), "precision": "amp/fp32", "status": "ok",
+                          "ratio": amp[k] / fp32[k] if fp32[k] and amp[k] == amp[k] else None}
+                         for k in both])
 
 
 def _nan(x) -> bool:

@@ -218,7 +218,7 @@ def rank_step_figures(results, comm=None):
 
 # ---- AMP over FP32 ---------------------------------------------------------------------------
 def amp_figures(results, comm=None):
-    from analysis.report import amp_ratios
+    from analysis.figures import amp_ratios
     train = _train(results.points)
     found = [(m, amp_ratios(pts)) for m, pts in train.groupby("model")] if len(train) else []
     found = [(m, r) for m, r in found if r is not None and _num(r.ratio).notna().any()]
