@@ -25,14 +25,26 @@ import argparse
 import os
 import sys
 
-from analysis import comm, compare, html_report, load, method, report
+from analysis import comm, compare, html_report, load, method, plot_data, plot_process, report
 from analysis.record_file import RecordError
 from frameworks.common import layout
 
 
 def cmd_report(args) -> int:
+    # the plots' process starts first: it imports matplotlib while the records are read
+    plotter = None if args.no_plot else plot_process.Plotter()
+    try:
+        return _report(args, plotter)
+    finally:
+        if plotter is not None:
+            plotter.close()
+
+
+def _report(args, plotter) -> int:
     results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
+    if plotter is not None:   # drawn beside the tables, from the aggregated frames
+        plotter.draw(plot_data.of(results, comm_table))
     parts = report.sections(results, comm_table)
     print(report.text(parts))
     out = args.out or os.path.join(args.path, layout.REPORT_DIR)
@@ -41,13 +53,12 @@ def cmd_report(args) -> int:
         for name in ("points", "runs"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
         results.write_steps(os.path.join(out, "steps.parquet"))
-        plots, skipped, written = [], ["plots skipped (--no-plot)"], []
-        if not args.no_plot:
-            from analysis import plot  # matplotlib: only when plotting
-            plots, skipped = plot.render(results, comm_table)
-            written = plot.write(plots, out)
         if len(comm_table):
             comm_table.to_csv(os.path.join(out, "comm.csv"), index=False)
+        plots, skipped, written = [], ["plots skipped (--no-plot)"], []
+        if plotter is not None:
+            plots, skipped = plotter.result()
+            written = plot_data.write(plots, out)
         page = html_report.write(args.html or os.path.join(out, "report.html"),
                                  args.path, parts, plots, skipped,
                                  limits=report.limits_of(results))

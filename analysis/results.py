@@ -6,6 +6,7 @@ no figure (analysis/figures.py); notebooks import `Results` from `analysis`.
 """
 import copy
 
+import numpy as np
 import pandas as pd
 
 from analysis import method
@@ -100,6 +101,23 @@ class Results:
             "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=PHASES),
             "start": c["start"], "end": c["end"], "samples": c["samples"], "loss": c["loss"],
             "duration": c["end"] - c["start"]}, copy=False)
+
+    def timed_steps(self, point: str, repeats) -> pd.DataFrame:
+        """The timed steps of `point`'s `repeats`: rank, duration (s) and host (categorical),
+        straight from the columns (the whole steps DataFrame is not built for it)."""
+        c = self._columns
+        if c is None:
+            s = self.steps
+            s = s[(s.point == point) & (s.phase == "measure") & s.repeat.isin(list(repeats))]
+            return pd.DataFrame({"rank": s["rank"].to_numpy(), "duration": s.duration.to_numpy(),
+                                 "host": pd.Categorical(s.host.astype(str))})
+        names = c["point_names"]
+        code = names.index(point) if point in names else -1
+        keep = ((c["point"] == code) & (c["phase"] == PHASES.index("measure"))
+                & np.isin(c["repeat"], list(repeats)))
+        return pd.DataFrame({"rank": c["rank"][keep], "duration": (c["end"] - c["start"])[keep],
+                             "host": pd.Categorical.from_codes(c["host"][keep],
+                                                               categories=c["host_names"])})
 
     def steps_table(self):
         """The steps as a pyarrow Table, straight from the columns (no DataFrame)."""
