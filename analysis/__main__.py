@@ -44,7 +44,7 @@ def _report(args, plotter) -> int:
     results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if plotter is not None:   # drawn beside the tables, from the aggregated frames
-        plotter.draw(plot_data.of(results, comm_table))
+        plotter.draw(results, comm_table)
     parts = report.sections(results, comm_table)
     print(report.text(parts))
     out = args.out or os.path.join(args.path, layout.REPORT_DIR)

@@ -260,12 +260,15 @@ FIGURES = (("throughput", throughput_figures), ("scaling", scaling_figures),
            ("bus bandwidth", busbw_figures))
 
 
-def render(data):
+def render(data, only=None):
     """(plots, skipped): every figure `data` (analysis.plot_data.of(results, comm)) has the
-    data for, as PNG bytes, and one line per figure skipped, saying what it lacks."""
+    data for, as PNG bytes, and one line per figure skipped, saying what it lacks; `only`:
+    the titles of the figures to draw (default: all)."""
     plots, skipped = [], []
     with style.context():
         for title, make in FIGURES:
+            if only is not None and title not in only:
+                continue
             figures, made = make(data), 0
             while True:  # each figure is drawn, turned into PNG bytes and closed in turn
                 try:

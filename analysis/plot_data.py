@@ -14,6 +14,9 @@ import pandas as pd
 
 from analysis import tables
 
+# The figures (analysis/plot.py's titles) drawn from `spreads`; the others need the points only.
+FROM_STEPS = ("step time per rank",)
+FROM_POINTS = ("throughput", "scaling", "AMP over FP32", "bus bandwidth")
 WHIS = 1.5        # whiskers at the furthest step within 1.5 IQR of the box (matplotlib's)
 MAX_BOXES = 64    # more ranks than this: a box each would be a black band; quantiles instead
 
@@ -115,7 +118,8 @@ def rank_spreads(results, train: pd.DataFrame) -> list:
     return out
 
 
-def of(results, comm=None) -> PlotData:
-    """The plots' data of `results`; `comm`: analysis.comm.comm_table(results)."""
+def of(results, comm=None, spreads: bool = True) -> PlotData:
+    """The plots' data of `results`; `comm`: analysis.comm.comm_table(results); without
+    `spreads`, only what the FROM_POINTS figures need."""
     train = train_points(results.points)
-    return PlotData(train, rank_spreads(results, train), comm)
+    return PlotData(train, rank_spreads(results, train) if spreads else [], comm)
