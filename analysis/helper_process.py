@@ -1,15 +1,18 @@
-"""The report's plots drawn in a second process, beside the tables.
+"""The report's second process: it reads a share of the rank records while the report reads
+the rest, then draws the plots while the report writes its tables.
 
-`Plotter()` starts one worker process before the records are read; it imports matplotlib
-(half a second) while the records are parsed. `draw(results, comm)` hands it what the plots
-need (analysis/plot_data.py: small) in two parts and returns at once: first the points,
-from which it draws the throughput, scaling, AMP and bus-bandwidth plots, then, once
-computed here, each model's per-rank step-time summary for the step-time plots. The
-report prints its tables and writes CSV and Parquet meanwhile, and `result()` collects
-the PNGs. The report's own process never imports matplotlib.
+`Helper(plots)` forks one worker process (a concurrent.futures executor, `pool`) before the
+records are read; when there are plots to draw, it first imports matplotlib (half a
+second), then takes its share of the records (analysis.load(..., pool=helper.pool):
+analysis/read_ahead.py). `draw(results, comm)` hands it what the plots need
+(analysis/plot_data.py: small) in two parts and returns at once: first the points, from
+which it draws the throughput, scaling, AMP and bus-bandwidth plots, then, once computed
+here, each model's per-rank step-time summary for the step-time plots. The report prints
+its tables and writes CSV and Parquet meanwhile, and `result()` collects the PNGs. The
+report's own process never imports matplotlib.
 
-Where no second process can be had (no fork, a worker that died), the plots are drawn here,
-in this process: the same figures, only later.
+Where no second process can be had (no fork, a worker that died), the records are read and
+the plots drawn here, in this process: the same results, only later.
 """
 import concurrent.futures
 import multiprocessing
@@ -26,23 +29,24 @@ def _draw(data, only):
     return plot.render(data, only)
 
 
-class Plotter:
-    def __init__(self):
-        self._pool, self._parts = None, []
+class Helper:
+    def __init__(self, plots: bool = True):
+        self.pool, self._parts = None, []
         if "fork" not in multiprocessing.get_all_start_methods():
-            return     # a fresh interpreter would import everything again: draw here instead
+            return     # a fresh interpreter would import everything again: work here instead
         try:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
+            self.pool = concurrent.futures.ProcessPoolExecutor(
                 1, mp_context=multiprocessing.get_context("fork"))
-            self._pool.submit(_warm)
+            if plots:
+                self.pool.submit(_warm)
         except OSError:
-            self._pool = None
+            self.pool = None
 
     def _submit(self, data, only) -> None:
         future = None
-        if self._pool is not None:
+        if self.pool is not None:
             try:
-                future = self._pool.submit(_draw, data, only)
+                future = self.pool.submit(_draw, data, only)
             except RuntimeError:   # the pool broke (its worker died while warming)
                 future = None
         self._parts.append((future, data, only))
@@ -69,6 +73,6 @@ class Plotter:
             self.close()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
