@@ -41,12 +41,12 @@ h3 { font-size: 1.02em; margin-bottom: 0.2em; } code, pre { background: #f5f5f5;
 .count.part { background: #fbecc7; color: #7a5300; }
 .plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(24em, 1fr)); gap: 0.6em;
          margin: 0.8em 0; }
-figure { margin: 0; } figure img { width: 100%; height: auto; border: 1px solid #e3e3e3; }
+figure { margin: 0; } figure.model-first { grid-column-start: 1; } figure img { width: 100%; height: auto; border: 1px solid #e3e3e3; }
 figcaption { font-size: 0.75em; color: #666; }
 .skipped { font-size: 0.8em; color: #666; margin: 0.2em 0; }
 table { border-collapse: collapse; margin: 0.5em 0 0.6em; font-size: 0.9em; }
 th, td { border: 1px solid #c9ced6; padding: 0.22em 0.55em; text-align: right; }
-td { white-space: nowrap; } th { background: #eef2f7; } td.label, th.label { text-align: left; }
+table.one td { white-space: nowrap; } th { background: #eef2f7; } td.label, th.label { text-align: left; }
 td:first-child, th:first-child { text-align: left; } .wide { overflow-x: auto; }
 table.one tbody tr:nth-child(even) { background: #fafbfc; }
 td.why { text-align: left; color: #8a1f12; max-width: 40em; }
@@ -69,10 +69,12 @@ def _e(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _figure(plot) -> str:
-    """One plot (analysis/plot.py's Plot: its name and PNG bytes) as an inline figure."""
+def _figure(plot, first: bool = False) -> str:
+    """One plot (analysis/plot.py's Plot: its name and PNG bytes) as an inline figure;
+    `first`: it starts a row (a model's first plot)."""
     data = base64.b64encode(plot.png).decode("ascii")
-    return (f'<figure><img alt="{_e(plot.name)}" src="data:image/png;base64,{data}">'
+    row = ' class="model-first"' if first else ""
+    return (f'<figure{row}><img alt="{_e(plot.name)}" src="data:image/png;base64,{data}">'
             f"<figcaption>{_e(plot.name)}</figcaption></figure>")
 
 
@@ -139,7 +141,9 @@ def plots_html(plots, skipped) -> str:
     notes = "".join(f'<p class="skipped">{_e(line)}</p>' for line in skipped)
     if not first:
         return notes or '<p class="skipped">no plot for this sweep</p>'
-    return f'<section class="plots" id="plots">{"".join(_figure(p) for p in first)}</section>{notes}'
+    models = [_place(p)[:2] for p in first]
+    figures = "".join(_figure(p, i == 0 or models[i] != models[i - 1]) for i, p in enumerate(first))
+    return f'<section class="plots" id="plots">{figures}</section>{notes}'
 
 
 # ---- one table per model -------------------------------------------------------------------
