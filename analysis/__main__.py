@@ -25,26 +25,26 @@ import argparse
 import os
 import sys
 
-from analysis import comm, compare, helper_process, html_report, load, method, plot_data, report
+from analysis import comm, compare, html_report, load, method, plot_data, plot_process, report
 from analysis.record_file import RecordError
 from frameworks.common import layout
 
 
 def cmd_report(args) -> int:
-    # the second process starts first: it imports matplotlib and reads a share of the
-    # records while this one reads the rest (analysis/helper_process.py)
-    helper = helper_process.Helper(plots=not args.no_plot)
+    # the plots' process starts first: it imports matplotlib while the records are read
+    plotter = None if args.no_plot else plot_process.Plotter()
     try:
-        return _report(args, helper)
+        return _report(args, plotter)
     finally:
-        helper.close()
+        if plotter is not None:
+            plotter.close()
 
 
-def _report(args, helper) -> int:
-    results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift, pool=helper.pool)
+def _report(args, plotter) -> int:
+    results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
-    if not args.no_plot:   # drawn beside the tables, from the aggregated frames
-        helper.draw(results, comm_table)
+    if plotter is not None:   # drawn beside the tables, from the aggregated frames
+        plotter.draw(results, comm_table)
     parts = report.sections(results, comm_table)
     print(report.text(parts))
     out = args.out or os.path.join(args.path, layout.REPORT_DIR)
@@ -56,8 +56,8 @@ def _report(args, helper) -> int:
         if len(comm_table):
             comm_table.to_csv(os.path.join(out, "comm.csv"), index=False)
         plots, skipped, written = [], ["plots skipped (--no-plot)"], []
-        if not args.no_plot:
-            plots, skipped = helper.result()
+        if plotter is not None:
+            plots, skipped = plotter.result()
             written = plot_data.write(plots, out)
         page = html_report.write(args.html or os.path.join(out, "report.html"),
                                  args.path, parts, plots, skipped,

@@ -26,7 +26,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis import figures, method, read_ahead, record_file
+from analysis import figures, method, record_file
 from analysis.record_file import CorruptFile, RecordError
 from analysis.results import COMM_COLUMNS, FLOP_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
 from frameworks.common import layout, statuses
@@ -45,7 +45,6 @@ class _Reader:
         self.cols = {k: [] for k in ("step", "phase", "start", "end", "samples", "loss")}
         self.owners = []      # per rank record read: (point code, repeat, rank, host code, steps)
         self.point_code, self.host_code = {}, {}
-        self.ahead = read_ahead.ReadAhead(None, [])   # records another process reads
 
     def bad(self, c: CorruptFile, sweep=None, point=None, repeat=None) -> None:
         self.corrupt.append({"file": c.path, "reason": c.reason, "newer": c.newer,
@@ -60,12 +59,18 @@ class _Reader:
             self.bad(c, sweep, os.path.basename(pdir))
             return
         self.manifests[(sweep, row["point"])] = point
+        try:
+            names = sorted(os.listdir(pdir))
+        except OSError:
+            names = []
         runs, durations = [], []
-        for rdir, repeat in repeat_dirs(pdir):
-            run, timed = self.repeat(rdir, row, repeat)
-            runs.append(run)
-            if timed is not None:
-                durations.append(timed)
+        for name in names:
+            m = layout.REPEAT_RE.match(name)  # set-aside attempts (repeat-NN.interrupted-T): never
+            if m and os.path.isdir(os.path.join(pdir, name)):
+                run, timed = self.repeat(os.path.join(pdir, name), row, int(m.group(1)))
+                runs.append(run)
+                if timed is not None:
+                    durations.append(timed)
         self.run_rows += runs
         self.point_rows.append(figures.summarize_point(row, runs, durations, **self.limits))
 
@@ -77,11 +82,8 @@ class _Reader:
             if not layout.RANK_RECORD_RE.match(fname):
                 continue
             path = os.path.join(rdir, fname)
-            got = self.ahead.take(path)
             try:
-                if isinstance(got, CorruptFile):
-                    raise got
-                slim, c = got if got is not None else record_file.rank_record(path)
+                slim, c = record_file.rank_record(path)
                 if not 0 <= slim["rank"] < world or slim["rank"] in ranks:
                     raise CorruptFile(path, f"malformed: rank {slim['rank']} "
                                             + ("twice" if slim["rank"] in ranks else
@@ -215,30 +217,6 @@ def _from_ranks(ranks: dict) -> dict:
                                    for r in ranks.values())}
 
 
-def repeat_dirs(pdir: str) -> list:
-    """(folder, repeat) of each repeat of a point, in order; set-aside attempts
-    (repeat-NN.interrupted-T) never count."""
-    try:
-        names = sorted(os.listdir(pdir))
-    except OSError:
-        return []
-    return [(os.path.join(pdir, n), int(m.group(1))) for n in names
-            if (m := layout.REPEAT_RE.match(n)) and os.path.isdir(os.path.join(pdir, n))]
-
-
-def rank_files(point_files) -> list:
-    """Every rank record's path, in the order load reads them."""
-    out = []
-    for f in point_files:
-        for rdir, _ in repeat_dirs(os.path.dirname(f)):
-            try:
-                out += [os.path.join(rdir, n) for n in sorted(os.listdir(rdir))
-                        if layout.RANK_RECORD_RE.match(n)]
-            except OSError:
-                pass   # load says so, when it gets there
-    return out
-
-
 def find_points(root) -> list:
     """Every point.json under root; RecordError when there is no sweep there."""
     root = str(root)
@@ -251,20 +229,13 @@ def find_points(root) -> list:
     return found
 
 
-def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT,
-         pool=None) -> Results:
+def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT) -> Results:
     """Every sweep point under `path` (a sweep folder or a folder of sweeps), each file
     read once. Bad record files cost their repeats (Results.corrupt lists them). `max_cv`
-    and `max_drift`: the flags' thresholds (analysis/method.py). `pool`: an executor with a
-    second process that reads a share of the rank records meanwhile (analysis/read_ahead.py)."""
+    and `max_drift`: the flags' thresholds (analysis/method.py)."""
     reader = _Reader(str(path), {"max_cv": max_cv, "max_drift": max_drift})
     files = find_points(path)
-    if pool is not None:
-        reader.ahead = read_ahead.ReadAhead(pool, rank_files(files))
-    try:
-        for point_file in files:
-            reader.point(point_file)
-    finally:
-        reader.ahead.close()
+    for point_file in files:
+        reader.point(point_file)
     reader.searches_of({layout.sweep_of(os.path.dirname(f)) for f in files})
     return reader.results()

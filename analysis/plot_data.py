@@ -3,7 +3,7 @@ the training points (one row each), each model's step-time spread per rank (one 
 rank, never the steps themselves) and the comm table; and what comes back (Plot).
 
 Small on purpose: analysis/plot.py draws from it, in a second process while the tables are
-written (analysis/helper_process.py), so it travels between processes whole. At a million
+written (analysis/plot_process.py), so it travels between processes whole. At a million
 step records it is the points, plus one row per rank of one point per model.
 """
 import os

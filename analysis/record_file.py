@@ -44,9 +44,6 @@ class CorruptFile(Exception):
         self.path, self.reason, self.newer = str(path), reason, newer
         super().__init__(self.message)
 
-    def __reduce__(self):   # whole across processes (analysis/read_ahead.py)
-        return CorruptFile, (self.path, self.reason, self.newer)
-
     @property
     def message(self) -> str:
         return f"{'record' if self.newer else 'corrupt record'} file {self.path}: {self.reason}"

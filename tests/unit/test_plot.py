@@ -1,6 +1,6 @@
 """The report's figures (analysis/plot.py): each drawn for a sweep that has its data, with the
 axes the reader needs, and skipped with one line for a sweep that has not; report.html
-embeds every one of them; they are drawn in a second process (analysis/helper_process.py),
+embeds every one of them; they are drawn in a second process (analysis/plot_process.py),
 and here when that process dies."""
 import os
 import signal
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis import __main__ as cli, helper_process, plot, plot_data
+from analysis import __main__ as cli, plot, plot_data, plot_process
 from tests.sweepfiles import write_point, write_repeat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -137,15 +137,15 @@ def test_the_report_draws_in_a_second_process_and_never_imports_matplotlib(sweep
 
 
 def test_plots_are_drawn_here_when_the_drawing_process_dies(sweep):
-    helper = helper_process.Helper()
+    plotter = plot_process.Plotter()
     try:
-        worker = next(iter(helper.pool._processes.values()))
+        worker = next(iter(plotter._pool._processes.values()))
         os.kill(worker.pid, signal.SIGKILL)
         worker.join(timeout=30)
-        helper.draw(analysis.load(sweep, pool=helper.pool))
-        plots, skipped = helper.result()
+        plotter.draw(analysis.load(sweep))
+        plots, skipped = plotter.result()
     finally:
-        helper.close()
+        plotter.close()
     assert sorted(p.name for p in plots) == ["amp_resnet50.png", "rank_steps_resnet50.png",
                                              "scaling_resnet50.png", "throughput_resnet50.png"]
     assert skipped == ["plot skipped: bus bandwidth: no collective measurements (bench=comm)"]

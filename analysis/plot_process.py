@@ -1,18 +1,15 @@
-"""The report's second process: it reads a share of the rank records while the report reads
-the rest, then draws the plots while the report writes its tables.
+"""The report's plots drawn in a second process, beside the tables.
 
-`Helper(plots)` forks one worker process (a concurrent.futures executor, `pool`) before the
-records are read; when there are plots to draw, it first imports matplotlib (half a
-second), then takes its share of the records (analysis.load(..., pool=helper.pool):
-analysis/read_ahead.py). `draw(results, comm)` hands it what the plots need
-(analysis/plot_data.py: small) in two parts and returns at once: first the points, from
-which it draws the throughput, scaling, AMP and bus-bandwidth plots, then, once computed
-here, each model's per-rank step-time summary for the step-time plots. The report prints
-its tables and writes CSV and Parquet meanwhile, and `result()` collects the PNGs. The
-report's own process never imports matplotlib.
+`Plotter()` starts one worker process before the records are read; it imports matplotlib
+(half a second) while the records are parsed. `draw(results, comm)` hands it what the plots
+need (analysis/plot_data.py: small) in two parts and returns at once: first the points,
+from which it draws the throughput, scaling, AMP and bus-bandwidth plots, then, once
+computed here, each model's per-rank step-time summary for the step-time plots. The
+report prints its tables and writes CSV and Parquet meanwhile, and `result()` collects
+the PNGs. The report's own process never imports matplotlib.
 
-Where no second process can be had (no fork, a worker that died), the records are read and
-the plots drawn here, in this process: the same results, only later.
+Where no second process can be had (no fork, a worker that died), the plots are drawn here,
+in this process: the same figures, only later.
 """
 import concurrent.futures
 import multiprocessing
@@ -29,24 +26,23 @@ def _draw(data, only):
     return plot.render(data, only)
 
 
-class Helper:
-    def __init__(self, plots: bool = True):
-        self.pool, self._parts = None, []
+class Plotter:
+    def __init__(self):
+        self._pool, self._parts = None, []
         if "fork" not in multiprocessing.get_all_start_methods():
-            return     # a fresh interpreter would import everything again: work here instead
+            return     # a fresh interpreter would import everything again: draw here instead
         try:
-            self.pool = concurrent.futures.ProcessPoolExecutor(
+            self._pool = concurrent.futures.ProcessPoolExecutor(
                 1, mp_context=multiprocessing.get_context("fork"))
-            if plots:
-                self.pool.submit(_warm)
+            self._pool.submit(_warm)
         except OSError:
-            self.pool = None
+            self._pool = None
 
     def _submit(self, data, only) -> None:
         future = None
-        if self.pool is not None:
+        if self._pool is not None:
             try:
-                future = self.pool.submit(_draw, data, only)
+                future = self._pool.submit(_draw, data, only)
             except RuntimeError:   # the pool broke (its worker died while warming)
                 future = None
         self._parts.append((future, data, only))
@@ -73,6 +69,6 @@ class Helper:
             self.close()
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
