@@ -54,7 +54,8 @@ def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.
     row["status"] = statuses.point_status((r["status"] for r in runs), row["repeats"])
     bad = next((r for r in runs if r["status"] != "ok" and r["error"]), None)
     row["error"] = bad["error"] if bad else None
-    row["peak_device_bytes"] = max((r.get("peak_device_bytes") or 0 for r in runs), default=0) or None
+    row["peak_device_bytes"] = max((r.get("peak_device_bytes") or 0 for r in runs),
+                                   default=0) or None
     row["device"] = next((r["device"] for r in sorted(runs, key=lambda r: r["status"] != "ok")
                           if isinstance(r.get("device"), str)), None)
     q = method.percentiles(np.concatenate(durations) if len(durations) else ())

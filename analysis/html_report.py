@@ -25,7 +25,8 @@ from analysis import method, summary, tables
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.2em 2em; color: #222; max-width: 90em; }
-h1 { font-size: 1.4em; margin: 0 0 0.2em; } h1 small { font-weight: normal; color: #666; font-size: 0.6em; }
+h1 { font-size: 1.4em; margin: 0 0 0.2em; }
+h1 small { font-weight: normal; color: #666; font-size: 0.6em; }
 h2 { font-size: 1.2em; border-bottom: 2px solid #4a6fa5; margin-top: 1.6em; }
 h3 { font-size: 1.02em; margin-bottom: 0.2em; } code, pre { background: #f5f5f5; }
 .summary { display: flex; flex-wrap: wrap; gap: 0.4em 2.5em; background: #f4f6fa;
@@ -37,16 +38,19 @@ h3 { font-size: 1.02em; margin-bottom: 0.2em; } code, pre { background: #f5f5f5;
 .ended li { margin: 0.15em 0; }
 .count { display: inline-block; border-radius: 1em; padding: 0.05em 0.7em; margin-right: 0.3em;
          font-weight: 600; }
-.count.good { background: #d8f0dc; color: #1c5e2a; } .count.bad { background: #f8d9d6; color: #8a1f12; }
+.count.good { background: #d8f0dc; color: #1c5e2a; }
+.count.bad { background: #f8d9d6; color: #8a1f12; }
 .count.part { background: #fbecc7; color: #7a5300; }
 .plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(24em, 1fr)); gap: 0.6em;
          margin: 0.8em 0; }
-figure { margin: 0; } figure.model-first { grid-column-start: 1; } figure img { width: 100%; height: auto; border: 1px solid #e3e3e3; }
+figure { margin: 0; } figure.model-first { grid-column-start: 1; }
+figure img { width: 100%; height: auto; border: 1px solid #e3e3e3; }
 figcaption { font-size: 0.75em; color: #666; }
 .skipped { font-size: 0.8em; color: #666; margin: 0.2em 0; }
 table { border-collapse: collapse; margin: 0.5em 0 0.6em; font-size: 0.9em; }
 th, td { border: 1px solid #c9ced6; padding: 0.22em 0.55em; text-align: right; }
-table.one td { white-space: nowrap; } th { background: #eef2f7; } td.label, th.label { text-align: left; }
+table.one td { white-space: nowrap; } th { background: #eef2f7; }
+td.label, th.label { text-align: left; }
 td:first-child, th:first-child { text-align: left; } .wide { overflow-x: auto; }
 table.one tbody tr:nth-child(even) { background: #fafbfc; }
 td.why { text-align: left; color: #8a1f12; max-width: 40em; }
