@@ -8,8 +8,9 @@ python -m analysis history ROOT                       each configuration across 
 `report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
 rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
 the plots (analysis/plot.py; each one the sweep has no data for is skipped with a line
-saying so; --no-plot: none, nor in the page), and report.html (every table with the plots
-embedded: one self-contained file to mail; --html PATH puts it elsewhere) to DIR
+saying so; --no-plot: none, nor in the page), and report.html (the summary and the plots
+first, one table per model, the details folded: one self-contained file to mail;
+docs/report.md; --html PATH puts it elsewhere) to DIR
 (default PATH/report). --max-cv and --max-drift set the flags'
 thresholds (analysis/method.py: a CV across repeats, a drift between the timed window's
 halves, above which a figure is marked; 5% each by default).
@@ -24,33 +25,43 @@ import argparse
 import os
 import sys
 
-from analysis import comm, compare, html_report, load, method, report
-from analysis.load import RecordError
+from analysis import comm, compare, html_report, load, method, plot_data, plot_process, report
+from analysis.record_file import RecordError
 from frameworks.common import layout
 
 
 def cmd_report(args) -> int:
+    # the plots' process starts first: it imports matplotlib while the records are read
+    plotter = None if args.no_plot else plot_process.Plotter()
+    try:
+        return _report(args, plotter)
+    finally:
+        if plotter is not None:
+            plotter.close()
+
+
+def _report(args, plotter) -> int:
     results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
-    text = report.render(results)
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
-    if len(comm_table):
-        text += "\n" + comm.render_comm(comm_table)
-    print(text)
+    if plotter is not None:   # drawn beside the tables, from the aggregated frames
+        plotter.draw(results, comm_table)
+    parts = report.sections(results, comm_table)
+    print(report.text(parts))
     out = args.out or os.path.join(args.path, layout.REPORT_DIR)
     try:
         os.makedirs(out, exist_ok=True)
         for name in ("points", "runs"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
         results.write_steps(os.path.join(out, "steps.parquet"))
-        plots, skipped, written = [], ["plots skipped (--no-plot)"], []
-        if not args.no_plot:
-            from analysis import plot  # matplotlib: only when plotting
-            plots, skipped = plot.render(results, comm_table)
-            written = plot.write(plots, out)
         if len(comm_table):
             comm_table.to_csv(os.path.join(out, "comm.csv"), index=False)
-        page = html_report.write(args.html or os.path.join(out, "report.html"), f"dlbench: {args.path}",
-                                 text, plots, "\n".join(skipped))
+        plots, skipped, written = [], ["plots skipped (--no-plot)"], []
+        if plotter is not None:
+            plots, skipped = plotter.result()
+            written = plot_data.write(plots, out)
+        page = html_report.write(args.html or os.path.join(out, "report.html"),
+                                 args.path, parts, plots, skipped,
+                                 limits=report.limits_of(results))
     except OSError as exc:
         raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     print(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {page}" +

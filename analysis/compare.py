@@ -41,7 +41,7 @@ import yaml
 from tabulate import tabulate
 
 from analysis import devices, load, published
-from analysis.load import RecordError
+from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
 from frameworks.common import layout
 

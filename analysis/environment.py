@@ -1,4 +1,5 @@
-"""The report header's Environment block: one short paragraph per distinct system.
+"""The report's Environment section (report.html folds it): one short paragraph per
+distinct system.
 
 A system is what the rank records say a host ran on (frameworks/common/environment.py and
 the adapter's environment()): device x count, driver / CUDA / cuDNN / NCCL, CPU, memory,

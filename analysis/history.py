@@ -14,7 +14,7 @@ import datetime
 import pandas as pd
 from tabulate import tabulate
 
-from analysis.load import CONFIG_COLUMNS
+from analysis.results import CONFIG_COLUMNS
 
 KEY = [c for c in CONFIG_COLUMNS if c != "bench"]
 COLUMNS = ["date", "sweep", "suite_commit", "framework_version", "device", "throughput",

@@ -21,7 +21,9 @@ docs/method.md), tested against hand-computed figures (tests/unit/test_method.py
   point's ok repeats, by nearest rank (`percentiles`: always a step that was measured);
   the straggler ratio of a repeat is its slowest rank's timed window over its median
   rank's window (`straggler_ratio`), a point's the median over its ok repeats, as its
-  drift is.
+  drift is. The slowest rank's host is named when its window is more than
+  STRAGGLER_LIMIT (5%) longer than the median rank's (`straggler_host`); a point names
+  the host its ok repeats named most often (`most_named`).
 - Speedup is a point's median throughput over the 1-device point of the same
   configuration; scaling efficiency is speedup over the number of devices.
 """
@@ -35,6 +37,7 @@ MAX_CV = 0.05
 MIN_OK_REPEATS = 3
 MAX_DRIFT = 0.05
 PERCENTILES = (50, 90, 99)
+STRAGGLER_LIMIT = 0.05
 # The flags' marks as the tables show them, in this order, and what each means.
 MARKS = {"C": "spread too wide: CV across repeats above {max_cv:.0%}",
          "N": f"fewer than {MIN_OK_REPEATS} ok repeats",
@@ -164,6 +167,29 @@ def straggler_ratio(windows):
         return None
     median = statistics.median(windows)
     return max(windows) / median if median > 0 else None
+
+
+def straggler_host(windows, hosts, limit: float = STRAGGLER_LIMIT):
+    """The host of the slowest rank (the first of equals) when its timed window is more than
+    `limit` longer than the median rank's (straggler ratio above 1 + limit), else None."""
+    windows, hosts = list(windows), list(hosts)
+    ratio = straggler_ratio(windows)
+    if ratio is None or not ratio > 1 + limit:
+        return None
+    return hosts[windows.index(max(windows))]
+
+
+def most_named(hosts):
+    """(the host named most often, how often) among the repeats' straggler hosts (None: not
+    named); the first named wins a tie; (None, 0) when none is named."""
+    counts = {}
+    for h in hosts:
+        if isinstance(h, str):
+            counts[h] = counts.get(h, 0) + 1
+    if not counts:
+        return None, 0
+    best = max(counts.values())
+    return next((h, n) for h, n in counts.items() if n == best)
 
 
 def median_of(values):

@@ -11,13 +11,14 @@
 - busbw.png                bus bandwidth against message size, log-log, a panel per node
                            count, a line per collective and ranks per node (bench=comm)
 
-`render` makes them all in memory: the report writes the PNGs and embeds them in its page.
-A figure without its data is skipped with one line that says what is missing. The look of
-every figure (sizes, colours per framework, markers per precision) is analysis/plot_style.py's.
+`render` makes them all in memory from analysis/plot_data.py's PlotData (the points and
+per-rank summaries, never the step records): the report writes the PNGs and embeds them in
+its page. A figure without its data is skipped with one line that says what is missing.
+The look of every figure (sizes, colours per framework, markers per precision) is
+analysis/plot_style.py's.
 """
 import math
 import os
-from typing import NamedTuple
 
 import pandas as pd
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -25,25 +26,10 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from analysis import plot_style as style
 from analysis import tables
 from analysis.comm import human_bytes
+from analysis.figures import amp_ratios
+from analysis.plot_data import MAX_BOXES, Plot
+from analysis.plot_data import numeric as _num
 from frameworks.common import busbw
-
-
-class Plot(NamedTuple):
-    name: str      # its file name in the report folder
-    png: bytes
-
-
-def _num(series) -> pd.Series:
-    return pd.to_numeric(series, errors="coerce")
-
-
-def _train(points: pd.DataFrame) -> pd.DataFrame:
-    from analysis.special import OWN_SECTIONS  # their figures are not these (docs/special.md)
-    if not len(points):
-        return points
-    train = points[(points.bench == "train") & ~points.model.isin(OWN_SECTIONS)]
-    return train.assign(mode=[tables.mode_of(r) for r in train.itertuples()],
-                        layout=[f"{n}x{g}" for n, g in zip(train.nodes, train.gpus_per_node)])
 
 
 def _series(pts: pd.DataFrame):
@@ -74,8 +60,8 @@ def _interval(rows):
     return lo, hi
 
 
-def throughput_figures(results, comm=None):
-    train = _train(results.points)
+def throughput_figures(data):
+    train = data.points
     if not len(train) or not _num(train.throughput).notna().any():
         return "no training point has a throughput"
     for model, pts in train.groupby("model"):
@@ -117,8 +103,8 @@ def device_ticks(devices) -> list:
     return sorted(set(present) | {2 ** k for k in range(int(math.log2(top)) + 1)})
 
 
-def scaling_figures(results, comm=None):
-    train = _train(results.points)
+def scaling_figures(data):
+    train = data.points
     have = train[_num(train.speedup).notna()] if len(train) else train
     models = ([m for m, pts in have.groupby("model") if pts.devices.nunique() > 1]
               if len(have) else [])
@@ -157,69 +143,49 @@ def scaling_figures(results, comm=None):
 
 
 # ---- step times per rank ---------------------------------------------------------------------
-MAX_BOXES = 64   # more ranks than this: a box each would be a black band; quantiles instead
-
-
-def _rank_spread(ax, steps, ranks, colour) -> None:
+def _rank_spread(ax, stats: pd.DataFrame, colour) -> None:
     """Each rank's timed step durations (ms) at x = 1, 2, ...: a box per rank, or beyond
-    MAX_BOXES ranks its p10..p90 as a bar, its median as a dot and its slowest step as a x."""
-    ms = steps.assign(ms=steps.duration * 1e3).groupby("rank").ms
-    if len(ranks) <= MAX_BOXES:
-        box = ax.boxplot([ms.get_group(r).to_numpy() for r in ranks], patch_artist=True,
-                         widths=0.6, flierprops={"markersize": 2, "alpha": 0.5},
-                         medianprops={"color": "black"})
+    MAX_BOXES ranks its p10..p90 as a bar, its median as a dot and its slowest step as a x
+    (analysis/plot_data.py's per-rank summary: the steps themselves never come here)."""
+    if len(stats) <= MAX_BOXES:
+        box = ax.bxp([{"med": r.med, "q1": r.q1, "q3": r.q3, "whislo": r.whislo,
+                       "whishi": r.whishi, "fliers": r.fliers} for r in stats.itertuples()],
+                     patch_artist=True, widths=0.6, flierprops={"markersize": 2, "alpha": 0.5},
+                     medianprops={"color": "black"})
         for patch in box["boxes"]:
             patch.set_facecolor(colour)
         return
-    q = ms.quantile([0.1, 0.5, 0.9]).unstack().reindex(ranks)
-    x = range(1, len(ranks) + 1)
-    ax.vlines(x, q[0.1], q[0.9], color=colour, linewidth=2, label="p10..p90")
-    ax.plot(x, q[0.5], ".", color="black", ms=3, label="median")
-    ax.plot(x, ms.max().reindex(ranks), "x", color=style.OTHER_COLOUR, ms=3, label="slowest step")
+    x = range(1, len(stats) + 1)
+    ax.vlines(x, stats.p10, stats.p90, color=colour, linewidth=2, label="p10..p90")
+    ax.plot(x, stats.med, ".", color="black", ms=3, label="median")
+    ax.plot(x, stats["max"], "x", color=style.OTHER_COLOUR, ms=3, label="slowest step")
     ax.legend()
 
 
-def rank_step_figures(results, comm=None):
-    train = _train(results.points)
-    ok = train[_num(train.throughput).notna()] if len(train) else train
-    ok = ok[~ok.point.duplicated(keep=False)] if len(ok) else ok   # steps name points, not sweeps
-    if not len(ok) or not results.step_count():
-        return "no timed steps recorded"
-    steps = results.steps
-    steps = steps[steps.phase == "measure"]
-    runs = results.runs
-    made = False
-    for model, pts in ok.groupby("model"):
-        p = pts.assign(_s=_num(pts.straggler).fillna(0)).sort_values(
-            ["devices", "_s"], ascending=False).iloc[0]
-        good = set(runs[(runs.point == p.point) & (runs.status == "ok")].repeat)
-        mine = steps[(steps.point == p.point) & steps.repeat.isin(good)]
-        if not len(mine):
-            continue
-        ranks = sorted(mine["rank"].unique())
-        hosts = {r: str(h) for r, h in zip(mine["rank"], mine.host)}
+def rank_step_figures(data):
+    if not data.spreads:
+        return "no timed steps recorded for an ok repeat"
+    for spread in data.spreads:
+        p, stats = spread.point, spread.ranks
+        ranks, hosts = list(stats["rank"]), list(stats.host)
         fig, ax = style.figure()
-        _rank_spread(ax, mine, ranks, style.framework_colour(p.framework, 1))
+        _rank_spread(ax, stats, style.framework_colour(p.framework, 1))
         if len(ranks) <= 16:
-            ax.set_xticks(range(1, len(ranks) + 1), [f"{r}\n{hosts[r]}" for r in ranks])
+            ax.set_xticks(range(1, len(ranks) + 1), [f"{r}\n{h}" for r, h in zip(ranks, hosts)])
         else:  # many ranks: every k-th label
             k = math.ceil(len(ranks) / 16)
             ax.set_xticks(range(1, len(ranks) + 1, k), [str(r) for r in ranks[::k]])
         straggler = _num(pd.Series([p.straggler])).iloc[0]
         ax.set(xlabel="rank" + (" and host" if len(ranks) <= 16 else ""),
                ylabel="step time (ms, timed steps)",
-               title=f"{model}: step time per rank\n{p.point} ({len(good)} ok repeat(s); "
-                     f"straggler ratio {'n/a' if pd.isna(straggler) else f'{straggler:.2f}'})")
-        made = True
-        yield f"rank_steps_{model}.png", fig
-    if not made:
-        return "no timed steps recorded for an ok repeat"
+               title=f"{spread.model}: step time per rank\n{p.point} ({spread.repeats} ok "
+                     f"repeat(s); straggler ratio {'n/a' if pd.isna(straggler) else f'{straggler:.2f}'})")
+        yield f"rank_steps_{spread.model}.png", fig
 
 
 # ---- AMP over FP32 ---------------------------------------------------------------------------
-def amp_figures(results, comm=None):
-    from analysis.report import amp_ratios
-    train = _train(results.points)
+def amp_figures(data):
+    train = data.points
     found = [(m, amp_ratios(pts)) for m, pts in train.groupby("model")] if len(train) else []
     found = [(m, r) for m, r in found if r is not None and _num(r.ratio).notna().any()]
     if not found:
@@ -254,7 +220,8 @@ def _op_order(op) -> int:
     return busbw.OPS.index(op) if op in busbw.OPS else len(busbw.OPS)
 
 
-def busbw_figures(results, comm=None):
+def busbw_figures(data):
+    comm = data.comm
     data = comm[comm.op.notna()] if comm is not None and len(comm) else None
     if data is None or not len(data):
         return "no collective measurements (bench=comm)"
@@ -293,13 +260,16 @@ FIGURES = (("throughput", throughput_figures), ("scaling", scaling_figures),
            ("bus bandwidth", busbw_figures))
 
 
-def render(results, comm=None):
-    """(plots, skipped): every figure the results have data for, as PNG bytes, and one line
-    per figure skipped, saying what it lacks. `comm`: analysis.comm.comm_table(results)."""
+def render(data, only=None):
+    """(plots, skipped): every figure `data` (analysis.plot_data.of(results, comm)) has the
+    data for, as PNG bytes, and one line per figure skipped, saying what it lacks; `only`:
+    the titles of the figures to draw (default: all)."""
     plots, skipped = [], []
     with style.context():
         for title, make in FIGURES:
-            figures, made = make(results, comm), 0
+            if only is not None and title not in only:
+                continue
+            figures, made = make(data), 0
             while True:  # each figure is drawn, turned into PNG bytes and closed in turn
                 try:
                     name, fig = next(figures)
@@ -311,14 +281,3 @@ def render(results, comm=None):
             if not made:
                 skipped.append(f"plot skipped: {title}: {reason or 'no data for it'}")
     return plots, skipped
-
-
-def write(plots, out_dir) -> list:
-    """Write each plot as its PNG file in out_dir; returns the paths."""
-    paths = []
-    for p in plots:
-        path = os.path.join(str(out_dir), p.name)
-        with open(path, "wb") as f:
-            f.write(p.png)
-        paths.append(path)
-    return paths

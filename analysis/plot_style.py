@@ -7,10 +7,8 @@ the same colour in each figure and a figure restyled is restyled everywhere.
 import io
 
 import matplotlib
-
-matplotlib.use("Agg")  # files only; no display on cluster login nodes
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib import colors  # noqa: E402
+from matplotlib import colors
+from matplotlib.figure import Figure  # not pyplot: no display, no global figure registry
 
 FIGSIZE = (7.0, 4.4)          # one panel
 PANEL = (4.6, 4.2)            # each of several panels side by side
@@ -61,21 +59,20 @@ def op_colour(op) -> str:
 
 def figure(**kw):
     """(fig, ax): one panel."""
-    return plt.subplots(figsize=FIGSIZE, **kw)
+    fig = Figure(figsize=FIGSIZE)
+    return fig, fig.subplots(**kw)
 
 
 def panels(n: int, **kw):
     """(fig, [ax, ...]): n panels side by side (one at FIGSIZE)."""
-    fig, axes = plt.subplots(1, n, figsize=FIGSIZE if n == 1 else (PANEL[0] * n, PANEL[1]),
-                             squeeze=False, **kw)
-    return fig, list(axes[0])
+    fig = Figure(figsize=FIGSIZE if n == 1 else (PANEL[0] * n, PANEL[1]))
+    return fig, list(fig.subplots(1, n, squeeze=False, **kw)[0])
 
 
 def png(fig) -> bytes:
-    """The figure as PNG bytes, and closed (figures are many; memory is not)."""
+    """The figure as PNG bytes (Agg, matplotlib's raster backend: no display needed)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    plt.close(fig)
     return buf.getvalue()
 
 

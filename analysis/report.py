@@ -1,31 +1,32 @@
-"""DLPerf-style tables: per model, rows = framework / precision / batch size (/ compile),
-columns = nodes x devices per node, cells = the method's figures (analysis/method.py)
-with their flags, model FLOPs and MFU (analysis/flops.py). Points that failed or have
-not run are shown as such, never dropped. Published figures that match a point are set
-beside it (analysis/published.py)."""
+"""The report as a list of sections (`sections`), in the order the terminal prints them and
+report.html shows them (analysis/html_report.py; docs/report.md): the summary first
+(analysis/summary.py), then per model its main tables, the special models, the input
+pipeline and published figures, per model its detail tables, and folded last the traces,
+the environment and the failures with their log tails. A new section is one line in
+AFTER_TABLES or AFTER_DETAILS.
+
+The terminal's tables are DLPerf's grids: per model, rows = framework / precision / batch
+size / mode, columns = nodes x devices per node, cells = one of the method's figures
+(analysis/method.py) with its flags, model FLOPs and MFU (analysis/flops.py). Points that
+failed or have not run are shown as such, never dropped."""
+from typing import NamedTuple
+
 import pandas as pd
 
-from analysis import environment, method, published, special, tables, traces
+from analysis import comm, environment, method, published, special, summary, tables, traces
 from analysis import input as input_section  # data=files and bench=input (docs/data.md)
+from analysis.figures import amp_ratios
 from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
 from frameworks.common import layout
 
 SECTIONS = (("Throughput (samples/s, median of ok repeats)", "throughput", ".1f", None),
             ("Speedup over 1 device", "speedup", ".2f", "speedup_marks"),
-            ("Scaling efficiency (speedup / devices)", "efficiency", ".0%", "speedup_marks"),
-            ("Spread across repeats (coefficient of variation)", "tp_cv", ".1%", None))
+            ("Scaling efficiency (speedup / devices)", "efficiency", ".0%", "speedup_marks"))
 
 
 def _ms(seconds) -> str:
     ms = seconds * 1e3
     return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
-
-
-def _interval(row) -> str:
-    """The median's 95% interval, lo..hi; (min..max) where fewer repeats give none."""
-    if row.ci_lo is not None and row.ci_lo == row.ci_lo:
-        return f"{row.ci_lo:.1f}..{row.ci_hi:.1f}"
-    return f"({row.tp_min:.1f}..{row.tp_max:.1f})"
 
 
 def _steps(row) -> str:
@@ -48,11 +49,20 @@ def confidence_section(pts: pd.DataFrame, limits: dict) -> list:
                             for f in pts[col] if isinstance(f, str) for m in f},
                            key=list(method.MARKS).index))
     parts = [f"### Median's 95% confidence interval (samples/s) and flags\n"
-             f"{table(pts, 'throughput', _interval, 'marks')}\n"
+             f"{table(pts, 'throughput', tables.interval, 'marks')}\n"
              "lo..hi: order statistics of the ok repeats (binomial, distribution-free; from 6 "
              "repeats); (lo..hi): min..max of fewer repeats, no 95% interval exists"
              + (f"\nMarks: {method.legend(marks=marks, **limits)}" if marks else "\nMarks: none")]
     return parts
+
+
+def _straggler(row) -> str:
+    """The ratio, and the slowest rank's node where repeats named one: 1.24 (node2, 3/3)."""
+    text = f"{row.straggler:.2f}"
+    host = getattr(row, "straggler_host", None)
+    if isinstance(host, str):
+        text += f" ({host}, {int(row.straggler_host_repeats)}/{int(row.n_ok)})"
+    return text
 
 
 def window_sections(pts: pd.DataFrame) -> list:
@@ -62,7 +72,10 @@ def window_sections(pts: pd.DataFrame) -> list:
         parts.append("### Step time per rank (ms: p50 / p90 / p99 of the timed steps, every "
                      f"rank of the ok repeats)\n{table(pts, 'step_p50', _steps)}")
         parts.append("### Straggler ratio (slowest rank's timed window / median rank's, median "
-                     f"over ok repeats)\n{table(pts, 'straggler', '.2f')}")
+                     f"over ok repeats)\n{table(pts, 'straggler', _straggler)}\n"
+                     "(node, k/n): the slowest rank's node, named where its window is more than "
+                     f"{method.STRAGGLER_LIMIT:.0%} longer than the median rank's, in k of the "
+                     "n ok repeats")
     return parts
 
 
@@ -97,44 +110,10 @@ def flops_sections(pts: pd.DataFrame) -> list:
     return parts
 
 
-def amp_ratios(points: pd.DataFrame):
-    """AMP throughput over FP32 throughput (`ratio`) for each configuration of one model
-    both ran, as a DataFrame (the table below and analysis/plot.py), or None."""
-    key = ["framework", "batch_size", "compile", "mode", "nodes", "gpus_per_node", "devices"]
-    points = points.assign(mode=[tables.mode_of(r) for r in points.itertuples()])
-    # (one figure per configuration: points of several sweeps may share one)
-    fp32 = points[points.precision == "fp32"].groupby(key, sort=False).throughput.first()
-    amp = points[points.precision == "amp"].groupby(key, sort=False).throughput.first()
-    both = fp32.index.intersection(amp.index)
-    if both.empty:
-        return None
-    return pd.DataFrame([{**dict(zip(key, k)), "precision": "amp/fp32", "status": "ok",
-                          "ratio": amp[k] / fp32[k] if fp32[k] and amp[k] == amp[k] else None}
-                         for k in both])
-
-
 def amp_ratio(points: pd.DataFrame):
     """The AMP over FP32 table of one model's points, or None."""
     ratios = amp_ratios(points)
     return None if ratios is None else table(ratios, "ratio", ".2f")
-
-
-def header(results) -> str:
-    runs = results.runs
-    lines = [f"# Results: {results.root}"]
-    if "framework_version" in runs:
-        versions = (runs.dropna(subset=["framework_version"])
-                    .merge(results.points[["point", "framework"]], on="point")
-                    .groupby("framework")["framework_version"].first())
-        lines.append("frameworks: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    if "device" in runs:
-        lines.append("devices: " + ", ".join(sorted(runs["device"].dropna().astype(str).unique())))
-    p = results.points
-    lines.append(f"points: {len(p)} ({(p.status == 'ok').sum()} ok, "
-                 f"{(p.status == 'partial').sum()} partial, "
-                 f"{(~p.status.isin(['ok', 'partial'])).sum()} without a result)")
-    lines.append("\n" + environment.environment_block(results))
-    return "\n".join(lines)
 
 
 def failures(results) -> str:
@@ -156,32 +135,88 @@ def failures(results) -> str:
     return "\n".join(["## Failed, cut short or missing", *lines]) if lines else ""
 
 
-def render(results) -> str:
+class Section(NamedTuple):
+    """One part of the report, in the order both the terminal and report.html show them."""
+    key: str            # summary, model:<name>, detail:<name>, special, ..., failures
+    text: str           # Markdown, as the terminal prints it ("": nothing to say)
+    fold: bool = False  # report.html folds it (<details>), its first heading the summary line
+    data: object = None  # what report.html draws itself: the summary, a model's points
+
+
+def _main_tables(model: str, pts: pd.DataFrame, limits: dict) -> str:
+    """A model's grids of the main figures (the terminal's; report.html has one table)."""
+    sizes = ", ".join(sorted(pts.model_size.dropna().unique()))
+    parts = [f"## {model} ({sizes})"]
+    for title, column, fmt, marks in SECTIONS:
+        parts.append(f"### {title}\n{table(pts, column, fmt, marks)}")
+        if column == "throughput":
+            parts += confidence_section(pts, limits)
+    parts += flops_sections(pts)
+    if pts.peak_device_bytes.notna().any():
+        parts.append("### Peak device memory per rank (GiB)\n"
+                     + table(pts.assign(mem=pts.peak_device_bytes / 2**30), "mem", ".2f"))
+    if (pts.status == "partial").any():
+        parts.append("`*` some repeats of this point did not finish ok; see the failures.")
+    return "\n\n".join(parts)
+
+
+def _detail_tables(model: str, pts: pd.DataFrame) -> str:
+    """A model's detail grids: spread, step times per rank, straggler, AMP over FP32."""
+    parts = [f"## {model}: details (spread, step times, straggler, AMP over FP32)",
+             "### Spread across repeats (coefficient of variation)\n" + table(pts, "tp_cv", ".1%")]
+    parts += window_sections(pts)
+    ratio = amp_ratio(pts)
+    if ratio is not None:
+        parts.append("### AMP over FP32 (throughput ratio)\n" + ratio)
+    return "\n\n".join(parts)
+
+
+def training_points(results) -> pd.DataFrame:
+    """The points of the main tables: training on synthetic data, of the models without a
+    section of their own (analysis/special.py; training from files: analysis/input.py)."""
     train = results.points[(results.points.bench == "train")
-                           & ~results.points.model.isin(special.OWN_SECTIONS)]  # theirs: below
-    train = input_section.on_synthetic(results, train)  # training from files: its own section
+                           & ~results.points.model.isin(special.OWN_SECTIONS)]
+    return input_section.on_synthetic(results, train)
+
+
+def _comm(results, comm_table) -> str:
+    return comm.render_comm(comm_table) if comm_table is not None and len(comm_table) else ""
+
+
+# The sections after the main tables, in order: (key, fold, maker(results) -> Markdown).
+# A new section (node health, a special model) is one line here: the terminal and
+# report.html both show it, in this place.
+AFTER_TABLES = (("special", False, special.render_special),
+                ("input", False, input_section.section),
+                ("published", False, published.section))
+AFTER_DETAILS = (("traces", True, traces.section),
+                 ("environment", True, environment.environment_block),
+                 ("failures", True, failures))
+
+
+def sections(results, comm_table=None) -> list:
+    """The report, in order: the summary; per model its main tables; the special models,
+    the input pipeline and published figures; per model its detail tables; collective
+    bandwidth; traces, the environment and the failures. Sections with nothing to say
+    are left out. `comm_table`: analysis.comm.comm_table(results), when there is one."""
+    s = summary.summary(results)
+    out = [Section("summary", summary.text(s), data=s)]
+    models = list(training_points(results).groupby("model", sort=True))
     limits = limits_of(results)
-    parts = [header(results)]
-    for model, pts in train.groupby("model", sort=True):
-        sizes = ", ".join(sorted(pts.model_size.dropna().unique()))
-        parts.append(f"## {model} ({sizes})")
-        for title, column, fmt, marks in SECTIONS:
-            parts.append(f"### {title}\n{table(pts, column, fmt, marks)}")
-            if column == "throughput":
-                parts += confidence_section(pts, limits)
-        parts += window_sections(pts)
-        parts += flops_sections(pts)
-        ratio = amp_ratio(pts)
-        if ratio is not None:
-            parts.append("### AMP over FP32 (throughput ratio)\n" + ratio)
-        if pts.peak_device_bytes.notna().any():
-            parts.append("### Peak device memory per rank (GiB)\n"
-                         + table(pts.assign(mem=pts.peak_device_bytes / 2**30), "mem", ".2f"))
-    parts.append(special.render_special(results))
-    parts.append(input_section.section(results))
-    parts.append(published.section(results))
-    parts.append(traces.section(results))       # profile=true's traces, linked
-    if (train.status == "partial").any():
-        parts.append("`*` some repeats of this point did not finish ok; see below.")
-    parts.append(failures(results))
-    return "\n\n".join(p for p in parts if p) + "\n"
+    out += [Section(f"model:{m}", _main_tables(m, pts, limits), data=pts) for m, pts in models]
+    out += [Section(key, make(results), fold) for key, fold, make in AFTER_TABLES]
+    out += [Section(f"detail:{m}", _detail_tables(m, pts), fold=True, data=pts)
+            for m, pts in models]
+    out.append(Section("comm", _comm(results, comm_table)))
+    out += [Section(key, make(results), fold) for key, fold, make in AFTER_DETAILS]
+    return [x for x in out if x.text]
+
+
+def text(parts) -> str:
+    """The terminal report of `sections`: every section's Markdown, in order."""
+    return "\n\n".join(x.text for x in parts) + "\n"
+
+
+def render(results, comm_table=None) -> str:
+    """The terminal report."""
+    return text(sections(results, comm_table))

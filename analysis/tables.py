@@ -53,6 +53,56 @@ def mode_of(row) -> str:
     return mode if isinstance(mode, str) and mode else ("compile on" if row.compile else "compile off")
 
 
+def interval(row) -> str:
+    """The median's 95% interval, lo..hi; (min..max) where fewer repeats give none."""
+    if not missing(row.ci_lo):
+        return f"{row.ci_lo:.1f}..{row.ci_hi:.1f}"
+    return f"({row.tp_min:.1f}..{row.tp_max:.1f})"
+
+
+# The one table per model (report.html): a row per configuration and device count.
+# (key, heading, format: a spec, or a function of the row)
+ONE_TABLE = (("throughput", "samples/s", ".1f"), ("interval", "95% interval", interval),
+             ("speedup", "speedup", ".2f"), ("efficiency", "efficiency", ".0%"),
+             ("tflops_per_device", "TFLOP/s per device", ".3g"), ("mfu", "MFU", ".1%"),
+             ("memory", "peak memory per rank (GiB)", ".2f"))
+ONE_TABLE_LABELS = ("framework", "precision", "batch/dev", "mode", "nodes x dev")
+
+
+def one_table(points: pd.DataFrame) -> list:
+    """One model's points as rows of the one table: dicts with `labels` (ONE_TABLE_LABELS),
+    `cells` (ONE_TABLE's, formatted: "" where a point has no figure, "n/a" where a figure
+    is unknown), `status`, `error` (why it has no figure, or its first bad repeat's),
+    `partial` and `marks` (its flags, the speedup's B included), by configuration and
+    device count."""
+    pts = points.assign(memory=points.peak_device_bytes / 2**30)
+    order = sorted(pts.itertuples(), key=lambda r: (
+        str(r.framework), str(r.precision), int(r.batch_size), mode_of(r), int(r.devices),
+        int(r.nodes), str(r.sweep)))
+    rows = []
+    for r in order:
+        bad = r.status in LABELS
+        cells = {}
+        for key, _, fmt in ONE_TABLE:
+            value = getattr(r, key, None)
+            if bad:
+                cells[key] = ""
+            elif key != "interval" and missing(value):
+                cells[key] = "n/a" if key != "memory" else "-"
+            elif key == "interval" and missing(r.throughput):
+                cells[key] = "n/a"
+            else:
+                cells[key] = fmt(r) if callable(fmt) else format(value, fmt)
+        marks = "".join(m if isinstance(m, str) else "" for m in (r.marks, r.speedup_marks))
+        rows.append({"labels": [str(r.framework), str(r.precision), str(r.batch_size), mode_of(r),
+                                f"{r.nodes}x{r.gpus_per_node}"],
+                     "cells": cells, "status": str(r.status),
+                     "error": r.error if isinstance(r.error, str) else None,
+                     "partial": r.status == "partial",
+                     "marks": "".join(dict.fromkeys(marks)), "sweep": str(r.sweep)})
+    return rows
+
+
 def table(points: pd.DataFrame, column: str, fmt, marks: str = None) -> str:
     """One model's points as a grid of `column`, formatted with `fmt` (see `cell`)."""
     columns = layout_columns(points)

@@ -11,9 +11,12 @@
    durations cycle the real ones, each rank a little slower than the one before it), written
    as the worker writes records (json, indent=1). The expected throughput is computed here.
 3. Timed side by side, alternating, median of --runs: (a) a bare `json.load` of every record
-   file the analysis reads (point.json, run.json, rank-*.json), in this process; (b)
-   `python -m analysis report SWEEP --no-plot` as a subprocess, wall time, with its peak
-   memory (ru_maxrss from wait4). The report's throughput is checked against the expected one.
+   file the analysis reads (point.json, run.json, rank-*.json), in this process; (b) the
+   default `python -m analysis report SWEEP` (plots and report.html included) and (c) the
+   same with `--no-plot`, each as a subprocess, wall time, with its CPU time (user + system,
+   its second process included) and peak memory (wait4's rusage). The bare parse's CPU
+   time is this process's. The report's throughput is checked against the expected one.
+   The load average before and after says how shared the machine was.
 
 Prints the machine, the command and a Markdown table (benchmarks/analysis_scale.md keeps one).
 """
@@ -137,19 +140,20 @@ def record_files(sweep: str) -> list:
     return out
 
 
-def bare_load(files) -> float:
-    t = time.perf_counter()
+def bare_load(files):
+    """(wall s, CPU s) of a json.load of every file."""
+    t, cpu = time.perf_counter(), time.process_time()
     for path in files:
         with open(path) as f:
             json.load(f)
-    return time.perf_counter() - t
+    return time.perf_counter() - t, time.process_time() - cpu
 
 
-def report(sweep: str, out: str):
-    """(wall s, peak RSS in MiB, stdout) of `python -m analysis report SWEEP --no-plot`."""
+def report(sweep: str, out: str, *options):
+    """(wall s, CPU s, peak RSS in MiB, stdout) of `python -m analysis report SWEEP [options]`."""
     t = time.perf_counter()
     with open(os.path.join(out, "stdout.txt"), "w") as so:
-        proc = subprocess.Popen([sys.executable, "-m", "analysis", "report", sweep, "--no-plot",
+        proc = subprocess.Popen([sys.executable, "-m", "analysis", "report", sweep, *options,
                                  "--out", out], cwd=ROOT, stdout=so, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
@@ -157,7 +161,7 @@ def report(sweep: str, out: str):
     text = open(os.path.join(out, "stdout.txt")).read()
     if proc.returncode != 0:
         raise SystemExit(f"report exited {proc.returncode}:\n{text[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, text
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text
 
 
 def machine() -> str:
@@ -184,8 +188,9 @@ def main(argv=None) -> int:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {machine()}")
     print(f"# {' '.join([os.path.relpath(sys.executable, ROOT), *sys.argv])}\n")
     print("| ranks x steps | step records | JSON | bare json.load (s) | report (s) | "
-          "report / json.load | report peak RSS (MiB) |")
-    print("|---|---|---|---|---|---|---|")
+          "report / json.load | --no-plot (s) | --no-plot / json.load | CPU s: json.load, "
+          "report, --no-plot | report peak RSS (MiB) | load average before, after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes.split(","):
         nodes, gpn, nsteps = (int(x) for x in size.split("x"))
         sweep = os.path.join(args.work, f"sweep-{size}")
@@ -194,19 +199,26 @@ def main(argv=None) -> int:
         out = os.path.join(args.work, f"report-{size}")
         os.makedirs(out, exist_ok=True)
         bare_load(files)  # the page cache warm for both
-        bare, rep, rss = [], [], []
+        load_before = os.getloadavg()[0]
+        bare, rep, table, rss = [], [], [], []
         for _ in range(args.runs):
             bare.append(bare_load(files))
-            wall, peak, text = report(sweep, out)
-            rep.append(wall)
+            wall, cpu, peak, text = report(sweep, out)
+            assert "plot: " in text and "page: " in text, text[-2000:]   # the default: plots drawn
+            rep.append((wall, cpu))
             rss.append(peak)
+            table.append(report(sweep, out, "--no-plot")[:2])
+        load_after = os.getloadavg()[0]
         import pandas as pd
         got = pd.read_csv(os.path.join(out, "points.csv")).throughput.iloc[0]
         assert abs(got - g["throughput"]) <= 1e-9 * g["throughput"], (got, g["throughput"])
-        b, r = statistics.median(bare), statistics.median(rep)
+        (b, bc), (r, rc), (n, nc) = ((statistics.median(w for w, _ in x),
+                                      statistics.median(c for _, c in x))
+                                     for x in (bare, rep, table))
         print(f"| {nodes}x{gpn} x {nsteps} | {g['steps']:,} | {g['bytes'] / 1e6:.0f} MB in "
-              f"{len(files):,} files | {b:.2f} | {r:.2f} | {r / b:.2f} | {max(rss):.0f} |",
-              flush=True)
+              f"{len(files):,} files | {b:.2f} | {r:.2f} | **{r / b:.2f}** | {n:.2f} | {n / b:.2f} | "
+              f"{bc:.2f}, {rc:.2f}, {nc:.2f} | {max(rss):.0f} | {load_before:.1f}, "
+              f"{load_after:.1f} |", flush=True)
         if not args.keep:
             shutil.rmtree(sweep, ignore_errors=True)
     return 0

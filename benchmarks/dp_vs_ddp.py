@@ -51,7 +51,7 @@ def dp_throughput(model_cfg, batch, devices, warmup, steps, amp):
 
 
 def ddp_throughput(args, devices):
-    from analysis import load
+    import analysis
 
     sweep = args.sweep
     if sweep is None:
@@ -61,7 +61,7 @@ def ddp_throughput(args, devices):
                f"precision={args.precision}", "precision.amp_dtype=bf16", f"warmup_steps={args.warmup}",
                f"measure_steps={args.steps}", "repeats=1", "device=cuda", f"output_root={sweep}"]
         subprocess.run(cmd, cwd=ROOT, check=True)
-    p = load.load(sweep).points
+    p = analysis.load(sweep).points
     p = p[(p.bench == "train") & (p.framework == "pytorch") & (p.model == args.model)
           & (p.model_size == args.size) & (p.precision == args.precision)
           & (p.batch_size == args.batch_size) & (p.devices == devices) & (~p.compile)]

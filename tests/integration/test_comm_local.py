@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import load, plot
+from analysis import load, plot, plot_data
 from analysis.comm import load_comm, render_comm
 from frameworks.common import busbw
 
@@ -54,7 +54,7 @@ def test_every_op_and_size_measured_and_right(good):
     text = render_comm(df)
     assert "### all_reduce: 1 node(s) x 3 = 3 ranks" in text and "Avg bus bandwidth" in text
     assert "failed" not in text.lower()
-    plots, skipped = plot.render(load(out), df)
+    plots, skipped = plot.render(plot_data.of(load(out), df))
     assert [p.name for p in plots] == ["busbw.png"] and plots[0].png.startswith(b"\x89PNG")
     assert "plot skipped: throughput: no training point has a throughput" in skipped
 

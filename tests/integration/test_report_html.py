@@ -1,5 +1,7 @@
-"""report.html in a real headless browser (Debian's chromium): the tables' text, the
-failure reasons and the plots are in the rendered page, and its screenshot is not blank."""
+"""report.html in a real headless browser (Debian's chromium): the first screen a reader
+sees holds the summary (with the failure and its reason) and the plots, then one table per
+model, then the folded details; its screenshot is checked for both. (The page's structure
+in detail: tests/unit/test_report_page.py.)"""
 import shutil
 import subprocess
 import sys
@@ -23,14 +25,14 @@ def browser(tmp_path, *args):
     return out.stdout
 
 
-def test_the_page_renders_every_table_failure_and_plot(tmp_path):
+def test_the_first_screen_shows_the_summary_and_the_plots(tmp_path):
     sweep = tmp_path / "sweep"
-    one = write_point(sweep, "000-pytorch-resnet50-fp32-1x1-bs8", repeats=2)
-    two = write_point(sweep, "001-pytorch-resnet50-fp32-1x2-bs8", gpus_per_node=2, repeats=2)
-    for k in range(2):
-        write_repeat(one, k, [1.0])            # 80 samples/s
-        write_repeat(two, k, [1.0, 1.0])       # 160 samples/s
-    bad = write_point(sweep, "002-pytorch-resnet50-fp32-1x4-bs8", gpus_per_node=4, repeats=1)
+    for num, (prec, gpn) in enumerate([("fp32", 1), ("fp32", 2), ("amp", 1), ("amp", 2)]):
+        pt = write_point(sweep, f"00{num}-pytorch-resnet50-{prec}-1x{gpn}-bs8", precision=prec,
+                         gpus_per_node=gpn, repeats=2)
+        for k in range(2):
+            write_repeat(pt, k, [0.5 if prec == "amp" else 1.0] * gpn)   # 80 or 160 per rank
+    bad = write_point(sweep, "004-pytorch-resnet50-fp32-1x4-bs8", gpus_per_node=4, repeats=1)
     write_repeat(bad, 0, [1.0] * 4, status="failed", error="RuntimeError: tensor <lost> at step 3")
     res = subprocess.run([sys.executable, "-m", "analysis", "report", str(sweep),
                           "--html", str(tmp_path / "page.html")], cwd=ROOT,
@@ -39,15 +41,33 @@ def test_the_page_renders_every_table_failure_and_plot(tmp_path):
     html = (tmp_path / "page.html").read_text()
     assert "http://" not in html and "https://" not in html  # nothing from the network
     dom = browser(tmp_path, "--dump-dom", f"file://{tmp_path / 'page.html'}")
-    for text in ("Throughput (samples/s, median of ok repeats)", "Speedup over 1 device",
-                 "80.0", "160.0", "2.00", "FAILED", "RuntimeError: tensor &lt;lost&gt; at step 3",
-                 "Failed, cut short or missing", 'src="data:image/png;base64,',
-                 "throughput_resnet50.png", "scaling_resnet50.png", "rank_steps_resnet50.png",
-                 "plot skipped: AMP over FP32: no configuration ran both fp32 and amp"):
-        assert text in dom, text
-    shot = tmp_path / "page.png"
-    browser(tmp_path, "--window-size=1200,1600", f"--screenshot={shot}", f"file://{tmp_path / 'page.html'}")
+    first = dom.split('<h2 id="model-resnet50">')[0]
+    for text in ("4 of 5 ended ok", "1 FAILED", "004-pytorch-resnet50-fp32-1x4-bs8",
+                 "RuntimeError: tensor &lt;lost&gt; at step 3", "pytorch 9.9",
+                 'alt="throughput_resnet50.png"', 'alt="scaling_resnet50.png"',
+                 'alt="amp_resnet50.png"', 'src="data:image/png;base64,'):
+        assert text in first, text
+    table = dom.split('<h2 id="model-resnet50">')[1].split("</table>")[0]
+    for text in ("samples/s", "95% interval", "speedup", "efficiency", "TFLOP/s per device",
+                 "MFU", "peak memory per rank (GiB)", "flags", "160.0", "2.00", "100%",
+                 'title="fewer than 3 ok repeats">N</abbr>'):
+        assert text in table, text
+    folds = dom.split("<details>")[1:]
+    assert any("Step time per rank" in f and "Straggler ratio" in f for f in folds)
+    assert any("Failed, cut short or missing" in f for f in folds)
+    # the first screen, as a reader opening the page sees it: the summary's box at the top,
+    # and the plots: pixels of pytorch's colour (analysis/plot_style.py) in bars and lines
+    shot = tmp_path / "first-screen.png"
+    browser(tmp_path, "--window-size=1280,800", "--hide-scrollbars", f"--screenshot={shot}",
+            f"file://{tmp_path / 'page.html'}")
+    import numpy as np
     from PIL import Image
-    image = Image.open(shot).convert("L")
-    dark = sum(image.histogram()[:128])
-    assert image.size == (1200, 1600) and dark > 5000, dark  # text and plot lines, not a blank page
+    from analysis import plot_style
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1280, 800)
+    pixels = np.asarray(image).astype(int)
+    colour = [int(plot_style.FRAMEWORK_COLOURS["pytorch"][i:i + 2], 16) for i in (1, 3, 5)]
+    near = (np.abs(pixels - colour) < 24).all(axis=2).sum()
+    assert near > 20000, near     # three plots' bars and lines, not a page of tables
+    box = (pixels[40:140] == [244, 246, 250]).all(axis=2).mean()
+    assert box > 0.5, box         # the summary's box (.summary's background) at the top

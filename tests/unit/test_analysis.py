@@ -101,6 +101,17 @@ def test_cli_writes_tables_csv_and_plot(sweep, tmp_path):
     assert len(steps) == 11 * (3 + 2 * 3 + 4 * 2) and set(steps.phase) == {"warmup", "measure"}
 
 
+def test_runs_csv_tells_same_named_points_of_two_sweeps_apart(tmp_path):
+    for name, window in (("a", 1.0), ("b", 0.5)):
+        write_repeat(write_point(str(tmp_path / name), "000-x", repeats=1), 0, [window])
+    out = run_cli("report", str(tmp_path), "--no-plot", "--out", str(tmp_path / "rep"))
+    assert out.returncode == 0, out.stderr
+    runs = pd.read_csv(tmp_path / "rep" / "runs.csv")
+    assert list(runs.columns[:3]) == ["sweep", "point", "repeat"]
+    by_sweep = runs.set_index(runs.sweep.map(os.path.basename)).throughput
+    assert by_sweep["a"] == pytest.approx(80.0) and by_sweep["b"] == pytest.approx(160.0)
+
+
 def test_corrupt_record_costs_only_its_repeat(sweep):
     # A torn rank record: its repeat is corrupt, the rest of the sweep is reported; exit 1.
     bad = os.path.join(sweep, "points", "000-pytorch-resnet50-fp32-1x1-bs8", "repeat-01",

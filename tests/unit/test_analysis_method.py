@@ -72,9 +72,24 @@ def test_steps_straggler_and_drift(sweep):
     assert runs.drift.tolist() == pytest.approx([-2 / 7] * 3)
 
 
+def test_the_slowest_node_is_named_past_5_percent(tmp_path):
+    s = str(tmp_path)
+    pt = write_point(s, "000-pytorch-resnet50-fp32-2x2-bs8", nodes=2, gpus_per_node=2, repeats=3)
+    # ranks 0, 1 on node1, 2, 3 on node2; rank 3's window 1.1 s over a median of 1.0: 10%
+    write_repeat(pt, 0, [1.0, 1.0, 1.0, 1.1])
+    write_repeat(pt, 1, [1.0, 1.0, 1.0, 1.1])
+    write_repeat(pt, 2, [1.0, 1.0, 1.04, 1.0])   # 4%: no node named
+    res = analysis.load(s)
+    assert res.runs.straggler_host.fillna("-").tolist() == ["node2", "node2", "-"]
+    p = res.points.iloc[0]
+    assert p.straggler == pytest.approx(1.1) and p.straggler_host == "node2"
+    assert p.straggler_host_repeats == 2
+    assert "| 1.10 (node2, 2/3) " in report.render(res).split("### Straggler ratio")[1]
+
+
 def test_report_shows_marks_and_legend(sweep):
     text = report.render(analysis.load(sweep))
-    resnet = text.split("## resnet50")[1].split("## bert_base")[0]
+    resnet = text.split("## resnet50 (")[1].split("## bert_base")[0]
     ci = resnet.split("### Median's 95% confidence interval")[1].split("###")[0]
     row = next(line for line in ci.splitlines() if line.startswith("| pytorch"))
     assert [c.strip() for c in row.split("|")[5:-1]] == ["64.0..100.0 C", "(160.0..160.0)"]
@@ -86,11 +101,13 @@ def test_report_shows_marks_and_legend(sweep):
     tp = resnet.split("### Throughput")[1].split("###")[0]
     row = next(line for line in tp.splitlines() if line.startswith("| pytorch"))
     assert [c.strip() for c in row.split("|")[5:-1]] == ["80.0", "160.0"]
-    bert = text.split("## bert_base")[1]
-    steps = bert.split("### Step time per rank")[1].split("###")[0]
-    assert "| 100 / 200 / 300 " in steps
-    assert "| 1.17 " in bert.split("### Straggler ratio")[1].split("###")[0]
+    bert = text.split("## bert_base (")[1].split("## resnet50")[0]
     assert "(114.3..114.3) D" in bert and "D = drift" in bert
+    # the detail tables follow every model's main tables (report.html folds them)
+    details = text.split("## bert_base: details")[1].split("## resnet50: details")[0]
+    steps = details.split("### Step time per rank")[1].split("###")[0]
+    assert "| 100 / 200 / 300 " in steps
+    assert "| 1.17 (node1, 3/3) " in details.split("### Straggler ratio")[1].split("###")[0]
 
 
 def test_few_repeats_and_partial_points(tmp_path):

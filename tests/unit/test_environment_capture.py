@@ -112,7 +112,9 @@ def test_environment_block_per_system(tmp_path):
     assert "frameworks: pytorch 9.9" in text
 
 
-def test_report_header_shows_it(tmp_path):
+def test_the_report_shows_it(tmp_path):
     text = report.render(analysis.load(gpu_sweep(tmp_path)))
-    head = text.split("## resnet50")[0]
-    assert "## Environment" in head and "NCCL 2.21.5" in head
+    # the summary names the devices; the Environment section (report.html folds it) the rest
+    assert "devices: NVIDIA H100 80GB HBM3" in text.split("## resnet50")[0]
+    environment = text.split("## Environment")[1]
+    assert "NCCL 2.21.5" in environment

@@ -117,6 +117,26 @@ def test_straggler_ratio():
     assert method.straggler_ratio([2.0]) == 1.0 and method.straggler_ratio([]) is None
 
 
+def test_the_straggler_host_is_named_past_5_percent():
+    hosts = ["node1", "node1", "node2", "node2"]
+    # windows 1.0, 1.1, 1.0, 1.3: 1.3 / 1.05 = 1.238 > 1.05: the slowest rank is on node2
+    assert method.straggler_host([1.0, 1.1, 1.0, 1.3], hosts) == "node2"
+    # median 1.0, slowest 1.06: 6% longer, named; 1.05: exactly 5%, not more: none
+    assert method.straggler_host([1.0, 1.0, 1.06, 1.0], hosts) == "node2"
+    assert method.straggler_host([1.0, 1.05, 1.0, 1.0], hosts) is None
+    # 1.1 over a median of 1.0 is 10%: named at the default, not past a 20% limit
+    assert method.straggler_host([1.1, 1.0, 1.0], hosts[1:], limit=0.2) is None
+    # two equally slow ranks: the first one's host
+    assert method.straggler_host([1.0, 1.2, 1.0, 1.2], hosts) == "node1"
+    assert method.straggler_host([], []) is None
+
+
+def test_a_point_names_the_host_its_repeats_named_most():
+    assert method.most_named(["node3", None, "node3", "node1"]) == ("node3", 2)
+    assert method.most_named(["node1", "node3", "node3", "node1"]) == ("node1", 2)   # tie
+    assert method.most_named([None, None]) == (None, 0) and method.most_named([]) == (None, 0)
+
+
 @pytest.mark.parametrize("cv,n_ok,drift,kw,marks", [
     (0.06, 5, 0.0, {}, "C"),            # CV 6% > 5%
     (0.05, 5, 0.0, {}, ""),             # exactly 5%: not above

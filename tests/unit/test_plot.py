@@ -1,12 +1,20 @@
 """The report's figures (analysis/plot.py): each drawn for a sweep that has its data, with the
 axes the reader needs, and skipped with one line for a sweep that has not; report.html
-embeds every one of them."""
+embeds every one of them; they are drawn in a second process (analysis/plot_process.py),
+and here when that process dies."""
+import os
+import signal
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
 import analysis
-from analysis import __main__ as cli, plot
+from analysis import __main__ as cli, plot, plot_data, plot_process
 from tests.sweepfiles import write_point, write_repeat
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture
@@ -42,7 +50,7 @@ def comm_rows():
 
 
 def test_every_training_figure_for_a_sweep_that_has_the_data(sweep):
-    plots, skipped = plot.render(analysis.load(sweep))
+    plots, skipped = plot.render(plot_data.of(analysis.load(sweep)))
     assert [p.name for p in plots] == ["throughput_resnet50.png", "scaling_resnet50.png",
                                        "rank_steps_resnet50.png", "amp_resnet50.png"]
     assert all(p.png.startswith(b"\x89PNG") and len(p.png) > 5000 for p in plots)
@@ -50,7 +58,7 @@ def test_every_training_figure_for_a_sweep_that_has_the_data(sweep):
 
 
 def test_scaling_is_on_log2_axes_with_the_device_counts_as_ticks(sweep):
-    name, fig = next(plot.scaling_figures(analysis.load(sweep)))
+    name, fig = next(plot.scaling_figures(plot_data.of(analysis.load(sweep))))
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert list(ax.get_xticks()) == [1, 2, 4]
@@ -62,7 +70,7 @@ def test_scaling_is_on_log2_axes_with_the_device_counts_as_ticks(sweep):
 
 
 def test_step_times_per_rank_show_the_straggler(sweep):
-    name, fig = next(plot.rank_step_figures(analysis.load(sweep)))
+    name, fig = next(plot.rank_step_figures(plot_data.of(analysis.load(sweep))))
     ax = fig.axes[0]
     assert "2x2" in ax.get_title() and "straggler ratio 1.50" in ax.get_title()
     medians = [line.get_ydata()[0] for line in ax.lines[4::6]]  # boxplot: 6 lines a box
@@ -71,13 +79,13 @@ def test_step_times_per_rank_show_the_straggler(sweep):
 
 
 def test_amp_over_fp32_is_the_ratio_of_medians(sweep):
-    name, fig = next(plot.amp_figures(analysis.load(sweep)))
+    name, fig = next(plot.amp_figures(plot_data.of(analysis.load(sweep))))
     heights = [p.get_height() for p in fig.axes[0].patches]
     assert heights == pytest.approx([2.0, 2.0, 2.0])   # amp steps take half as long
 
 
 def test_bus_bandwidth_has_a_panel_per_node_count_on_log_log_axes(sweep):
-    name, fig = next(plot.busbw_figures(analysis.load(sweep), comm_rows()))
+    name, fig = next(plot.busbw_figures(plot_data.of(analysis.load(sweep), comm_rows())))
     assert name == "busbw.png" and [ax.get_title() for ax in fig.axes] == ["1 node", "2 nodes"]
     assert all(ax.get_xscale() == "log" and ax.get_yscale() == "log" for ax in fig.axes)
     assert all(len(ax.get_lines()) == 2 for ax in fig.axes)   # all_reduce, broadcast
@@ -87,7 +95,7 @@ def test_each_figure_is_skipped_with_a_line_without_its_data(tmp_path):
     s = str(tmp_path / "sweep")
     pt = write_point(s, "000-pytorch-resnet50-fp32-1x1-bs8", repeats=1)
     write_repeat(pt, 0, [1.0], status="failed", error="RuntimeError: no")
-    plots, skipped = plot.render(analysis.load(s))
+    plots, skipped = plot.render(plot_data.of(analysis.load(s)))
     assert plots == []
     assert [line.split(":")[0] for line in skipped] == ["plot skipped"] * 5
     assert [line.split(":")[1].strip() for line in skipped] == [
@@ -109,10 +117,35 @@ def test_many_ranks_show_their_quantiles_instead_of_boxes(tmp_path):
     s = str(tmp_path / "sweep")
     pt = write_point(s, "000-pytorch-resnet50-fp32-9x8-bs8", nodes=9, gpus_per_node=8, repeats=1)
     write_repeat(pt, 0, None, step_times=[[0.3 if r == 5 else 0.1] * 3 for r in range(72)])
-    name, fig = next(plot.rank_step_figures(analysis.load(s)))
+    name, fig = next(plot.rank_step_figures(plot_data.of(analysis.load(s))))
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["p10..p90", "median",
                                                                   "slowest step"]
     medians = ax.lines[0].get_ydata()
     assert len(medians) == 72
     assert medians[5] == pytest.approx(300) and medians[0] == pytest.approx(100)
+
+
+def test_the_report_draws_in_a_second_process_and_never_imports_matplotlib(sweep, tmp_path):
+    code = ("import sys\nfrom analysis.__main__ import main\n"
+            f"rc = main(['report', {sweep!r}, '--out', {str(tmp_path / 'rep')!r}])\n"
+            "print('matplotlib imported:', 'matplotlib' in sys.modules, 'rc', rc)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert "matplotlib imported: False rc 0" in out.stdout, out.stderr[-2000:]
+    assert len(list((tmp_path / "rep").glob("*.png"))) == 4
+
+
+def test_plots_are_drawn_here_when_the_drawing_process_dies(sweep):
+    plotter = plot_process.Plotter()
+    try:
+        worker = next(iter(plotter._pool._processes.values()))
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.join(timeout=30)
+        plotter.draw(analysis.load(sweep))
+        plots, skipped = plotter.result()
+    finally:
+        plotter.close()
+    assert sorted(p.name for p in plots) == ["amp_resnet50.png", "rank_steps_resnet50.png",
+                                             "scaling_resnet50.png", "throughput_resnet50.png"]
+    assert skipped == ["plot skipped: bus bandwidth: no collective measurements (bench=comm)"]

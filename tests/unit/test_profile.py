@@ -79,13 +79,14 @@ def test_the_report_links_each_trace(tmp_path):
         rec = json.load(open(path))
         rec["profile"] = info
         json.dump(rec, open(path, "w"))
-    text = report.render(analysis.load(s))
+    parts = report.sections(analysis.load(s))
+    text = report.text(parts)
     trace = os.path.join(rdir, "profile", "rank-00000", "trace.json")
     line = ("- 000-pytorch-bert_base-fp32-1x2-bs8 repeat 0, rank 0: torch.profiler, 4 steps after "
             f"the timed window; Chrome trace: [{os.path.relpath(trace, s)}]({trace})")
     assert line in text.splitlines() and "rank 1" not in text.split("## Traces")[1]
     from analysis import html_report
-    page = html_report.page("t", text)
+    page = html_report.page("t", parts)
     assert f'<a href="{trace}">{os.path.relpath(trace, s)}</a>' in page
 
 

@@ -1,0 +1,149 @@
+"""The figures of the runs and points tables, by the method (analysis/method.py): a
+repeat's from its ranks' step columns (throughput, straggler ratio and host, drift), a
+point's from its repeats' (the median, its interval, flags, step-time percentiles), then
+each point's speedup over its 1-device baseline and its model FLOPs and MFU
+(analysis/flops.py).
+
+Functions of rows and columns only: analysis/load.py reads the files and calls them.
+"""
+import numpy as np
+import pandas as pd
+
+from analysis import flops, method, record_file, tables
+from analysis.results import CONFIG_COLUMNS, FLOP_COLUMNS
+from frameworks.common import statuses
+
+MEASURE = record_file.PHASE_CODE["measure"]
+
+
+def repeat_figures(ranks: dict, cols: dict):
+    """({throughput, samples, window_s, straggler, straggler_host, drift}, the durations of
+    every rank's timed steps) of an ok training repeat, from each rank's record (`ranks`:
+    rank -> the record without its steps) and step columns (`cols`: rank -> numpy columns).
+    Raises KeyError/TypeError/ValueError where the records cannot give a throughput."""
+    timings, timed, first, second = [], [], 0.0, 0.0
+    hosts = [ranks[r]["host"] for r in sorted(ranks)]
+    for r in sorted(ranks):
+        c = cols[r]
+        measure = c["phase"] == MEASURE
+        timings.append(method.window_timing(c["samples"][measure], ranks[r]["window"]))
+        steps = c["end"][measure] - c["start"][measure]
+        a, b = method.halves(steps)
+        first, second = first + a, second + b
+        timed.append(steps)
+    windows = [w for _, w in timings]
+    return ({"throughput": method.throughput([s for s, _ in timings], windows),
+             "samples": sum(s for s, _ in timings), "window_s": max(windows),
+             "straggler": method.straggler_ratio(windows),
+             "straggler_host": method.straggler_host(windows, hosts),
+             "drift": method.drift(first, second)},
+            np.concatenate(timed) if timed else None)
+
+
+def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.MAX_CV,
+                    max_drift: float = method.MAX_DRIFT) -> dict:
+    """A point's row: the method's figures over its ok repeats (analysis/method.py), its
+    status and first error, its device; `durations`: the timed steps' durations of each ok
+    repeat (numpy arrays), for the step-time percentiles."""
+    ok = [r for r in runs if r["status"] == "ok" and r["throughput"] is not None]
+    # comm repeats have no training throughput: their figures are analysis/comm.py's
+    s = method.summarize(r["throughput"] for r in ok)
+    row.update(throughput=s["median"], tp_min=s["min"], tp_max=s["max"], tp_cv=s["cv"],
+               n_ok=sum(r["status"] == "ok" for r in runs), n_recorded=len(runs),
+               ci_lo=s["ci_lo"], ci_hi=s["ci_hi"], ci_coverage=s["ci_coverage"])
+    row["status"] = statuses.point_status((r["status"] for r in runs), row["repeats"])
+    bad = next((r for r in runs if r["status"] != "ok" and r["error"]), None)
+    row["error"] = bad["error"] if bad else None
+    row["peak_device_bytes"] = max((r.get("peak_device_bytes") or 0 for r in runs),
+                                   default=0) or None
+    row["device"] = next((r["device"] for r in sorted(runs, key=lambda r: r["status"] != "ok")
+                          if isinstance(r.get("device"), str)), None)
+    q = method.percentiles(np.concatenate(durations) if len(durations) else ())
+    row.update({f"step_p{k}": v for k, v in q.items()})
+    row["straggler"] = method.median_of(r["straggler"] for r in ok)
+    row["straggler_host"], row["straggler_host_repeats"] = method.most_named(
+        r.get("straggler_host") for r in ok)
+    row["drift"] = method.median_of(r["drift"] for r in ok)
+    if s["n"]:  # flags belong to a figure: a point without one has its status instead
+        flags = method.point_flags(s["cv"], s["n"], row["drift"], max_cv, max_drift)
+    else:
+        flags = None
+    row.update(marks=flags, flag_spread=bool(flags and "C" in flags),
+               flag_few_repeats=bool(flags and "N" in flags),
+               flag_drift=bool(flags and "D" in flags))
+    return row
+
+
+def add_speedup(points: pd.DataFrame) -> pd.DataFrame:
+    """Speedup over the 1-device point of the same configuration, and efficiency; a
+    speedup over a flagged baseline is flagged (flag_baseline, speedup_marks).
+
+    The baseline comes from the same sweep; only a sweep without one borrows the median of
+    the other sweeps' (a folder of sweeps taken on different days would otherwise divide
+    one day's figure by another's)."""
+    key = [c for c in CONFIG_COLUMNS if c not in ("nodes", "gpus_per_node", "devices")]
+    same = [tuple(str(v) for v in row) for row in points[key].itertuples(index=False)]
+    own = list(zip(points["sweep"].astype(str), same))
+    flags = points["marks"] if "marks" in points else pd.Series([None] * len(points), dtype=object)
+    base, base_flagged = {}, {}
+    for o, cfg, devices, tp, f in zip(own, same, points.devices, points.throughput, flags):
+        if devices == 1 and not _nan(tp):
+            for k in (o, cfg):
+                base.setdefault(k, []).append(tp)
+                base_flagged[k] = base_flagged.get(k, False) or bool(isinstance(f, str) and f)
+    base = {k: method.summarize(v)["median"] for k, v in base.items()}
+    config = [o if o in base else cfg for o, cfg in zip(own, same)]
+    points = points.copy()
+    points["speedup"] = [None if _nan(tp) else method.speedup(tp, base.get(cfg))
+                         for cfg, tp in zip(config, points.throughput)]
+    points["efficiency"] = [method.efficiency(s, d) for s, d in zip(points.speedup, points.devices)]
+    points["flag_baseline"] = [bool(not _nan(s) and d != 1 and base_flagged.get(cfg))
+                               for cfg, s, d in zip(config, points.speedup, points.devices)]
+    points["speedup_marks"] = [None if _nan(s) else
+                               method.speedup_flags(f if isinstance(f, str) else "", b)
+                               for s, f, b in zip(points.speedup, flags, points.flag_baseline)]
+    return points
+
+
+def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
+    """Model FLOPs per sample, achieved TFLOP/s per device, the peak of the dtype the math
+    ran in and MFU, for every point whose model has a count (analysis/flops.py)."""
+    rows = []
+    for p in points.itertuples(index=False):
+        point = manifests.get((str(p.sweep), p.point)) or {}
+        model = point.get("model") if isinstance(point.get("model"), dict) else {}
+        config = point.get("config") if isinstance(point.get("config"), dict) else {}
+        per_sample = flops.flops_per_sample(model) if p.bench == "train" else None
+        if per_sample is None:
+            rows.append((None, None, None, None, None, None))
+            continue
+        achieved = None if _nan(p.throughput) else flops.achieved_tflops_per_device(
+            p.throughput, per_sample, p.devices)
+        device = p.device if isinstance(p.device, str) else None
+        peak = flops.peak(device, p.precision, p.amp_dtype, config.get("peak_tflops"))
+        rows.append((per_sample, achieved, peak["tflops"], peak["dtype"], peak["source"],
+                     flops.mfu(achieved, peak["tflops"])))
+    points = points.copy()
+    for i, column in enumerate(FLOP_COLUMNS):
+        points[column] = pd.Series([r[i] for r in rows], index=points.index, dtype=object)
+    return points
+
+
+def amp_ratios(points: pd.DataFrame):
+    """AMP throughput over FP32 throughput (`ratio`) for each configuration of one model
+    both ran, as a DataFrame (the report's table and its plot), or None."""
+    key = ["framework", "batch_size", "compile", "mode", "nodes", "gpus_per_node", "devices"]
+    points = points.assign(mode=[tables.mode_of(r) for r in points.itertuples()])
+    # (one figure per configuration: points of several sweeps may share one)
+    fp32 = points[points.precision == "fp32"].groupby(key, sort=False).throughput.first()
+    amp = points[points.precision == "amp"].groupby(key, sort=False).throughput.first()
+    both = fp32.index.intersection(amp.index)
+    if both.empty:
+        return None
+    return pd.DataFrame([{**dict(zip(key, k)), "precision": "amp/fp32", "status": "ok",
+                          "ratio": amp[k] / fp32[k] if fp32[k] and amp[k] == amp[k] else None}
+                         for k in both])
+
+
+def _nan(x) -> bool:
+    return x is None or (isinstance(x, float) and x != x)

@@ -1,0 +1,125 @@
+"""What the report's plots draw, aggregated from analysis.load's Results without matplotlib:
+the training points (one row each), each model's step-time spread per rank (one row a
+rank, never the steps themselves) and the comm table; and what comes back (Plot).
+
+Small on purpose: analysis/plot.py draws from it, in a second process while the tables are
+written (analysis/plot_process.py), so it travels between processes whole. At a million
+step records it is the points, plus one row per rank of one point per model.
+"""
+import os
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from analysis import tables
+
+# The figures (analysis/plot.py's titles) drawn from `spreads`; the others need the points only.
+FROM_STEPS = ("step time per rank",)
+FROM_POINTS = ("throughput", "scaling", "AMP over FP32", "bus bandwidth")
+WHIS = 1.5        # whiskers at the furthest step within 1.5 IQR of the box (matplotlib's)
+MAX_BOXES = 64    # more ranks than this: a box each would be a black band; quantiles instead
+
+
+class Plot(NamedTuple):
+    """A drawn plot (analysis/plot.py): its file name in the report folder, its PNG."""
+    name: str
+    png: bytes
+
+
+def write(plots, out_dir) -> list:
+    """Write each plot as its PNG file in out_dir; returns the paths."""
+    paths = []
+    for p in plots:
+        path = os.path.join(str(out_dir), p.name)
+        with open(path, "wb") as f:
+            f.write(p.png)
+        paths.append(path)
+    return paths
+
+
+class RankSpread(NamedTuple):
+    model: str
+    point: pd.Series      # the point's row: the most ranks, of those the worst straggler
+    repeats: int          # its ok repeats, whose timed steps these are
+    ranks: pd.DataFrame   # a row per rank: rank, host, steps, ms (p10 q1 med q3 p90 min max),
+    #                       whislo, whishi, fliers (ms outside the whiskers; up to MAX_BOXES ranks)
+
+
+class PlotData(NamedTuple):
+    points: pd.DataFrame  # the training points of the main tables, with mode and layout
+    spreads: list         # a RankSpread per model that has timed steps of an ok repeat
+    comm: pd.DataFrame    # analysis.comm.comm_table(results), or None
+
+
+def numeric(series) -> pd.Series:
+    return pd.to_numeric(series, errors="coerce")
+
+
+def train_points(points: pd.DataFrame) -> pd.DataFrame:
+    """The training points the figures draw (not the models with sections of their own),
+    with their mode and layout ("NxG")."""
+    from analysis.special import OWN_SECTIONS  # their figures are not these (docs/special.md)
+    if not len(points):
+        return points
+    train = points[(points.bench == "train") & ~points.model.isin(OWN_SECTIONS)]
+    return train.assign(mode=[tables.mode_of(r) for r in train.itertuples()],
+                        layout=[f"{n}x{g}" for n, g in zip(train.nodes, train.gpus_per_node)])
+
+
+def rank_stats(steps: pd.DataFrame, boxes: bool) -> pd.DataFrame:
+    """Per rank, the spread of its timed steps (`steps`: rank, duration in s, host) in ms:
+    quantiles by linear interpolation (numpy's, as matplotlib's boxplot takes them), the
+    whiskers at the furthest step within WHIS IQR of the box and, when `boxes`, the steps
+    beyond them. One sort for all ranks: a million steps take a few tens of ms."""
+    rank, ms = steps["rank"].to_numpy(), steps.duration.to_numpy(np.float64) * 1e3
+    order = np.lexsort((ms, rank))
+    rank, ms = rank[order], ms[order]
+    hosts = steps.host.cat.codes.to_numpy()[order]
+    names, first, counts = np.unique(rank, return_index=True, return_counts=True)
+    last = first + counts - 1
+
+    def q(p):   # numpy's "linear": the value at (n - 1) * p, interpolated
+        pos = first + p * (counts - 1)
+        lo = np.floor(pos).astype(np.int64)
+        return ms[lo] + (ms[np.minimum(lo + 1, last)] - ms[lo]) * (pos - lo)
+
+    p10, q1, med, q3, p90 = (q(p) for p in (0.1, 0.25, 0.5, 0.75, 0.9))
+    reach_lo, reach_hi = q1 - WHIS * (q3 - q1), q3 + WHIS * (q3 - q1)
+    lo = np.array([a + np.searchsorted(ms[a:b + 1], v, "left")
+                   for a, b, v in zip(first, last, reach_lo)], dtype=np.int64)
+    hi = np.array([a + np.searchsorted(ms[a:b + 1], v, "right") - 1
+                   for a, b, v in zip(first, last, reach_hi)], dtype=np.int64)
+    out = pd.DataFrame({"rank": names.astype(int), "host": steps.host.cat.categories[hosts[first]]
+                        .astype(str), "steps": counts, "p10": p10, "q1": q1, "med": med, "q3": q3,
+                        "p90": p90, "min": ms[first], "max": ms[last],
+                        "whislo": ms[lo], "whishi": ms[hi]})
+    out["fliers"] = ([np.concatenate([ms[a:i], ms[j + 1:b + 1]])
+                      for a, b, i, j in zip(first, last, lo, hi)] if boxes else None)
+    return out
+
+
+def rank_spreads(results, train: pd.DataFrame) -> list:
+    """Per model, its point with the most ranks (of those the worst straggler ratio) and
+    the spread of each rank's timed steps over its ok repeats."""
+    ok = train[numeric(train.throughput).notna()] if len(train) else train
+    ok = ok[~ok.point.duplicated(keep=False)] if len(ok) else ok   # steps name points, not sweeps
+    if not len(ok) or not results.step_count():
+        return []
+    runs, out = results.runs, []
+    for model, pts in ok.groupby("model"):
+        p = pts.assign(_s=numeric(pts.straggler).fillna(0)).sort_values(
+            ["devices", "_s"], ascending=False).iloc[0]
+        good = set(runs[(runs.point == p.point) & (runs.status == "ok")].repeat)
+        steps = results.timed_steps(p.point, good)
+        if len(steps):
+            boxes = steps["rank"].nunique() <= MAX_BOXES
+            out.append(RankSpread(model, p.drop(labels="_s"), len(good), rank_stats(steps, boxes)))
+    return out
+
+
+def of(results, comm=None, spreads: bool = True) -> PlotData:
+    """The plots' data of `results`; `comm`: analysis.comm.comm_table(results); without
+    `spreads`, only what the FROM_POINTS figures need."""
+    train = train_points(results.points)
+    return PlotData(train, rank_spreads(results, train) if spreads else [], comm)

@@ -1,0 +1,145 @@
+"""What a sweep's records say, as analysis.load returns it: `Results`, its DataFrames'
+columns, and the steps kept as numpy columns until a notebook asks for their DataFrame.
+
+A leaf of the reading side: it opens no file (analysis/load.py reads them) and computes
+no figure (analysis/figures.py); notebooks import `Results` from `analysis`.
+"""
+import copy
+
+import numpy as np
+import pandas as pd
+
+from analysis import method
+from analysis.record_file import PHASES
+
+CONFIG_COLUMNS = ["bench", "framework", "model", "model_size", "precision", "amp_dtype",
+                  "compile", "batch_size", "nodes", "gpus_per_node", "devices"]
+# The method's figures of a point (analysis/method.py): the median and its spread, the
+# median's 95% interval, the steps' percentiles, straggler ratio (and the slowest rank's
+# host, when past method.STRAGGLER_LIMIT, in how many ok repeats) and drift, the flags.
+STAT_COLUMNS = ["ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p99",
+                "straggler", "straggler_host", "straggler_host_repeats", "drift", "marks", "flag_spread", "flag_few_repeats", "flag_drift"]
+# Model FLOPs and MFU (analysis/flops.py): added once the points are known (add_flops).
+FLOP_COLUMNS = ["flops_per_sample", "tflops_per_device", "peak_tflops", "math_dtype",
+                "peak_source", "mfu"]
+POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "mode", "throughput", "tp_min", "tp_max",
+                 "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes", "device",
+                 *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",
+                 *FLOP_COLUMNS]
+RUN_COLUMNS = ["sweep", "point", "repeat", "status", "error", "log_tail", "ranks_recorded",
+               "throughput", "window_s", "samples", "straggler", "straggler_host", "drift"]
+STEP_COLUMNS = ["point", "repeat", "rank", "host", "step", "phase", "start", "end", "samples",
+                "loss", "duration"]
+COMM_COLUMNS = ["sweep", "point", "repeat", "rank", "op", "bytes", "count", "dtype", "inplace",
+                "iters", "time_s", "algbw_gbps", "busbw_gbps", "wrong"]
+
+
+class Results:
+    """What a sweep's records say. DataFrames for notebooks and the report:
+
+    points        one row per sweep point, with the method's summary
+    runs          one row per recorded repeat (sweep and point name it: a folder of
+                  sweeps may hold same-named points)
+    steps         one row per rank per step (built from numpy columns when first asked for)
+    comm          one row per comm measurement (bench=comm): sweep, point, repeat, rank, op, ...
+
+    and plain data for the report's other sections:
+
+    searches      the search ledgers (launchers/search.py), as written
+    environments  one entry per rank record read: sweep, point, repeat, rank, host,
+                  framework, environment, profile (profile=true's trace, else None), parallel
+                  (a layout's grid place and parameter counts) and pipeline (its bubble)
+    manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
+    corrupt       one entry per bad file: file, reason, newer, sweep, point, repeat
+    limits        the flags' thresholds the points were flagged with: max_cv, max_drift
+    """
+
+    def __init__(self, points, runs, steps=None, root="", *, comm=None, searches=(),
+                 environments=(), manifests=None, corrupt=(), step_columns=None, limits=None):
+        self.points, self.runs, self.root = points, runs, str(root)
+        self.limits = {"max_cv": method.MAX_CV, "max_drift": method.MAX_DRIFT, **(limits or {})}
+        self._steps, self._columns = steps, step_columns
+        self.comm = comm if comm is not None else pd.DataFrame(columns=COMM_COLUMNS)
+        self.searches, self.environments = list(searches), list(environments)
+        self.manifests, self.corrupt = dict(manifests or {}), list(corrupt)
+
+    def __repr__(self) -> str:
+        return (f"Results({self.root!r}: {len(self.points)} points, {len(self.runs)} runs, "
+                f"{self.step_count()} steps, {len(self.corrupt)} corrupt files)")
+
+    def with_points(self, points) -> "Results":
+        """The same results restricted to some points (the special sections' view)."""
+        other = copy.copy(self)
+        other.points = points
+        return other
+
+    def manifest(self, sweep, point) -> dict:
+        return self.manifests.get((str(sweep), point)) or {}
+
+    def step_count(self) -> int:
+        if self._columns is not None:
+            return len(self._columns["step"])
+        return 0 if self._steps is None else len(self._steps)
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        if self._steps is None:
+            self._steps = self._step_frame()
+        return self._steps
+
+    @steps.setter
+    def steps(self, frame) -> None:
+        self._steps, self._columns = frame, None
+
+    def _step_frame(self) -> pd.DataFrame:
+        c = self._columns
+        if c is None:
+            return pd.DataFrame(columns=STEP_COLUMNS)
+        return pd.DataFrame({
+            "point": pd.Categorical.from_codes(c["point"], categories=c["point_names"]),
+            "repeat": c["repeat"], "rank": c["rank"],
+            "host": pd.Categorical.from_codes(c["host"], categories=c["host_names"]),
+            "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=PHASES),
+            "start": c["start"], "end": c["end"], "samples": c["samples"], "loss": c["loss"],
+            "duration": c["end"] - c["start"]}, copy=False)
+
+    def timed_steps(self, point: str, repeats) -> pd.DataFrame:
+        """The timed steps of `point`'s `repeats`: rank, duration (s) and host (categorical),
+        straight from the columns (the whole steps DataFrame is not built for it)."""
+        c = self._columns
+        if c is None:
+            s = self.steps
+            s = s[(s.point == point) & (s.phase == "measure") & s.repeat.isin(list(repeats))]
+            return pd.DataFrame({"rank": s["rank"].to_numpy(), "duration": s.duration.to_numpy(),
+                                 "host": pd.Categorical(s.host.astype(str))})
+        names = c["point_names"]
+        code = names.index(point) if point in names else -1
+        keep = ((c["point"] == code) & (c["phase"] == PHASES.index("measure"))
+                & np.isin(c["repeat"], list(repeats)))
+        return pd.DataFrame({"rank": c["rank"][keep], "duration": (c["end"] - c["start"])[keep],
+                             "host": pd.Categorical.from_codes(c["host"][keep],
+                                                               categories=c["host_names"])})
+
+    def steps_table(self):
+        """The steps as a pyarrow Table, straight from the columns (no DataFrame)."""
+        import pyarrow as pa
+
+        c = self._columns
+        if c is None:
+            return pa.Table.from_pandas(self.steps, preserve_index=False)
+
+        def dictionary(codes, names):
+            return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(names, pa.string()))
+
+        return pa.table({
+            "point": dictionary(c["point"], c["point_names"]), "repeat": c["repeat"],
+            "rank": c["rank"], "host": dictionary(c["host"], c["host_names"]), "step": c["step"],
+            "phase": dictionary(c["phase"], list(PHASES)), "start": c["start"], "end": c["end"],
+            "samples": c["samples"], "loss": c["loss"], "duration": c["end"] - c["start"]})
+
+    def write_steps(self, path) -> None:
+        """steps.parquet (one row per rank per step; pandas.read_parquet reads it back)."""
+        import pyarrow.parquet as pq
+
+        pq.write_table(self.steps_table(), str(path), compression="zstd",
+                       use_dictionary=["point", "repeat", "rank", "host", "phase", "samples"])
