@@ -26,7 +26,7 @@ import sys
 import time
 
 from frameworks.common import layout, records
-from launchers import points, sacct, slurm_driver, srun_step
+from launchers import points, sacct, slurm_driver, slurm_nodes, srun_step
 
 # Variables of an outer job or step that must not reach a nested submission (sbatch exports
 # the submitting environment into the job, and srun/sbatch read these as defaults).
@@ -254,7 +254,7 @@ def _to_queue(pts: list) -> list:
 
 def max_array() -> int:
     """How many tasks one job array may have (the controller's MaxArraySize)."""
-    return slurm_driver.slurm_config(keys=("MaxArraySize",)).get("MaxArraySize") or 1001
+    return slurm_nodes.slurm_config(keys=("MaxArraySize",)).get("MaxArraySize") or 1001
 
 
 def _submit_group(group: list) -> None:
