@@ -14,6 +14,8 @@ in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
     INCOMPLETE                        a local-launcher point with repeats missing (the local
                                       launcher runs synchronously: nothing more will come)
 
+The records' reading is statuses.point_status's (frameworks/common/statuses.py), mapped to
+Slurm's words here.
 Points of local-launcher sweeps have no slurm.json: their state comes from the records alone.
 A point cancelled by `python -m launch cancel` stays CANCELLED once Slurm forgets its job.
 
@@ -43,8 +45,9 @@ except ImportError:
 from frameworks.common import layout, statuses
 from launchers import sacct
 
-RUN_STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
-             "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED"}
+# A point's status (statuses.point_status) in Slurm's words.
+STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
+         "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED"}
 FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED")
 POINT_FILES = os.path.join("SWEEP", layout.POINTS_DIR, "*", layout.POINT_FILE)  # in messages
 TAIL_LINES = 5  # of a failed point's log shown under the table (-v: all that run.json keeps)
@@ -134,7 +137,8 @@ def point_state(p: dict, slurm_state, reason=None):
     """(state, detail) of one point from its Slurm state (None: unknown or local), the
     reason squeue gives a pending job (None: none), and records."""
     runs, expected = p["runs"], p["expected"]
-    ok = sum(run.get("status") == "ok" for run in runs.values())
+    ended = [run.get("status") for run in runs.values()]
+    status = statuses.point_status(ended, expected)
     bad = [runs[r] for r in sorted(runs) if runs[r].get("status") != "ok"]
     first_error = next((f"repeat {b['repeat']}: {b.get('error') or b.get('status')}" for b in bad), "")
     # A search's try once recorded is final: the search's job runs on, the try is not rerun.
@@ -146,10 +150,9 @@ def point_state(p: dict, slurm_state, reason=None):
             detail = "; ".join(filter(None, [f"waiting: {reason}", detail]))
         return slurm_state, detail
     if len(runs) == expected:
-        if ok == expected:
-            return "COMPLETED", ""
-        worst = statuses.worst(b.get("status") for b in bad if b.get("status") in statuses.STATUSES)
-        return RUN_STATE.get(worst, "FAILED"), first_error
+        if status == "partial":  # some ok: named by the worst of the others
+            status = statuses.point_status([s for s in ended if s != "ok"], expected)
+        return STATE.get(status, "FAILED"), first_error
     missing = expected - len(runs)
     gone = f"{missing} repeat(s) not recorded"
     if not p["slurm"]:
