@@ -17,104 +17,19 @@ submitit would write (one per array) and the srun line of every repeat, and subm
 Requeue: the job is `--requeue`able and the driver is a submitit Checkpointable; a
 requeued allocation runs the driver again, which skips every repeat whose run.json exists.
 """
-import contextlib
 import json
 import os
 import shlex
 import shutil
 import sys
-import time
 
-from frameworks.common import layout, records
-from launchers import points, sacct, slurm_driver, slurm_nodes, srun_step
-
-# Variables of an outer job or step that must not reach a nested submission (sbatch exports
-# the submitting environment into the job, and srun/sbatch read these as defaults).
-OUTER_JOB_PREFIXES = ("SLURM_", "SRUN_", "SALLOC_")
-KEEP = ("SLURM_CONF",)  # which cluster to talk to: the submitter's choice, not an outer job's
-
-
-def submitit_folder(point) -> str:
-    """One folder per sweep: a job array's tasks share submitit's folder."""
-    return layout.submitit_dir(layout.sweep_of(point["dir"]))
-
-
-# ---- the batch job ------------------------------------------------------------------------
-def executor_parameters(point) -> dict:
-    """submitit SlurmExecutor parameters (sbatch options) for the point's allocation."""
-    cl, ln = srun_step.cluster(point), srun_step.launcher(point)
-    gpn = point["gpus_per_node"]
-    params = {"job_name": f"dlbench-{point['point']}", "nodes": point["nodes"],
-              "ntasks_per_node": gpn, "time": srun_step.time_limit_min(point),
-              "use_srun": False,          # the driver runs once, on the first node
-              "stderr_to_stdout": True,   # one driver log: SWEEP/points/<p>/slurm/<job>_0_log.out
-              "signal_delay_s": int(ln.get("signal_delay_s", 120))}
-    if cl.get("gpus"):
-        params["gpus_per_node"] = gpn
-    for key in ("partition", "account", "qos", "constraint", "cpus_per_task", "mem"):
-        if cl.get(key) not in (None, ""):
-            params[key] = cl[key]
-    if cl.get("exclusive"):
-        params["exclusive"] = True
-    extra = {
-        "requeue": True,                  # preemption and `scontrol requeue` put it back in the queue
-        # The requeue-before-the-time-limit signal goes to the batch shell only (the driver,
-        # see `python` below), never to the job steps: the ranks would die of it.
-        "signal": f"B:{_usr_sig()}@{params['signal_delay_s']}",
-        "chdir": str(points.ROOT),        # the driver unpickles launchers.* from here
-    }
-    extra.update({str(k): v for k, v in (cl.get("sbatch_args") or {}).items()})
-    params["additional_parameters"] = extra
-    return params
-
-
-def _usr_sig() -> str:
-    from submitit.core.job_environment import JobEnvironment
-    return JobEnvironment.USR_SIG
-
-
-def make_executor(point, require_srun: bool = True, array: int = 0, job_name: str = None):
-    """submitit's SlurmExecutor for the point, or for a job array of `array` points shaped
-    like it. The batch script `exec`s the driver's Python, so the driver IS the batch shell
-    and gets the allocation's signals itself."""
-    from submitit import SlurmExecutor
-
-    class _Executor(SlurmExecutor):
-        @classmethod
-        def affinity(cls):  # a dry run needs no Slurm installed
-            return SlurmExecutor.affinity() if require_srun else 2
-
-    ex = _Executor(folder=submitit_folder(point),
-                   max_num_timeout=int(srun_step.launcher(point).get("max_requeues", 3)),
-                   python="exec " + shlex.quote(sys.executable))
-    ex.update_parameters(**executor_parameters(point))
-    if array > 1:  # every task of the array may run at once: no throttle of submitit's own
-        ex.update_parameters(array_parallelism=array, **({"job_name": job_name} if job_name else {}))
-    return ex
-
-
-def sbatch_script(point, array: int = 0, job_name: str = None) -> str:
-    """The sbatch script exactly as submitit writes it for this point, or for a job array of
-    `array` points shaped like it."""
-    ex = make_executor(point, require_srun=False, array=array, job_name=job_name)
-    if array > 1:  # as submitit's _internal_process_submissions sets it for a batch
-        ex.parameters["map_count"] = array
-    return ex._make_submission_file_text(ex._submitit_command_str, "dry-run")
-
-
-@contextlib.contextmanager
-def submission_environ():
-    """os.environ without an outer job's Slurm variables, for the sbatch call (submitit
-    runs sbatch with os.environ, and sbatch exports it into the job)."""
-    saved = dict(os.environ)
-    for key in [k for k in os.environ if k.startswith(OUTER_JOB_PREFIXES) and k not in KEEP]:
-        del os.environ[key]
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
+from frameworks.common import layout
+from launchers import points, preflight, sacct, slurm_driver, slurm_nodes, slurm_submit, srun_step
+# The allocation's sbatch options and one sbatch per group live in launchers/slurm_submit.py,
+# shared with the driver's preflight (which resubmits its point); named here as before.
+from launchers.slurm_submit import (array_name, executor_parameters, make_executor,  # noqa: F401
+                                    read_slurm_json, sbatch_script, submission_environ,
+                                    submitit_folder)
 
 # ---- the launcher interface ---------------------------------------------------------------
 def check(point: dict) -> None:
@@ -162,19 +77,6 @@ def dry_run_text(point: dict, script: bool = True) -> str:
     return "\n".join(out)
 
 
-def read_slurm_json(point_dir: str):
-    try:
-        with open(os.path.join(point_dir, layout.SLURM_FILE)) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def recorded(point: dict) -> int:
-    return sum(os.path.exists(os.path.join(points.repeat_dir(point, r), layout.RUN_FILE))
-               for r in range(point["repeats"]))
-
-
 def submit_search(point: dict, dry_run: bool = False) -> None:
     """One job for the whole search, its tries srun steps in it (launchers/slurm_search.py)."""
     from launchers import slurm_search  # it imports this module
@@ -199,14 +101,6 @@ def shapes(pts: list) -> list:
     return list(groups.values())
 
 
-def array_name(group: list) -> str:
-    first = group[0]
-    if len(group) == 1:
-        return f"dlbench-{first['point']}"
-    sweep = os.path.basename(layout.sweep_of(first["dir"]))
-    return f"dlbench-{sweep}-{first['nodes']}x{first['gpus_per_node']}"
-
-
 def dry_run_group(group: list) -> str:
     if len(group) == 1:
         return dry_run_text(group[0])
@@ -218,7 +112,7 @@ def dry_run_group(group: list) -> str:
     return "\n".join(head + [dry_run_text(p, script=False) for p in group])
 
 
-def preflight(pts: list) -> None:
+def submittable(pts: list) -> None:
     """What submission needs, for every point, before any is written or queued."""
     for point in pts:
         if not srun_step.container_image(point):
@@ -245,7 +139,8 @@ def _to_queue(pts: list) -> list:
             continue
         fresh = not os.path.exists(os.path.join(point["dir"], layout.POINT_FILE))
         points.write_point(point)
-        if recorded(point) == point["repeats"]:
+        preflight.new_round(point["dir"])  # exclusions of an earlier submission do not carry over
+        if points.recorded(point) == point["repeats"]:
             print(f"{point['point']}: every repeat is recorded; nothing to submit")
             continue
         out.append((point, prev, fresh))
@@ -255,33 +150,6 @@ def _to_queue(pts: list) -> list:
 def max_array() -> int:
     """How many tasks one job array may have (the controller's MaxArraySize)."""
     return slurm_nodes.slurm_config(keys=("MaxArraySize",)).get("MaxArraySize") or 1001
-
-
-def _submit_group(group: list) -> None:
-    """One sbatch for the group's points: a job array (a plain job for one point). Each
-    point's job id (`123_4` in an array) and driver log go to its slurm.json."""
-    first = group[0][0]
-    executor = make_executor(first, array=len(group), job_name=array_name([g[0] for g in group]))
-    try:
-        with submission_environ():
-            with executor.batch():
-                jobs = [executor.submit(slurm_driver.PointDriver(p["dir"])) for p, _, _ in group]
-    except Exception as exc:  # sbatch refused: say why in one line
-        for p, _, fresh in group:
-            if fresh:  # leave no point that looks submitted
-                shutil.rmtree(p["dir"], ignore_errors=True)
-        message = " ".join(str(exc).split())
-        names = first["point"] + (f" and {len(group) - 1} more" if len(group) > 1 else "")
-        raise points.ConfigError(f"sbatch refused {names}: {message[-400:]}") from None
-    now = time.time()
-    for (point, prev, _), job in zip(group, jobs):
-        info = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION,
-                "point": point["point"], "job_id": str(job.job_id),
-                "submitit_folder": submitit_folder(point), "log": str(job.paths.stdout),
-                "submitted_unix": now, "time_min": srun_step.time_limit_min(point),
-                "previous_jobs": ([prev["job_id"]] + prev.get("previous_jobs", [])) if prev else []}
-        records.write_json_atomic(os.path.join(point["dir"], layout.SLURM_FILE), info)
-        print(f"{point['point']}: queued as Slurm job {job.job_id}")
 
 
 def submit_all(pts: list, dry_run: bool = False) -> None:
@@ -296,12 +164,13 @@ def submit_all(pts: list, dry_run: bool = False) -> None:
         for point in searches:
             submit_search(point, dry_run=True)
         return
-    preflight(pts)
+    submittable(pts)
     todo = _to_queue(plain)
     size = max_array() if len(todo) > 1 else 1
     by_point = {id(t[0]): t for t in todo}
     for group in shapes([t[0] for t in todo]):
         for start in range(0, len(group), size):
-            _submit_group([by_point[id(p)] for p in group[start:start + size]])
+            slurm_submit.submit_group([by_point[id(p)] for p in group[start:start + size]],
+                                      lambda p: slurm_driver.PointDriver(p["dir"]))
     for point in searches:
         submit_search(point)

@@ -39,7 +39,7 @@ import time
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from frameworks.common import layout, records
-from launchers import driver, points, slurm_nodes, srun_output, srun_step
+from launchers import driver, points, preflight, slurm_nodes, srun_output, srun_step
 from launchers.step_watch import StepWatch
 
 STEP_GRACE_S = 30  # how long a timed-out step's ranks get between SIGTERM and SIGKILL
@@ -91,7 +91,10 @@ class PointDriver(Checkpointable):
                              "rerun when the job is requeued or the sweep resubmitted")
 
     def run(self):
-        """What the allocation is for: the point's repeats, each an srun step (`start`)."""
+        """What the allocation is for: the point's repeats, each an srun step (`start`),
+        once its nodes pass the preflight, where the point asks for one."""
+        if not preflight.on_slurm(self, log):
+            return "preflight: this allocation is given back (launchers/preflight.py)"
         statuses = driver.run_point(self.point_dir, self.start, log=log)
         bad = [f"repeat {r}: {s}" for r, s in enumerate(statuses) if s != "ok"]
         if bad:  # the job's own state then says the point did not complete ok

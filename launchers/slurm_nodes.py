@@ -64,6 +64,16 @@ def _sinfo(nodes) -> dict:
     return {f[0]: (f[1], f[2]) for f in (line.split() for line in out.splitlines()) if len(f) >= 3}
 
 
+def partition_nodes(partition=None) -> dict:
+    """node -> sinfo's short state, for every node of `partition` (the default one when None)."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N %t"] + (["-p", str(partition)] if partition else [])
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {f[0]: f[1] for f in (line.split() for line in out.splitlines()) if len(f) >= 2}
+
+
 def slurm_sees_it_lost(state: str) -> bool:
     """A sinfo state of a node Slurm itself finds down or not responding ('*')."""
     return state.endswith("*") or state.startswith(("down", "fail"))
