@@ -68,7 +68,7 @@ def run_slurm(point: dict) -> dict:
     with slurm_submit.submission_environ():
         job = executor.submit(HealthDriver(point))
     verdict_file = os.path.join(point["dir"], layout.HEALTH_FILE)
-    said, look = None, 0.0
+    said, look, unknown = None, 0.0, 0
     print(f"health: Slurm job {job.job_id}, {point['nodes']} node(s) x {point['gpus_per_node']}")
     while not os.path.exists(verdict_file):
         time.sleep(POLL_S)
@@ -77,11 +77,13 @@ def run_slurm(point: dict) -> dict:
         look = time.monotonic() + 2
         info = sacct.jobs([str(job.job_id)]).get(str(job.job_id)) or {}
         state = info.get("state")
+        unknown = unknown + 1 if state is None else 0  # neither squeue nor sacct knows it
         if state == "PENDING" and said != state:
             print(f"health: waiting for an allocation ({info.get('reason') or 'queued'})", flush=True)
-        elif state not in (None, "PENDING", "RUNNING") and not os.path.exists(verdict_file):
-            raise NoVerdict(f"the health job {job.job_id} ended {state} without a verdict; "
-                            f"its log: {job.paths.stdout}")
+        elif (state not in (None, "PENDING", "RUNNING") or unknown >= 3) \
+                and not os.path.exists(verdict_file):
+            raise NoVerdict(f"the health job {job.job_id} ended {(state or 'unknown to Slurm').lower()} "
+                            f"without a verdict; its log: {job.paths.stdout}")
         said = state
     return health_step.read_verdict(point["dir"])
 

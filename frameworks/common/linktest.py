@@ -48,8 +48,10 @@ def diagnose(nodes: int, slow: set) -> dict:
     """What the slow directed links (src, dst) of the schedule say:
     {"nodes": {node: why}, "links": [(src, dst)], "ambiguous": bool}. A node is named when
     both of its outgoing, or both of its incoming, links are slow (with 3 or more nodes
-    they lead to different partners); every slow link such a node does not explain is a
-    slow link of its own. With 2 nodes nothing can be pinned on a node (`ambiguous`)."""
+    they lead to different partners); it explains every slow link it is an end of (a port
+    that sends slowly also delays the acknowledgements of what it receives). Every other
+    slow link is a slow link of its own. With 2 nodes nothing can be pinned on a node
+    (`ambiguous`)."""
     rounds = strides(nodes)
     if nodes < 2:
         return {"nodes": {}, "links": [], "ambiguous": False}
@@ -66,9 +68,7 @@ def diagnose(nodes: int, slow: set) -> dict:
             why.append(SLOW_NODE_RECEIVES)
         if why:
             named[node] = " and ".join(why)
-    links = sorted((src, dst) for src, dst in slow
-                   if SLOW_NODE_SENDS not in named.get(src, "")
-                   and SLOW_NODE_RECEIVES not in named.get(dst, ""))
+    links = sorted((src, dst) for src, dst in slow if src not in named and dst not in named)
     return {"nodes": named, "links": links, "ambiguous": False}
 
 
