@@ -5,7 +5,7 @@ not run are shown as such, never dropped. Published figures that match a point a
 beside it (analysis/published.py)."""
 import pandas as pd
 
-from analysis import environment, method, published, special, tables, traces
+from analysis import environment, health, method, published, special, tables, traces
 from analysis import input as input_section  # data=files and bench=input (docs/data.md)
 from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
 from frameworks.common import layout
@@ -181,6 +181,7 @@ def render(results) -> str:
     parts.append(input_section.section(results))
     parts.append(published.section(results))
     parts.append(traces.section(results))       # profile=true's traces, linked
+    parts.append(health.section(results))       # preflight=true: the nodes left out, and why
     if (train.status == "partial").any():
         parts.append("`*` some repeats of this point did not finish ok; see below.")
     parts.append(failures(results))
