@@ -12,6 +12,7 @@ per node and one line per slow link, writes OUTPUT_ROOT/health-<time>/health.jso
 the ranks' records and logs), and exits 1 when a node or a link is sick, else 0.
 """
 import os
+import subprocess
 import sys
 import time
 
@@ -19,6 +20,8 @@ from frameworks.common import layout
 from launchers import health_step, health_verdict, local, points, precheck, slurm_submit
 
 POLL_S = 0.5
+# Why a pending job waits, where waiting will not help: the request itself does not fit.
+NEVER = ("PartitionNodeLimit", "PartitionConfig", "PartitionTimeLimit", "BadConstraints")
 
 
 class NoVerdict(RuntimeError):
@@ -65,8 +68,11 @@ def run_slurm(point: dict) -> dict:
     executor = slurm_submit.make_executor(point, job_name="dlbench-health",
                                           folder=layout.submitit_dir(point["dir"]))
     executor.update_parameters(time=int(point["health"]["timeout_s"] // 60) + 3)
-    with slurm_submit.submission_environ():
-        job = executor.submit(HealthDriver(point))
+    try:
+        with slurm_submit.submission_environ():
+            job = executor.submit(HealthDriver(point))
+    except Exception as exc:  # sbatch refused the allocation: say why in one line
+        raise points.ConfigError(f"sbatch refused the health job: {' '.join(str(exc).split())[-400:]}") from None
     verdict_file = os.path.join(point["dir"], layout.HEALTH_FILE)
     said, look, unknown = None, 0.0, 0
     print(f"health: Slurm job {job.job_id}, {point['nodes']} node(s) x {point['gpus_per_node']}")
@@ -78,6 +84,10 @@ def run_slurm(point: dict) -> dict:
         info = sacct.jobs([str(job.job_id)]).get(str(job.job_id)) or {}
         state = info.get("state")
         unknown = unknown + 1 if state is None else 0  # neither squeue nor sacct knows it
+        if state == "PENDING" and (info.get("reason") or "").startswith(NEVER):
+            subprocess.run(["scancel", str(job.job_id)], capture_output=True, timeout=30)
+            raise points.ConfigError(f"Slurm will not start the health job of {point['nodes']} "
+                                     f"node(s): {info['reason']} (the job is cancelled)")
         if state == "PENDING" and said != state:
             print(f"health: waiting for an allocation ({info.get('reason') or 'queued'})", flush=True)
         elif (state not in (None, "PENDING", "RUNNING") or unknown >= 3) \

@@ -20,8 +20,11 @@ import time
 
 from frameworks.common import layout, records
 from launchers import driver, health_verdict, points, srun_step
+from launchers.step_watch import StepWatch
 
 MODULE = "frameworks.common.health_rank"
+FAILURE_GRACE_S = 10  # after one rank fails, the others' time to write their records
+POLL_S = 0.5
 
 
 def settings(point: dict) -> dict:
@@ -56,10 +59,13 @@ def command(point: dict, spec_path: str, python: str) -> list:
     return [python, "-m", MODULE, "--spec", spec_path]
 
 
-def finish(point: dict, hdir: str, hosts: list, ended_by: str = None) -> dict:
-    """Read the ranks' records, judge them, write the verdict beside them."""
-    recs = {r: rec for r, rec in driver.read_rank_records(hdir, point["world_size"]).items()}
-    verdict = health_verdict.judge(recs, hosts, point["gpus_per_node"], point["health"], ended_by)
+def finish(point: dict, hdir: str, hosts: list, ended_by: str = None, rank_ends=None,
+           stopped=()) -> dict:
+    """Read the ranks' records, judge them (`rank_ends`: how ranks that srun saw end badly
+    ended; `stopped`: the ranks the step's stop ended), write the verdict beside them."""
+    recs = driver.read_rank_records(hdir, point["world_size"])
+    verdict = health_verdict.judge(recs, hosts, point["gpus_per_node"], point["health"], ended_by,
+                                   rank_ends, stopped)
     verdict.update(point=point.get("point"), nodes_requested=point["nodes"], ended_by=ended_by,
                    ended_unix=time.time())
     records.write_json_atomic(os.path.join(hdir, layout.HEALTH_FILE), verdict)
@@ -81,22 +87,50 @@ def run_slurm(point: dict, hdir: str, hosts: list, job_id: str, job_number: str,
     port = srun_step.master_port(point, job_number)
     env = srun_step.step_env(point, hosts[0], port)
     log(f"health step on {', '.join(hosts)}: {' '.join(argv)}")
-    ended_by = None
     with open(os.path.join(hdir, layout.SRUN_LOG), "w") as out:
         proc = subprocess.Popen(argv, cwd=points.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
+    watch = StepWatch(hdir, point["world_size"])
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        ended_by = f"the health step passed health.timeout_s={timeout:g}"
-        srun_step.scancel_steps(job_id, signal="TERM")
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        ended_by, stopped = _watch(proc, watch, job_id, timeout)
     except BaseException:
         proc.kill()
         proc.wait()
         raise
-    return finish(point, hdir, hosts, ended_by)
+    watch.poll()
+    return finish(point, hdir, hosts, ended_by, watch.ends(), stopped)
+
+
+def _watch(proc, watch, job_id: str, timeout: float):
+    """Wait for the step; stop it past `timeout`, or FAILURE_GRACE_S after one rank failed
+    or crashed (the others would wait on it in the links' collectives until theirs give
+    up). -> (why it was stopped or None, the ranks the stop ended)."""
+    deadline, failed_at, why = time.monotonic() + timeout, None, None
+    while proc.poll() is None:
+        watch.poll()
+        if failed_at is None and watch.first_bad():
+            failed_at = time.monotonic()
+        if time.monotonic() >= deadline:
+            why = f"the health step passed health.timeout_s={timeout:g}"
+        elif failed_at is not None and time.monotonic() - failed_at >= FAILURE_GRACE_S:
+            why = f"stopped {FAILURE_GRACE_S} s after {watch.first_bad()}"
+        if why:
+            stopped = watch.unended()
+            # SIGTERM first (a rank writes its record); one blocked in a collective cannot
+            # take it until the collective returns, so SIGKILL follows soon
+            for sig, wait_s in (("TERM", 5), ("KILL", 10)):
+                srun_step.scancel_steps(job_id, signal=sig)
+                try:
+                    proc.wait(timeout=wait_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            return why, stopped
+        try:
+            proc.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+    return None, set()

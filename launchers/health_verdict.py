@@ -2,8 +2,10 @@
 checks, each link's bandwidth, and which nodes and links are sick (docs/health.md).
 
 - A check its node's rank found sick is sick (frameworks/common/nodechecks.py).
-- A node one of whose ranks left no record is sick; so is one whose rank failed, unless
-  a rank elsewhere left none (the others then fail waiting on it: not their fault).
+- A node one of whose ranks left no record is sick (how srun saw it end, where it did);
+  so is one whose rank failed, unless a rank elsewhere left none (the others then fail
+  waiting on it: not their fault), and unless the step's own stop ended it after a rank
+  elsewhere died or failed.
 - Devices and versions: the model, and each version, that most nodes have; a node with
   another is sick.
 - A node whose value of a median check (clock, InfiniBand rate, free memory, /dev/shm,
@@ -20,7 +22,7 @@ and, once each, why the checks that did not apply were skipped.
 import statistics
 from collections import Counter
 
-from frameworks.common import layout, linktest, nodechecks
+from frameworks.common import layout, linktest, nodechecks, statuses
 
 
 def below(value, median, fraction: float) -> bool:
@@ -51,16 +53,27 @@ def node_rows(records: dict, hosts: list, gpus_per_node: int) -> list:
     return rows
 
 
-def _ranks(rows: list, ended_by: str = None) -> None:
+def _ranks(rows: list, ended_by: str = None, rank_ends=None, stopped=()) -> None:
+    """Ranks without a record, or whose record failed. One the step's stop ended, after a
+    rank elsewhere died or failed of itself, is not judged: it was waiting on that one."""
+    rank_ends = rank_ends or {}
     missing = [(row["index"], r) for row in rows for r, rec in row["ranks"].items() if rec is None]
+    own = [(i, r) for i, r in missing if r not in stopped]
+    failed = any(rec is not None and rec.get("status") != "ok" and r not in stopped
+                 for row in rows for r, rec in row["ranks"].items())
     for i, r in missing:
-        rows[i]["sick"].append(f"rank {r} left no record" + (f" ({ended_by})" if ended_by else ""))
+        if r in stopped and (own or failed):
+            rows[i].setdefault("notes", []).append(f"rank {r} stopped waiting on a rank that "
+                                                   "ended first (not judged)")
+            continue
+        how = f": {statuses.describe_end(rank_ends[r])}" if rank_ends.get(r) else ""
+        rows[i]["sick"].append(f"rank {r} left no record{how}" + (f" ({ended_by})" if ended_by else ""))
     for row in rows:
         for r, rec in row["ranks"].items():
             if rec is not None and rec.get("status") != "ok":
-                if missing and row["index"] not in {i for i, _ in missing}:
+                if own and row["index"] not in {i for i, _ in own}:
                     row.setdefault("notes", []).append(
-                        f"rank {r} failed after rank {missing[0][1]} left no record (not judged)")
+                        f"rank {r} failed after rank {own[0][1]} left no record (not judged)")
                 else:
                     row["sick"].append(f"rank {r} failed: {rec.get('error')}")
 
@@ -173,11 +186,12 @@ def _links(rows: list, fraction: float) -> dict:
             "ambiguous": found["ambiguous"], "median": median}
 
 
-def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str = None) -> dict:
+def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str = None,
+          rank_ends=None, stopped=()) -> dict:
     """The verdict of one health step (health.json's content but for where it ran)."""
     fraction = float(settings["min_fraction"])
     rows = node_rows(records, hosts, gpus_per_node)
-    _ranks(rows, ended_by)
+    _ranks(rows, ended_by, rank_ends, set(stopped))
     if any(rec for row in rows for rec in row["ranks"].values()):
         _same_everywhere(rows)
         medians = _medians(rows, fraction)
@@ -198,6 +212,7 @@ def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_
     return {"schema": layout.HEALTH_SCHEMA, "version": layout.SCHEMA_VERSION,
             "ok": not sick and not links["slow"], "min_fraction": fraction,
             "gpus_per_node": gpus_per_node, "hosts": [row["node"] for row in rows],
+            "recorded_ranks": sum(rec is not None for row in rows for rec in row["ranks"].values()),
             "nodes": [{k: row[k] for k in ("node", "index", "status", "checks")}
                       | ({"notes": row["notes"]} if row.get("notes") else {}) for row in rows],
             "links": links["links"], "slow_links": links["slow"], "link_median_gbytes_s": links["median"],

@@ -115,9 +115,11 @@ def run_health(point: dict, hdir: str) -> dict:
             procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     timeout = float(point["health"]["timeout_s"])
-    _, ended_by = wait_ranks(procs, timeout)
+    ends, ended_by = wait_ranks(procs, timeout)
     return health_step.finish(point, hdir, [os.uname().nodename],
-                              ended_by and f"the health step passed health.timeout_s={timeout:g}")
+                              ended_by and f"the health step passed health.timeout_s={timeout:g}",
+                              {r: e for r, e in ends.items() if not e["stopped"]},
+                              {r for r, e in ends.items() if e["stopped"]})
 
 
 def submit(point: dict, dry_run: bool = False) -> None:

@@ -74,7 +74,7 @@ def _unhealthy(point: dict, state: dict, why: str, log) -> bool:
 
 def left_out(state: dict) -> str:
     """The nodes left out and why, in one line."""
-    return "; ".join(f"{node}: {', '.join(why)}" for node, why in sorted(state["excluded"].items()))
+    return "; ".join(f"{node} ({', '.join(why)})" for node, why in sorted(state["excluded"].items()))
 
 
 def usable_nodes(partition) -> set:
@@ -94,6 +94,9 @@ def on_slurm(drv, log) -> bool:
         point, hdir, drv.hosts, drv.job_id, drv.job_number, log),
         {"job_id": drv.job_id, "nodes": drv.hosts})
     log("preflight:\n" + health_verdict.render(verdict))
+    if not verdict["recorded_ranks"]:  # the step itself did not run: no node to blame
+        return _unhealthy(point, state, "the health step left no record on any node (its "
+                          f"srun.log: {state['attempts'][-1]['dir']}; {verdict.get('ended_by') or 'no cause known'})", log)
     if verdict["ok"]:
         state.update(outcome="ok", error=None)
         _write(point["dir"], state)
@@ -106,8 +109,10 @@ def on_slurm(drv, log) -> bool:
     partition = (point.get("cluster") or {}).get("partition") or os.environ.get("SLURM_JOB_PARTITION")
     usable = usable_nodes(partition) - set(state["excluded"])
     if len(usable) < point["nodes"]:
+        gone = len(state["excluded"])
         return _unhealthy(point, state, f"needs {point['nodes']} healthy node(s); partition "
-                          f"{partition} has {len(usable)} once {left_out(state)} are left out", log)
+                          f"{partition} has {len(usable)} once {left_out(state)} "
+                          f"{'is' if gone == 1 else 'are'} left out", log)
     try:
         slurm_submit.submit_group([(point, slurm_submit.read_slurm_json(point["dir"]), False)],
                                   lambda p: type(drv)(p["dir"]), exclude=sorted(state["excluded"]))
