@@ -35,11 +35,10 @@ def compose(overrides: list):
         return hydra_compose(config_name="config", overrides=overrides)
 
 
-def make(overrides: list, out: str) -> dict:
+def make(cfg, overrides: list, out: str) -> dict:
     """The point whose allocation is checked (launchers/points.py makes and checks it)."""
     import launchers
     from launchers import auto
-    cfg = compose(overrides)
     if cfg.launcher.get("name") == "auto":
         auto.announce()
     point = points.make_point(cfg, out, 0, overrides, commit=None)
@@ -111,8 +110,9 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         import omegaconf
-        out = layout.health_run_dir(compose(overrides).output_root)
-        point = make(overrides, out)
+        cfg = compose(overrides)
+        out = layout.health_run_dir(cfg.output_root)
+        point = make(cfg, overrides, out)
         os.makedirs(out, exist_ok=True)
         if point["launcher"]["name"] == "local":
             verdict = local.run_health(point, out)

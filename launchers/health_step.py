@@ -59,6 +59,14 @@ def command(point: dict, spec_path: str, python: str) -> list:
     return [python, "-m", MODULE, "--spec", spec_path]
 
 
+def srun_argv(point: dict, spec_path: str, hdir: str) -> list:
+    """The health step's srun line: the point's shape, a rank per GPU, --time just past
+    health.timeout_s (the caller's own timer ends the step first)."""
+    return srun_step.srun_argv(as_pytorch(point), spec_path, hdir, sys.executable, 0,
+                               command=command(point, spec_path, sys.executable),
+                               time_min=math.ceil(float(point["health"]["timeout_s"]) / 60) + 1)
+
+
 def finish(point: dict, hdir: str, hosts: list, ended_by: str = None, rank_ends=None,
            stopped=()) -> dict:
     """Read the ranks' records, judge them (`rank_ends`: how ranks that srun saw end badly
@@ -80,10 +88,7 @@ def run_slurm(point: dict, hdir: str, hosts: list, job_id: str, job_number: str,
     """The step in this allocation (the caller runs on its first node, as the driver does)."""
     spec = write_spec(point, hdir)
     timeout = float(point["health"]["timeout_s"])
-    hp = as_pytorch(point)
-    argv = srun_step.srun_argv(hp, spec, hdir, sys.executable, 0,
-                               command=command(point, spec, sys.executable),
-                               time_min=math.ceil(timeout / 60) + 1)
+    argv = srun_argv(point, spec, hdir)
     port = srun_step.master_port(point, job_number)
     env = srun_step.step_env(point, hosts[0], port)
     log(f"health step on {', '.join(hosts)}: {' '.join(argv)}")

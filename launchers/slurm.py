@@ -24,7 +24,8 @@ import shutil
 import sys
 
 from frameworks.common import layout
-from launchers import points, preflight, sacct, slurm_driver, slurm_nodes, slurm_submit, srun_step
+from launchers import (health_step, points, preflight, sacct, slurm_driver, slurm_nodes, slurm_submit,
+                       srun_step)
 # The allocation's sbatch options and one sbatch per group live in launchers/slurm_submit.py,
 # shared with the driver's preflight (which resubmits its point); named here as before.
 from launchers.slurm_submit import (array_name, executor_parameters, make_executor,  # noqa: F401
@@ -65,6 +66,11 @@ def dry_run_text(point: dict, script: bool = True) -> str:
         srun_step.port_rule_text(point))
     adds["PYTHONPATH"] = f"{points.ROOT}:$PYTHONPATH"
     out += [f"#   {k}={v}" for k, v in adds.items()]
+    if point.get("preflight"):
+        hdir = layout.health_attempt_dir(point["dir"], 0)
+        spec = os.path.join(hdir, layout.SPEC_FILE)
+        out += ["# preflight=true: first the health checks, one step (docs/health.md):",
+                shlex.join(health_step.srun_argv(point, spec, hdir))]
     for repeat in range(point["repeats"]):
         rdir = points.repeat_dir(point, repeat)
         try:
