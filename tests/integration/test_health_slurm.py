@@ -18,7 +18,6 @@ import pytest
 from frameworks.common import layout, nodechecks
 from launchers import points
 from tests.slurm_cluster import LocalSlurmCluster, config, skip_reason
-from tests.slurm_cluster.cluster import CLIENT_PREFIXES
 
 pytestmark = pytest.mark.slurm
 FAST = ["health.min_fraction=0.4", "health.link_mb=4", "health.timeout_s=120"]
@@ -39,15 +38,10 @@ def cluster():
     c = LocalSlurmCluster(where, nodes=4, gpus_per_node=2, accounting=False,
                           instance=config.SECOND, devices={"node1": 1})
     c.up()
-    saved = dict(os.environ)
-    for key in [k for k in os.environ if k.startswith(CLIENT_PREFIXES)]:
-        del os.environ[key]
-    os.environ.update(c.env())
     try:
-        yield c
+        with c.as_client():
+            yield c
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
         c.down()
 
 

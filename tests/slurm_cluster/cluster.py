@@ -157,6 +157,20 @@ class LocalSlurmCluster:
         keep = {k: v for k, v in os.environ.items() if not k.startswith(CLIENT_PREFIXES)}
         return {**keep, **self.env()}
 
+    @contextlib.contextmanager
+    def as_client(self):
+        """os.environ pointed at this cluster for the block: SLURM_CONF set, an outer job's
+        SLURM_* variables dropped (they would leak into nested submissions); restored after."""
+        saved = dict(os.environ)
+        for key in [k for k in os.environ if k.startswith(CLIENT_PREFIXES)]:
+            del os.environ[key]
+        os.environ.update(self.env())
+        try:
+            yield self
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
     def wait_idle(self, timeout: float = 30) -> None:
         """Until every node answers `idle` in sinfo."""
         seen = {"out": ""}
