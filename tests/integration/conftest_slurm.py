@@ -5,8 +5,6 @@ See docs/slurm-test-cluster.md.
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.slurm_cluster import LocalSlurmCluster, default_dir, skip_reason
