@@ -124,3 +124,14 @@ def test_the_gpus_a_slurm_node_registered(line, gres):
     fake GPUs): the count is read from `scontrol show node -o` (asked for real in
     tests/integration/test_health_slurm.py)."""
     assert nodechecks.gpu_gres(line) == gres
+
+
+def test_the_throttle_bits_are_nvmls():
+    """nodechecks names NVML's clocks event reason bits without importing it (a CPU node has
+    no NVML); they are the ones nvidia-ml-py defines."""
+    import pynvml
+    assert nodechecks.BAD_THROTTLE == {
+        pynvml.nvmlClocksEventReasonHwSlowdown: "hardware slowdown",
+        pynvml.nvmlClocksThrottleReasonSwThermalSlowdown: "software thermal slowdown",
+        pynvml.nvmlClocksThrottleReasonHwThermalSlowdown: "hardware thermal slowdown",
+        pynvml.nvmlClocksThrottleReasonHwPowerBrakeSlowdown: "hardware power brake"}
