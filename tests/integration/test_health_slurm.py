@@ -99,7 +99,8 @@ def test_a_node_with_fewer_gpus_than_requested_is_named(cluster, tmp_path):
 
 def sweep(tmp_path, *overrides):
     sdir = tmp_path / "sweep"
-    r = launch("-m", "preset=smoke", "repeats=1", "preflight=true", "launcher=slurm",
+    r = launch("-m", "preset=smoke", "repeats=1", "warmup_steps=0", "measure_steps=2", "preflight=true",
+               "launcher=slurm",
                "cluster=localtest", f"hydra.sweep.dir={sdir}", *FAST, PREFLIGHT_CHECKS, *overrides)
     assert r.returncode == 0, r.stdout + r.stderr
     wait = launch("status", str(sdir), "--wait", "--interval", "1", "--timeout", "200")
