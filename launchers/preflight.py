@@ -95,8 +95,9 @@ def on_slurm(drv, log) -> bool:
         {"job_id": drv.job_id, "nodes": drv.hosts})
     log("preflight:\n" + health_verdict.render(verdict))
     if not verdict["recorded_ranks"]:  # the step itself did not run: no node to blame
-        return _unhealthy(point, state, "the health step left no record on any node (its "
-                          f"srun.log: {state['attempts'][-1]['dir']}; {verdict.get('ended_by') or 'no cause known'})", log)
+        where = os.path.join(state["attempts"][-1]["dir"], layout.SRUN_LOG)
+        return _unhealthy(point, state, f"the health step left no record on any node (see {where}; "
+                          f"{verdict.get('ended_by') or 'no cause known'})", log)
     if verdict["ok"]:
         state.update(outcome="ok", error=None)
         _write(point["dir"], state)
