@@ -178,3 +178,14 @@ def test_a_rank_that_dies_costs_its_node_seconds_not_the_timeout(cluster, tmp_pa
         "rank 0 stopped waiting on a rank that ended first (not judged)"]
     (spec,) = out.glob(f"{layout.HEALTH_RUN_PREFIX}*/{layout.SPEC_FILE}")
     assert verdict["ended_unix"] - spec.stat().st_mtime < 60  # not health.timeout_s=200
+
+
+def test_a_health_step_that_cannot_start_blames_no_node(cluster, tmp_path):
+    """The site names a PyTorch image but Slurm has no pyxis: srun refuses the step and no
+    rank writes a record. No node is left out for it; the point ends unhealthy, saying so."""
+    wait, pdir, pre = sweep(tmp_path, "nodes=2", "gpus_per_node=1", "+cluster.containers.pytorch=nowhere")
+    assert pre["outcome"] == "unhealthy" and pre["excluded"] == {} and pre["resubmissions"] == 0
+    assert pre["error"].startswith("the health step left no record on any node (see health/attempt-00/")
+    srun_log = os.path.join(layout.health_attempt_dir(pdir, 0), layout.SRUN_LOG)
+    assert "unrecognized option '--container-image=nowhere'" in open(srun_log).read()
+    assert not (pdir / layout.repeat_name(0)).exists()
