@@ -17,7 +17,7 @@ import sys
 import time
 
 from frameworks.common import layout
-from launchers import health_step, health_verdict, local, points, precheck, slurm_submit
+from launchers import health_step, health_verdict, local, points, precheck, slurm_job
 
 POLL_S = 0.5
 # Why a pending job waits, where waiting will not help: the request itself does not fit.
@@ -64,11 +64,11 @@ class HealthDriver:
 
 def run_slurm(point: dict) -> dict:
     from launchers import sacct
-    executor = slurm_submit.make_executor(point, job_name="dlbench-health",
-                                          folder=layout.submitit_dir(point["dir"]))
+    executor = slurm_job.make_executor(point, job_name="dlbench-health",
+                                       folder=layout.submitit_dir(point["dir"]))
     executor.update_parameters(time=int(point["health"]["timeout_s"] // 60) + 3)
     try:
-        with slurm_submit.submission_environ():
+        with slurm_job.submission_environ():
             job = executor.submit(HealthDriver(point))
     except Exception as exc:  # sbatch refused the allocation: say why in one line
         raise points.ConfigError(f"sbatch refused the health job: {' '.join(str(exc).split())[-400:]}") from None

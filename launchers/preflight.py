@@ -22,7 +22,7 @@ import os
 import time
 
 from frameworks.common import layout, records, statuses
-from launchers import health_step, health_verdict, points, slurm_nodes, slurm_submit
+from launchers import health_step, health_verdict, points, slurm_nodes, slurm_job
 
 
 def read(point_dir: str):
@@ -115,13 +115,13 @@ def on_slurm(drv, log) -> bool:
                           f"{partition} has {len(usable)} once {left_out(state)} "
                           f"{'is' if gone == 1 else 'are'} left out", log)
     try:
-        slurm_submit.submit_group([(point, slurm_submit.read_slurm_json(point["dir"]), False)],
-                                  lambda p: type(drv)(p["dir"]), exclude=sorted(state["excluded"]))
+        slurm_job.submit_group([(point, slurm_job.read_slurm_json(point["dir"]), False)],
+                               lambda p: type(drv)(p["dir"]), exclude=sorted(state["excluded"]))
     except points.ConfigError as exc:  # sbatch refused the exclusion: no node left to run on
         return _unhealthy(point, state, f"{exc}; left out: {left_out(state)}", log)
     state["resubmissions"] += 1
     state.update(outcome="resubmitted", error=None,
-                 job_id=(slurm_submit.read_slurm_json(point["dir"]) or {}).get("job_id"))
+                 job_id=(slurm_job.read_slurm_json(point["dir"]) or {}).get("job_id"))
     _write(point["dir"], state)
     log(f"preflight: {point['point']} resubmitted as job {state['job_id']} without "
         f"{', '.join(sorted(state['excluded']))}; this allocation is given back")

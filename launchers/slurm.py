@@ -13,6 +13,8 @@ list, environment and port; both this module and the driver import it).
 The job id goes to SWEEP/points/<point>/slurm.json; `python -m launch status SWEEP`
 reads it; submitit's files live in SWEEP/slurm/. `dry_run=true` prints the sbatch script
 submitit would write (one per array) and the srun line of every repeat, and submits nothing.
+The batch job itself (sbatch options, submitit's executor, the job's record) is built by
+launchers/slurm_job.py, which a search's submission (launchers/slurm_search.py) shares.
 
 Requeue: the job is `--requeue`able and the driver is a submitit Checkpointable; a
 requeued allocation runs the driver again, which skips every repeat whose run.json exists.
@@ -20,22 +22,16 @@ requeued allocation runs the driver again, which skips every repeat whose run.js
 import json
 import os
 import shlex
-import shutil
 import sys
 
 from frameworks.common import layout
-from launchers import (health_step, points, preflight, sacct, slurm_driver, slurm_nodes, slurm_submit,
-                       srun_step)
-# The allocation's sbatch options and one sbatch per group live in launchers/slurm_submit.py,
-# shared with the driver's preflight (which resubmits its point); named here as before.
-from launchers.slurm_submit import (array_name, executor_parameters, make_executor,  # noqa: F401
-                                    read_slurm_json, sbatch_script, submission_environ,
-                                    submitit_folder)
+from launchers import (health_step, points, preflight, sacct, slurm_driver, slurm_job, slurm_nodes,
+                       slurm_search, srun_step)
+
 
 # ---- the launcher interface ---------------------------------------------------------------
 def check(point: dict) -> None:
     if point.get("search") is not None:
-        from launchers import slurm_search  # it imports this module
         slurm_search.check(point)
     cl = srun_step.cluster(point)
     most = cl.get("max_gpus_per_node")
@@ -57,8 +53,8 @@ def dry_run_text(point: dict, script: bool = True) -> str:
     out = [f"# ==== {point['point']}: one allocation of {point['nodes']} node(s) x "
            f"{point['gpus_per_node']} task(s); {point['repeats']} repeat(s), each an srun step"]
     if script:
-        out += [f"# sbatch script (submitit writes it to {submitit_folder(point)}/<job>_submission.sh):",
-                sbatch_script(point).rstrip("\n")]
+        out += [f"# sbatch script (submitit writes it to {slurm_job.submitit_folder(point)}/<job>_submission.sh):",
+                slurm_job.sbatch_script(point).rstrip("\n")]
     out += ["# step environment, added to the driver's (which drops stale RANK/WORLD_SIZE/... "
             "and per-step SLURM_* variables):"]
     adds = srun_step.step_env_additions(
@@ -85,7 +81,6 @@ def dry_run_text(point: dict, script: bool = True) -> str:
 
 def submit_search(point: dict, dry_run: bool = False) -> None:
     """One job for the whole search, its tries srun steps in it (launchers/slurm_search.py)."""
-    from launchers import slurm_search  # it imports this module
     slurm_search.submit(point, dry_run)
 
 
@@ -99,12 +94,20 @@ def shapes(pts: list) -> list:
     job array."""
     groups = {}
     for p in pts:
-        params = executor_parameters(p)
+        params = slurm_job.executor_parameters(p)
         del params["job_name"]
-        key = json.dumps([submitit_folder(p), params, srun_step.launcher(p).get("max_requeues", 3)],
+        key = json.dumps([slurm_job.submitit_folder(p), params, srun_step.launcher(p).get("max_requeues", 3)],
                          sort_keys=True, default=str)
         groups.setdefault(key, []).append(p)
     return list(groups.values())
+
+
+def array_name(group: list) -> str:
+    first = group[0]
+    if len(group) == 1:
+        return f"dlbench-{first['point']}"
+    sweep = os.path.basename(layout.sweep_of(first["dir"]))
+    return f"dlbench-{sweep}-{first['nodes']}x{first['gpus_per_node']}"
 
 
 def dry_run_group(group: list) -> str:
@@ -113,28 +116,16 @@ def dry_run_group(group: list) -> str:
     first = group[0]
     head = [f"# ==== one job array of {len(group)} points, {first['point']} .. {group[-1]['point']} "
             "(one sbatch; each point its own array task, its own job id, requeue and cancel)",
-            f"# sbatch script (submitit writes it to {submitit_folder(first)}/<job>_submission.sh):",
-            sbatch_script(first, array=len(group), job_name=array_name(group)).rstrip("\n")]
+            f"# sbatch script (submitit writes it to {slurm_job.submitit_folder(first)}/<job>_submission.sh):",
+            slurm_job.sbatch_script(first, array=len(group), job_name=array_name(group)).rstrip("\n")]
     return "\n".join(head + [dry_run_text(p, script=False) for p in group])
-
-
-def submittable(pts: list) -> None:
-    """What submission needs, for every point, before any is written or queued."""
-    for point in pts:
-        if not srun_step.container_image(point):
-            try:
-                points.worker_argv(point, layout.SPEC_FILE, sys.executable)
-            except points.WorkerUnavailable as exc:
-                raise points.ConfigError(str(exc)) from None
-    if shutil.which("sbatch") is None or shutil.which("srun") is None:
-        raise points.ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
 
 
 def _to_queue(pts: list) -> list:
     """[(point, its previous slurm.json or None, whether its folder is new)] of the points
     to submit, with their point.json written. A point whose earlier job is still pending or
     running is left to it (its driver reads this point.json): one squeue call for them all."""
-    previous = {p["point"]: read_slurm_json(p["dir"]) for p in pts}
+    previous = {p["point"]: slurm_job.read_slurm_json(p["dir"]) for p in pts}
     ids = [prev["job_id"] for prev in previous.values() if prev]
     live = sacct.squeue_states(ids) if ids else {}
     out = []
@@ -158,6 +149,13 @@ def max_array() -> int:
     return slurm_nodes.slurm_config(keys=("MaxArraySize",)).get("MaxArraySize") or 1001
 
 
+def _submit_group(group: list) -> None:
+    """One sbatch for the group's points: a job array (a plain job for one point), each task
+    the point's driver (launchers/slurm_job.py)."""
+    slurm_job.submit_group(group, lambda p: slurm_driver.PointDriver(p["dir"]),
+                           job_name=array_name([g[0] for g in group]))
+
+
 def submit_all(pts: list, dry_run: bool = False) -> None:
     """Queue the sweep's Slurm points (every one checked before): one sbatch per allocation
     shape, a job array of its points, at most MaxArraySize tasks each. `search=` points are
@@ -170,13 +168,12 @@ def submit_all(pts: list, dry_run: bool = False) -> None:
         for point in searches:
             submit_search(point, dry_run=True)
         return
-    submittable(pts)
+    slurm_job.preflight(pts)
     todo = _to_queue(plain)
     size = max_array() if len(todo) > 1 else 1
     by_point = {id(t[0]): t for t in todo}
     for group in shapes([t[0] for t in todo]):
         for start in range(0, len(group), size):
-            slurm_submit.submit_group([by_point[id(p)] for p in group[start:start + size]],
-                                      lambda p: slurm_driver.PointDriver(p["dir"]))
+            _submit_group([by_point[id(p)] for p in group[start:start + size]])
     for point in searches:
         submit_search(point)

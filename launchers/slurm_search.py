@@ -24,7 +24,7 @@ import time
 from submitit.helpers import DelayedSubmission
 
 from frameworks.common import layout, records
-from launchers import points, sacct, search, slurm, slurm_driver, srun_step
+from launchers import points, sacct, search, slurm_driver, slurm_job, srun_step
 
 
 SHAPE = ("nodes", "gpus_per_node", "world_size")  # the allocation's: the same for every try
@@ -63,19 +63,19 @@ class SearchDriver(slurm_driver.PointDriver):
         """A try's repeat: the try's point first gets the search's job record (this job's,
         not an earlier search job's whose allocation ended in this try)."""
         rec = self.try_record(point)
-        if (slurm.read_slurm_json(point["dir"]) or {}).get("job_id") != rec["job_id"]:
+        if (slurm_job.read_slurm_json(point["dir"]) or {}).get("job_id") != rec["job_id"]:
             records.write_json_atomic(os.path.join(point["dir"], layout.SLURM_FILE), rec)
         return super().start(point, spec_path, rdir)
 
     def try_record(self, point: dict) -> dict:
         """The search's job record (written by `submit`), named for one try. From the job's
         environment where the submitter has not written it yet (the job started first)."""
-        rec = slurm.read_slurm_json(self.base["dir"])
+        rec = slurm_job.read_slurm_json(self.base["dir"])
         job = self.job_id
         if not rec or rec.get("job_id") != job:
             from submitit import JobEnvironment
             rec = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION, "job_id": job,
-                   "submitit_folder": slurm.submitit_folder(self.base),
+                   "submitit_folder": slurm_job.submitit_folder(self.base),
                    "log": str(JobEnvironment().paths.stdout), "previous_jobs": []}
         return dict(rec, point=point["point"], search=self.base["point"])
 
@@ -85,10 +85,10 @@ def submit(base: dict, dry_run: bool = False) -> None:
     sized = dict(base, repeats=base["repeats"] * search.max_tries(s))  # the allocation's time
     if dry_run:
         print(f"{search.describe(base)}; on Slurm one allocation, each try's repeats srun steps in it")
-        print(slurm.sbatch_script(sized).rstrip("\n"))
+        print(slurm_job.sbatch_script(sized).rstrip("\n"))
         return
-    slurm.preflight([base])
-    previous = slurm.read_slurm_json(base["dir"])
+    slurm_job.preflight([base])
+    previous = slurm_job.read_slurm_json(base["dir"])
     queued = str((previous or {}).get("job_id") or "")
     if queued and sacct.squeue_states([queued]).get(queued) in ("PENDING", "RUNNING"):
         print(f"{base['point']}: search already queued as Slurm job {queued}")  # leave it be
@@ -100,15 +100,15 @@ def submit(base: dict, dry_run: bool = False) -> None:
         return
     os.makedirs(base["dir"], exist_ok=True)
     try:
-        with slurm.submission_environ():
-            job = slurm.make_executor(sized).submit(SearchDriver(base))
+        with slurm_job.submission_environ():
+            job = slurm_job.make_executor(sized).submit(SearchDriver(base))
     except Exception as exc:  # sbatch refused: say why in one line
         message = " ".join(str(exc).split())
         raise points.ConfigError(f"sbatch refused {base['point']}: {message[-400:]}") from None
     search.begin(base)  # the ledger, so that `launch status` shows the search before its first try
     records.write_json_atomic(os.path.join(base["dir"], layout.SLURM_FILE), {
         "schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION, "point": base["point"],
-        "job_id": str(job.job_id), "submitit_folder": slurm.submitit_folder(base),
+        "job_id": str(job.job_id), "submitit_folder": slurm_job.submitit_folder(base),
         "log": str(job.paths.stdout),
         "submitted_unix": time.time(), "time_min": srun_step.time_limit_min(sized),
         "search": base["point"],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers import points, ports, sacct, slurm, srun_step, status
+from launchers import points, ports, sacct, slurm, slurm_job, srun_step, status
 from tests import sweepfiles
 from tests.unit.test_points import cfg_of
 
@@ -97,7 +97,7 @@ def test_no_gpus_asked_where_the_site_has_none():
     point = make("cluster=local", "nodes=2", "gpus_per_node=2", "preset=smoke")
     argv = srun_step.srun_argv(point, "/s/spec.json", "/s", "py", 10)
     assert not any(a.startswith("--gpus") for a in argv)
-    assert "gpus_per_node" not in slurm.executor_parameters(point)
+    assert "gpus_per_node" not in slurm_job.executor_parameters(point)
     assert argv[-5:] == ["py", "-m", "frameworks", "--spec", "/s/spec.json"]
 
 
@@ -157,7 +157,7 @@ def test_submission_environment_has_no_outer_job(monkeypatch):
     monkeypatch.setenv("SLURM_NTASKS", "64")
     monkeypatch.setenv("SRUN_CPUS_PER_TASK", "8")
     monkeypatch.setenv("SLURM_CONF", "/x/slurm.conf")
-    with slurm.submission_environ():
+    with slurm_job.submission_environ():
         assert "SLURM_JOB_ID" not in os.environ and "SLURM_NTASKS" not in os.environ
         assert "SRUN_CPUS_PER_TASK" not in os.environ
         assert os.environ["SLURM_CONF"] == "/x/slurm.conf"

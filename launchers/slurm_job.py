@@ -1,10 +1,10 @@
-"""Submitting a point's allocation with submitit: its sbatch options (the point's shape and
-its site's settings), the environment sbatch sees, and one sbatch for a group of points
-(a job array) whose job ids go to their slurm.json (layout.SLURM_FILE).
-
-launchers/slurm.py submits a sweep with it; the driver's preflight (launchers/preflight.py)
-resubmits its point with it, sick nodes excluded; the search launcher sizes its job with it.
-It imports neither the driver nor the launcher, so that both can import it.
+"""One Slurm batch job of launcher=slurm: its sbatch options, submitit's executor and the
+script it writes, the environment sbatch is called in, what submission needs, and the
+job's record (SWEEP/points/<point>/slurm.json). Both the sweep's submission
+(launchers/slurm.py) and a search's (launchers/slurm_search.py) build their jobs here, so
+neither imports the other's module for them; so does the driver's preflight
+(launchers/preflight.py), which resubmits its point without its sick nodes (`submit_group`'s
+`exclude`), and `launch health`'s one job (launchers/health.py).
 """
 import contextlib
 import json
@@ -28,7 +28,6 @@ def submitit_folder(point) -> str:
     return layout.submitit_dir(layout.sweep_of(point["dir"]))
 
 
-# ---- the batch job ------------------------------------------------------------------------
 def executor_parameters(point) -> dict:
     """submitit SlurmExecutor parameters (sbatch options) for the point's allocation."""
     cl, ln = srun_step.cluster(point), srun_step.launcher(point)
@@ -107,24 +106,32 @@ def submission_environ():
 
 
 def read_slurm_json(point_dir: str):
-    return records.read_json(os.path.join(point_dir, layout.SLURM_FILE))
+    try:
+        with open(os.path.join(point_dir, layout.SLURM_FILE)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
-def array_name(group: list) -> str:
-    first = group[0]
-    if len(group) == 1:
-        return f"dlbench-{first['point']}"
-    sweep = os.path.basename(layout.sweep_of(first["dir"]))
-    return f"dlbench-{sweep}-{first['nodes']}x{first['gpus_per_node']}"
+def preflight(pts: list) -> None:
+    """What submission needs, for every point, before any is written or queued."""
+    for point in pts:
+        if not srun_step.container_image(point):
+            try:
+                points.worker_argv(point, layout.SPEC_FILE, sys.executable)
+            except points.WorkerUnavailable as exc:
+                raise points.ConfigError(str(exc)) from None
+    if shutil.which("sbatch") is None or shutil.which("srun") is None:
+        raise points.ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
 
 
-def submit_group(group: list, make_driver, exclude=()) -> None:
+def submit_group(group: list, make_driver, job_name: str = None, exclude=()) -> None:
     """One sbatch for the group [(point, its previous slurm.json or None, whether its folder
-    is new)]: a job array (a plain job for one point), each task running make_driver(point),
-    none on the nodes of `exclude`. Each point's job id (`123_4` in an array) and driver log
-    go to its slurm.json."""
+    is new)]: a job array (a plain job for one point) named `job_name`, each task running
+    make_driver(point), none on the nodes of `exclude`. Each point's job id (`123_4` in an
+    array) and driver log go to its slurm.json."""
     first = group[0][0]
-    executor = make_executor(first, array=len(group), job_name=array_name([g[0] for g in group]))
+    executor = make_executor(first, array=len(group), job_name=job_name)
     if exclude:
         executor.update_parameters(exclude=",".join(sorted(exclude)))
     try:
