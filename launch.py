@@ -4,6 +4,7 @@
     python -m launch status SWEEP_DIR       where each point of a sweep stands
     python -m launch cancel SWEEP_DIR       cancel its Slurm jobs ([--point GLOB])
     python -m launch dataset OUT            a small JPEG + BERT dataset for data=files
+    python -m launch health [key=value ...] the nodes of a point's allocation: sick or not
 
 Hydra composes conf/ into one config per sweep point (the suite's own sweeper and
 launcher, hydra_plugins/dlbench_launcher); every point is validated and checked before
@@ -49,6 +50,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["dataset"]:
         from launchers import dataset
         return dataset.main(argv[1:])
+    if argv[:1] == ["health"]:
+        from launchers import health
+        return health.main(argv[1:])
     problem = precheck.check(argv)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from analysis import comm, environment, method, published, special, summary, tables, traces
+from analysis import comm, environment, health, method, published, special, summary, tables, traces
 from analysis import input as input_section  # data=files and bench=input (docs/data.md)
 from analysis.figures import amp_ratios
 from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
@@ -191,6 +191,7 @@ AFTER_TABLES = (("special", False, special.render_special),
                 ("published", False, published.section))
 AFTER_DETAILS = (("traces", True, traces.section),
                  ("environment", True, environment.environment_block),
+                 ("health", False, health.section),   # preflight=true: the nodes left out, and why
                  ("failures", True, failures))
 
 

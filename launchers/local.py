@@ -11,7 +11,7 @@ import sys
 import time
 
 from frameworks.common import layout
-from launchers import driver, points, ports, search
+from launchers import driver, health_step, points, ports, preflight, search
 
 GRACE_S = 5  # how long ranks may outlive a failed peer, and SIGTERM may take, before SIGKILL
 
@@ -104,6 +104,24 @@ def start_repeat(point: dict, spec_path: str, rdir: str):
     return wait_ranks(procs, point["timeout_s"])
 
 
+def run_health(point: dict, hdir: str) -> dict:
+    """The health step here (launchers/health_step.py): one node, gpus_per_node ranks."""
+    spec = health_step.write_spec(point, hdir)
+    argv = health_step.command(point, spec, sys.executable)
+    port = ports.free_block(point["world_size"])
+    procs = []
+    for rank in range(point["world_size"]):
+        with open(os.path.join(hdir, layout.rank_log_name(rank)), "w") as log:
+            procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
+                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    timeout = float(point["health"]["timeout_s"])
+    ends, ended_by = wait_ranks(procs, timeout)
+    return health_step.finish(point, hdir, [os.uname().nodename],
+                              ended_by and f"the health step passed health.timeout_s={timeout:g}",
+                              {r: e for r, e in ends.items() if not e["stopped"]},
+                              {r for r, e in ends.items() if e["stopped"]})
+
+
 def submit(point: dict, dry_run: bool = False) -> None:
     if dry_run:
         argv = points.worker_argv(point, os.path.join(points.repeat_dir(point, 0), layout.SPEC_FILE),
@@ -112,7 +130,8 @@ def submit(point: dict, dry_run: bool = False) -> None:
               f"repeat(s): {' '.join(argv)}")
         return
     points.write_point(point)
-    driver.run_point(point["dir"], start_repeat)
+    if preflight.on_local(point, lambda hdir: run_health(point, hdir)):
+        driver.run_point(point["dir"], start_repeat)
 
 
 def submit_search(point: dict, dry_run: bool = False) -> None:

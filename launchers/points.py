@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from frameworks.common import datafiles, layout, modes, parallel, records
-from launchers import auto
+from launchers import auto, health_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 POINT_SCHEMA = layout.POINT_SCHEMA
@@ -55,9 +55,24 @@ def validate(cfg) -> None:
     norm = model.get("clip_norm")
     if model.get("clip_grad") and norm is not None and not _number(norm, 0.0):
         raise ConfigError(f"model.clip_norm must be a number > 0, got {norm!r}")
+    health(cfg)
+    if cfg.get("preflight") not in (None, True, False):
+        raise ConfigError(f"preflight must be true or false, got {cfg.get('preflight')!r}")
+    if cfg.get("preflight") and cfg.get("search") is not None:
+        raise ConfigError("preflight=true applies to a sweep's points, not to a search (search=)")
     p = model.get("max_predictions_per_seq")
     if p is not None and not (isinstance(p, int) and not isinstance(p, bool) and p >= 1):
         raise ConfigError(f"model.max_predictions_per_seq must be an integer >= 1, got {p!r}")
+
+
+def health(cfg) -> dict:
+    """The point's checked health settings (launchers/health_settings.py)."""
+    node = cfg.get("health")
+    try:
+        return health_settings.settings(OmegaConf.to_container(node, resolve=True)
+                                        if OmegaConf.is_config(node) else node)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_data(cfg) -> None:
@@ -239,6 +254,8 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
         **{key: config[key] for key in ("warmup_steps", "measure_steps", "repeats", "device", "seed",
                                         "timeout_s", "rendezvous_timeout_s")},
         "memory_limit_mb": config.get("memory_limit_mb"),
+        "preflight": bool(config.get("preflight")),
+        "health": health(cfg),            # checked; `checks` resolved to names
         "search": part("search"),         # checked in launchers/search.py
         "launcher": launcher_settings(config),
         "cluster": part("cluster"),
@@ -261,6 +278,12 @@ def read_point(point_dir) -> dict:
 
 def repeat_dir(point: dict, repeat: int) -> str:
     return layout.repeat_dir(point["dir"], repeat)
+
+
+def recorded(point: dict) -> int:
+    """How many of the point's repeats are recorded (their run.json exists)."""
+    return sum(os.path.exists(os.path.join(repeat_dir(point, r), layout.RUN_FILE))
+               for r in range(point["repeats"]))
 
 
 def run_spec(point: dict, repeat: int) -> dict:

@@ -22,12 +22,11 @@ requeued allocation runs the driver again, which skips every repeat whose run.js
 import json
 import os
 import shlex
-import shutil
 import sys
-import time
 
-from frameworks.common import layout, records
-from launchers import points, sacct, slurm_driver, slurm_job, slurm_search, srun_step
+from frameworks.common import layout
+from launchers import (health_step, points, preflight, sacct, slurm_driver, slurm_job, slurm_nodes,
+                       slurm_search, srun_step)
 
 
 # ---- the launcher interface ---------------------------------------------------------------
@@ -63,6 +62,11 @@ def dry_run_text(point: dict, script: bool = True) -> str:
         srun_step.port_rule_text(point))
     adds["PYTHONPATH"] = f"{points.ROOT}:$PYTHONPATH"
     out += [f"#   {k}={v}" for k, v in adds.items()]
+    if point.get("preflight"):
+        hdir = layout.health_attempt_dir(point["dir"], 0)
+        spec = os.path.join(hdir, layout.SPEC_FILE)
+        out += ["# preflight=true: first the health checks, one step (docs/health.md):",
+                shlex.join(health_step.srun_argv(point, spec, hdir))]
     for repeat in range(point["repeats"]):
         rdir = points.repeat_dir(point, repeat)
         try:
@@ -73,11 +77,6 @@ def dry_run_text(point: dict, script: bool = True) -> str:
             line = f"# not runnable: {exc}"
         out += [f"# repeat {repeat}:", line]
     return "\n".join(out)
-
-
-def recorded(point: dict) -> int:
-    return sum(os.path.exists(os.path.join(points.repeat_dir(point, r), layout.RUN_FILE))
-               for r in range(point["repeats"]))
 
 
 def submit_search(point: dict, dry_run: bool = False) -> None:
@@ -137,7 +136,8 @@ def _to_queue(pts: list) -> list:
             continue
         fresh = not os.path.exists(os.path.join(point["dir"], layout.POINT_FILE))
         points.write_point(point)
-        if recorded(point) == point["repeats"]:
+        preflight.new_round(point["dir"])  # exclusions of an earlier submission do not carry over
+        if points.recorded(point) == point["repeats"]:
             print(f"{point['point']}: every repeat is recorded; nothing to submit")
             continue
         out.append((point, prev, fresh))
@@ -146,34 +146,14 @@ def _to_queue(pts: list) -> list:
 
 def max_array() -> int:
     """How many tasks one job array may have (the controller's MaxArraySize)."""
-    return slurm_driver.slurm_config(keys=("MaxArraySize",)).get("MaxArraySize") or 1001
+    return slurm_nodes.slurm_config(keys=("MaxArraySize",)).get("MaxArraySize") or 1001
 
 
 def _submit_group(group: list) -> None:
-    """One sbatch for the group's points: a job array (a plain job for one point). Each
-    point's job id (`123_4` in an array) and driver log go to its slurm.json."""
-    first = group[0][0]
-    executor = slurm_job.make_executor(first, array=len(group), job_name=array_name([g[0] for g in group]))
-    try:
-        with slurm_job.submission_environ():
-            with executor.batch():
-                jobs = [executor.submit(slurm_driver.PointDriver(p["dir"])) for p, _, _ in group]
-    except Exception as exc:  # sbatch refused: say why in one line
-        for p, _, fresh in group:
-            if fresh:  # leave no point that looks submitted
-                shutil.rmtree(p["dir"], ignore_errors=True)
-        message = " ".join(str(exc).split())
-        names = first["point"] + (f" and {len(group) - 1} more" if len(group) > 1 else "")
-        raise points.ConfigError(f"sbatch refused {names}: {message[-400:]}") from None
-    now = time.time()
-    for (point, prev, _), job in zip(group, jobs):
-        info = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION,
-                "point": point["point"], "job_id": str(job.job_id),
-                "submitit_folder": slurm_job.submitit_folder(point), "log": str(job.paths.stdout),
-                "submitted_unix": now, "time_min": srun_step.time_limit_min(point),
-                "previous_jobs": ([prev["job_id"]] + prev.get("previous_jobs", [])) if prev else []}
-        records.write_json_atomic(os.path.join(point["dir"], layout.SLURM_FILE), info)
-        print(f"{point['point']}: queued as Slurm job {job.job_id}")
+    """One sbatch for the group's points: a job array (a plain job for one point), each task
+    the point's driver (launchers/slurm_job.py)."""
+    slurm_job.submit_group(group, lambda p: slurm_driver.PointDriver(p["dir"]),
+                           job_name=array_name([g[0] for g in group]))
 
 
 def submit_all(pts: list, dry_run: bool = False) -> None:

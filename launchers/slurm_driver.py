@@ -24,13 +24,14 @@ How a repeat ends, and what it leaves:
   or unreachable it runs no more repeats, Slurm sets the node DOWN and requeues the job
   (`scontrol requeue` by the driver if Slurm does not), and the driver exits as above, so
   the unrecorded repeats run in a new allocation instead of hanging on the dead node.
+
+Beside it: launchers/step_watch.py reads a running step's files, launchers/slurm_nodes.py
+asks Slurm and the nodes (hosts, job state, lost nodes, requeue), launchers/srun_step.py
+builds the step's srun line.
 """
-import json
 import os
-import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,13 +39,13 @@ import time
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from frameworks.common import layout, records
-from launchers import driver, points, srun_output, srun_step
+from launchers import driver, points, preflight, slurm_nodes, srun_output, srun_step
+from launchers.step_watch import StepWatch
 
 STEP_GRACE_S = 30  # how long a timed-out step's ranks get between SIGTERM and SIGKILL
 STOP_TERM_S = 10   # the same after a peer failed: the rest are waiting on it, not working
 POLL_S = 1.0       # how often a running step's records and srun.log are read
 FAILURE_GRACE_S = 30  # launcher.failure_grace_s when the point does not say
-PROBE_TIMEOUT_S = 15  # each call that asks Slurm or a node whether it is there
 
 
 class AllocationEnding(BaseException):
@@ -53,155 +54,6 @@ class AllocationEnding(BaseException):
 
 def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} driver: {message}", flush=True)
-
-
-def hostnames(nodelist: str) -> list:
-    return subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
-                          text=True, timeout=60, check=True).stdout.split()
-
-
-def this_job() -> str:
-    """This job as squeue, scancel and scontrol must name it: `A_T` for task T of array A,
-    since an array task's SLURM_JOB_ID can equal A, which names the whole array."""
-    array = os.environ.get("SLURM_ARRAY_JOB_ID")
-    return f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array else os.environ["SLURM_JOB_ID"]
-
-
-def job_running(job_id: str) -> bool:
-    """Whether the controller still has this job RUNNING (it marks a cancelled, preempted
-    or requeued job before it signals the job's processes). True when it cannot tell."""
-    try:
-        r = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                           text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return True
-    state = r.stdout.strip()
-    return r.returncode != 0 or not state or state == "RUNNING"
-
-
-def slurm_config(keys=("SlurmdPort", "SlurmdTimeout")) -> dict:
-    """A few numbers of the controller's configuration (`scontrol show config`)."""
-    try:
-        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                             timeout=PROBE_TIMEOUT_S).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    found = {}
-    for key in keys:
-        m = re.search(rf"^{key}\s*=\s*(\d+)", out, re.MULTILINE)
-        if m:
-            found[key] = int(m.group(1))
-    return found
-
-
-def _sinfo(nodes) -> dict:
-    """node -> (sinfo's short state: 'mix', 'down*', 'idle*' (* = not responding), its address)."""
-    try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N %t %o"],
-                             capture_output=True, text=True, timeout=PROBE_TIMEOUT_S).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return {f[0]: (f[1], f[2]) for f in (line.split() for line in out.splitlines()) if len(f) >= 3}
-
-
-def slurm_sees_it_lost(state: str) -> bool:
-    """A sinfo state of a node Slurm itself finds down or not responding ('*')."""
-    return state.endswith("*") or state.startswith(("down", "fail"))
-
-
-def _slurmd_answers(addr: str, port: int) -> str:
-    """'' when the node's slurmd accepts a TCP connection (what srun needs from it to
-    start a task there) within PROBE_TIMEOUT_S, else why not."""
-    try:
-        with socket.create_connection((addr, port), timeout=PROBE_TIMEOUT_S):
-            return ""
-    except OSError as exc:
-        return f"its slurmd at {addr}:{port} does not answer ({exc.strerror or exc})"
-
-
-def unreachable(nodes, port: int) -> dict:
-    """node -> why it is down or unreachable, for those of `nodes` that are: Slurm's own
-    view first (down, failing, not responding), then a connection to the slurmd of each
-    of the others. No probe step: a step that Slurm cannot start or end on a dead node
-    leaves a kill queued for it (see `_stop`)."""
-    seen, out = _sinfo(nodes), {}
-    for node in nodes:
-        state, addr = seen.get(node, ("", node))
-        if slurm_sees_it_lost(state):
-            out[node] = f"sinfo says {state}"
-        else:
-            why = _slurmd_answers(addr, port)
-            if why:
-                out[node] = why
-    return out
-
-
-def requeue(job_id: str) -> str:
-    """Put the job back in the queue (it is --requeue): '' when Slurm took it, else why not."""
-    try:
-        r = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True,
-                           timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return str(exc)
-    if r.returncode == 0:
-        return ""
-    return (r.stderr or r.stdout).strip() or f"exit status {r.returncode}"
-
-
-class StepWatch:
-    """What a running step's files say so far, read cheaply: the rank records that
-    appeared (each read once: a record is written whole, never rewritten) and srun.log
-    (read on from where the last look stopped)."""
-
-    def __init__(self, rdir: str, world: int):
-        self.rdir, self.world = rdir, world
-        self.records = {}  # rank -> status of its record
-        self.text, self._seen = "", 0  # srun.log so far, whole lines; bytes read
-
-    def poll(self) -> None:
-        try:
-            names = os.listdir(self.rdir)
-        except OSError:
-            names = []
-        for name in names:
-            m = layout.RANK_RECORD_RE.match(name)
-            rank = int(m.group(1)) if m else None
-            if rank is not None and rank not in self.records and rank < self.world:
-                try:
-                    with open(os.path.join(self.rdir, name)) as f:
-                        self.records[rank] = json.load(f).get("status")
-                except (OSError, ValueError):
-                    pass  # not there after all: the next look reads it
-        try:
-            with open(os.path.join(self.rdir, layout.SRUN_LOG), "rb") as f:
-                f.seek(self._seen)
-                new = f.read()
-        except OSError:
-            return
-        whole = new[:new.rfind(b"\n") + 1]  # a line still being written waits for the next look
-        self.text += whole.decode(errors="replace")
-        self._seen += len(whole)
-
-    def ends(self) -> dict:
-        return srun_output.task_ends(self.text)
-
-    def first_bad(self):
-        """Why the step already failed, in words, or None: a rank whose record is neither
-        ok nor cancelled, or a task srun saw crash or exit non-zero that left no such
-        `cancelled` record (a cancelled rank was stopped from outside: not a failure)."""
-        for rank, status in sorted(self.records.items()):
-            if status not in ("ok", "cancelled"):
-                return f"rank {rank} ended {status}"
-        for rank, end in sorted(self.ends().items()):
-            if srun_output.ended_badly(end) and self.records.get(rank) != "cancelled":
-                how = end["signal"] or f"exit code {end['exit_code']}"
-                return f"rank {rank} on {end['node']}: {how}"
-        return None
-
-    def unended(self) -> set:
-        """Ranks neither recorded nor reported ended: the ones a stop now would stop."""
-        ends = self.ends()
-        return {r for r in range(self.world) if r not in self.records and r not in ends}
 
 
 class PointDriver(Checkpointable):
@@ -222,11 +74,11 @@ class PointDriver(Checkpointable):
     def __call__(self):
         self.ending = None
         signal.signal(signal.SIGTERM, self._on_sigterm)  # cancel, preemption, requeue
-        self.job_id = this_job()
+        self.job_id = slurm_nodes.this_job()
         self.job_number = os.environ["SLURM_JOB_ID"]  # a number: the port block's slot
         self.restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         self.nodelist = os.environ["SLURM_JOB_NODELIST"]
-        self.hosts = hostnames(self.nodelist)
+        self.hosts = slurm_nodes.hostnames(self.nodelist)
         self.master = self.hosts[0]
         self.suspects = []  # nodes where the last repeat lost ranks without an exit status
         self.lingering = None  # an srun the driver stopped that still waits on such a node
@@ -239,7 +91,10 @@ class PointDriver(Checkpointable):
                              "rerun when the job is requeued or the sweep resubmitted")
 
     def run(self):
-        """What the allocation is for: the point's repeats, each an srun step (`start`)."""
+        """What the allocation is for: the point's repeats, each an srun step (`start`),
+        once its nodes pass the preflight, where the point asks for one."""
+        if not preflight.on_slurm(self, log):
+            return "preflight: this allocation is given back (launchers/preflight.py)"
         statuses = driver.run_point(self.point_dir, self.start, log=log)
         bad = [f"repeat {r}: {s}" for r, s in enumerate(statuses) if s != "ok"]
         if bad:  # the job's own state then says the point did not complete ok
@@ -284,7 +139,7 @@ class PointDriver(Checkpointable):
         # rank had failed of itself before (the allocation may be ending because its node
         # died). One that succeeded is whole: its records are, and it is recorded.
         if ended_by is None and not failed and proc.returncode != 0 \
-                and (self.ending or not job_running(self.job_id)):
+                and (self.ending or not slurm_nodes.job_running(self.job_id)):
             driver.set_aside(rdir)
             raise AllocationEnding(self.ending or "the job is no longer running")
         if ended_by is None and "DUE TO TIME LIMIT" in watch.text:
@@ -362,8 +217,8 @@ class PointDriver(Checkpointable):
         if not self.suspects:
             return
         t0 = time.monotonic()
-        conf = slurm_config()
-        bad = unreachable(self.suspects, conf.get("SlurmdPort", 6818))
+        conf = slurm_nodes.slurm_config()
+        bad = slurm_nodes.unreachable(self.suspects, conf.get("SlurmdPort", 6818))
         self.suspects = []
         if not bad:
             log(f"the node(s) of the ranks lost last repeat answer ({time.monotonic() - t0:.0f} s)")
@@ -371,36 +226,17 @@ class PointDriver(Checkpointable):
         why = "; ".join(f"{n}: {w}" for n, w in sorted(bad.items()))
         log(f"node(s) unreachable ({why}; probed in {time.monotonic() - t0:.0f} s): no more repeats "
             "in this allocation")
-        if self._await_node_failure(sorted(bad), conf):
+        if slurm_nodes.await_node_failure(sorted(bad), conf, self.job_id,
+                                          lambda: self.ending, log, POLL_S):
             return  # they answer again: go on here
         if not self.ending:
             log(f"Slurm has not ended the job: requeueing job {self.job_id}")
-            refused = requeue(self.job_id)
+            refused = slurm_nodes.requeue(self.job_id)
             if refused:
                 log(f"scontrol requeue {self.job_id} failed: {refused}; the unrecorded repeats "
                     "run when the sweep is submitted again")
         driver.set_aside(rdir)
         raise AllocationEnding(self.ending or f"node(s) {', '.join(sorted(bad))} unreachable")
-
-    def _await_node_failure(self, nodes: list, conf: dict) -> bool:
-        """Let Slurm end the job: it sets a node that stopped answering DOWN after
-        SlurmdTimeout, kills the job and requeues it (the driver gets SIGTERM). Not
-        `scontrol requeue` at once: before the node is DOWN that leaves the requeued job
-        unable to start steps with GPUs on Slurm 22.05 ("Invalid generic resource (gres)
-        specification"). Waits at most 2 x SlurmdTimeout + 30 s; True when the nodes
-        answer again first, False when the allocation ends or the wait is over."""
-        limit = 2 * conf.get("SlurmdTimeout", 300) + 30
-        log(f"waiting up to {limit} s for Slurm to set {', '.join(nodes)} DOWN and requeue job "
-            f"{self.job_id}")
-        end, look = time.monotonic() + limit, time.monotonic() + 5
-        while not self.ending and time.monotonic() < end:
-            time.sleep(POLL_S)
-            if time.monotonic() >= look:
-                look = time.monotonic() + 5
-                if not unreachable(nodes, conf.get("SlurmdPort", 6818)):
-                    log(f"{', '.join(nodes)} answer again; going on in this allocation")
-                    return True
-        return False
 
     def _stop(self, proc, grace: float = STEP_GRACE_S, kill_wait: float = 15,
               leave: bool = False) -> bool:

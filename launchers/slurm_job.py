@@ -2,7 +2,9 @@
 script it writes, the environment sbatch is called in, what submission needs, and the
 job's record (SWEEP/points/<point>/slurm.json). Both the sweep's submission
 (launchers/slurm.py) and a search's (launchers/slurm_search.py) build their jobs here, so
-neither imports the other's module for them.
+neither imports the other's module for them; so does the driver's preflight
+(launchers/preflight.py), which resubmits its point without its sick nodes (`submit_group`'s
+`exclude`), and `launch health`'s one job (launchers/health.py).
 """
 import contextlib
 import json
@@ -10,8 +12,9 @@ import os
 import shlex
 import shutil
 import sys
+import time
 
-from frameworks.common import layout
+from frameworks.common import layout, records
 from launchers import points, srun_step
 
 # Variables of an outer job or step that must not reach a nested submission (sbatch exports
@@ -58,7 +61,8 @@ def _usr_sig() -> str:
     return JobEnvironment.USR_SIG
 
 
-def make_executor(point, require_srun: bool = True, array: int = 0, job_name: str = None):
+def make_executor(point, require_srun: bool = True, array: int = 0, job_name: str = None,
+                  folder: str = None):
     """submitit's SlurmExecutor for the point, or for a job array of `array` points shaped
     like it. The batch script `exec`s the driver's Python, so the driver IS the batch shell
     and gets the allocation's signals itself."""
@@ -69,7 +73,7 @@ def make_executor(point, require_srun: bool = True, array: int = 0, job_name: st
         def affinity(cls):  # a dry run needs no Slurm installed
             return SlurmExecutor.affinity() if require_srun else 2
 
-    ex = _Executor(folder=submitit_folder(point),
+    ex = _Executor(folder=folder or submitit_folder(point),
                    max_num_timeout=int(srun_step.launcher(point).get("max_requeues", 3)),
                    python="exec " + shlex.quote(sys.executable))
     ex.update_parameters(**executor_parameters(point))
@@ -119,3 +123,35 @@ def preflight(pts: list) -> None:
                 raise points.ConfigError(str(exc)) from None
     if shutil.which("sbatch") is None or shutil.which("srun") is None:
         raise points.ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
+
+
+def submit_group(group: list, make_driver, job_name: str = None, exclude=()) -> None:
+    """One sbatch for the group [(point, its previous slurm.json or None, whether its folder
+    is new)]: a job array (a plain job for one point) named `job_name`, each task running
+    make_driver(point), none on the nodes of `exclude`. Each point's job id (`123_4` in an
+    array) and driver log go to its slurm.json."""
+    first = group[0][0]
+    executor = make_executor(first, array=len(group), job_name=job_name)
+    if exclude:
+        executor.update_parameters(exclude=",".join(sorted(exclude)))
+    try:
+        with submission_environ():
+            with executor.batch():
+                jobs = [executor.submit(make_driver(p)) for p, _, _ in group]
+    except Exception as exc:  # sbatch refused: say why in one line
+        for p, _, fresh in group:
+            if fresh:  # leave no point that looks submitted
+                shutil.rmtree(p["dir"], ignore_errors=True)
+        message = " ".join(str(exc).split())
+        names = first["point"] + (f" and {len(group) - 1} more" if len(group) > 1 else "")
+        raise points.ConfigError(f"sbatch refused {names}: {message[-400:]}") from None
+    now = time.time()
+    for (point, prev, _), job in zip(group, jobs):
+        info = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION,
+                "point": point["point"], "job_id": str(job.job_id),
+                "submitit_folder": submitit_folder(point), "log": str(job.paths.stdout),
+                "submitted_unix": now, "time_min": srun_step.time_limit_min(point),
+                "previous_jobs": ([prev["job_id"]] + prev.get("previous_jobs", [])) if prev else [],
+                **({"exclude": sorted(exclude)} if exclude else {})}
+        records.write_json_atomic(os.path.join(point["dir"], layout.SLURM_FILE), info)
+        print(f"{point['point']}: queued as Slurm job {job.job_id}")

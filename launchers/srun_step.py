@@ -82,8 +82,11 @@ def worker_argv(point, spec_path: str, python: str) -> list:
     return points.worker_argv(point, spec_path, python)
 
 
-def srun_argv(point, spec_path: str, rdir: str, python: str, job_min: int) -> list:
-    """One repeat's job step as an argument list: one task per GPU on every node.
+def srun_argv(point, spec_path: str, rdir: str, python: str, job_min: int, command=None,
+              time_min: int = None) -> list:
+    """One repeat's job step as an argument list: one task per GPU on every node; `command`
+    (the worker's by default) is what each task runs, `time_min` its --time (the repeat's
+    backstop by default).
 
     --kill-on-bad-exit=0 (whatever the site's KillOnBadExit): the driver ends the step
     when a rank fails, after launcher.failure_grace_s, with signals. srun's own kill of the
@@ -93,7 +96,7 @@ def srun_argv(point, spec_path: str, rdir: str, python: str, job_min: int) -> li
     gpn = point["gpus_per_node"]
     argv = ["srun", f"--nodes={point['nodes']}", f"--ntasks={point['world_size']}",
             f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=0",
-            f"--time={step_time_min(point, job_min)}",
+            f"--time={time_min or step_time_min(point, job_min)}",
             f"--output={os.path.join(rdir, layout.RANK_LOG_SRUN)}", f"--chdir={points.ROOT}"]
     if cl.get("cpus_per_task"):
         argv.append(f"--cpus-per-task={int(cl['cpus_per_task'])}")
@@ -109,7 +112,7 @@ def srun_argv(point, spec_path: str, rdir: str, python: str, job_min: int) -> li
         argv += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}",
                  f"--container-workdir={root}"]
     argv += [str(a) for a in cl.get("srun_args") or []]
-    return argv + worker_argv(point, spec_path, python)
+    return argv + (command or worker_argv(point, spec_path, python))
 
 
 def step_env_additions(point, master_addr: str, port) -> dict:

@@ -11,9 +11,13 @@ in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
     FAILED, OOM, TIMEOUT, CANCELLED,  the worst recorded repeat's status when every repeat is
     UNSUPPORTED                       recorded; else the allocation's end (a cancelled job,
                                       a driver that died: FAILED)
+    UNHEALTHY                         preflight=true found too few healthy nodes: no repeat ran
     INCOMPLETE                        a local-launcher point with repeats missing (the local
                                       launcher runs synchronously: nothing more will come)
 
+The records' reading is statuses.point_status's (frameworks/common/statuses.py), mapped to
+Slurm's words here. A point with preflight=true says which nodes its preflight left out and
+why (SWEEP/points/<p>/preflight.json, launchers/preflight.py).
 Points of local-launcher sweeps have no slurm.json: their state comes from the records alone.
 A point cancelled by `python -m launch cancel` stays CANCELLED once Slurm forgets its job.
 
@@ -43,9 +47,10 @@ except ImportError:
 from frameworks.common import layout, statuses
 from launchers import sacct
 
-RUN_STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
-             "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED"}
-FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED")
+# A point's status (statuses.point_status) in Slurm's words.
+STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
+         "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED", statuses.UNHEALTHY: "UNHEALTHY"}
+FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED", "UNHEALTHY")
 POINT_FILES = os.path.join("SWEEP", layout.POINTS_DIR, "*", layout.POINT_FILE)  # in messages
 TAIL_LINES = 5  # of a failed point's log shown under the table (-v: all that run.json keeps)
 
@@ -79,6 +84,8 @@ def read_points(sweep: str) -> list:
         search = point.get("search")
         out.append({"name": os.path.basename(pdir), "dir": pdir, "expected": repeats,
                     "slurm": _json(os.path.join(pdir, layout.SLURM_FILE)), "runs": runs,
+                    "preflight": _json(os.path.join(pdir, layout.PREFLIGHT_FILE))
+                    if layout.PREFLIGHT_FILE in names else None,
                     "running": sorted(begun - set(runs)),
                     "try_of": search.get("base") if isinstance(search, dict) else None,
                     "try_value": search.get("value") if isinstance(search, dict) else None})
@@ -130,11 +137,28 @@ def search_state(s: dict, slurm_state, reason=None):
     return "INCOMPLETE", f"{so_far}; not finished"
 
 
+def left_out(pre) -> str:
+    """What a point's preflight left out, in words ('' when nothing)."""
+    excluded = (pre or {}).get("excluded") or {}
+    if not excluded:
+        return ""
+    return "preflight left out " + "; ".join(f"{node} ({', '.join(why)})"
+                                             for node, why in sorted(excluded.items()))
+
+
 def point_state(p: dict, slurm_state, reason=None):
     """(state, detail) of one point from its Slurm state (None: unknown or local), the
     reason squeue gives a pending job (None: none), and records."""
+    state, detail = _point_state(p, slurm_state, reason)
+    return state, "; ".join(filter(None, [detail, left_out(p.get("preflight"))
+                                          if state != "UNHEALTHY" else ""]))
+
+
+def _point_state(p: dict, slurm_state, reason=None):
     runs, expected = p["runs"], p["expected"]
-    ok = sum(run.get("status") == "ok" for run in runs.values())
+    pre = p.get("preflight") or {}
+    ended = [run.get("status") for run in runs.values()]
+    status = statuses.point_status(ended, expected, pre.get("outcome"))
     bad = [runs[r] for r in sorted(runs) if runs[r].get("status") != "ok"]
     first_error = next((f"repeat {b['repeat']}: {b.get('error') or b.get('status')}" for b in bad), "")
     # A search's try once recorded is final: the search's job runs on, the try is not rerun.
@@ -145,11 +169,12 @@ def point_state(p: dict, slurm_state, reason=None):
         if slurm_state == "PENDING" and reason:  # why it waits: BeginTime after a requeue, ...
             detail = "; ".join(filter(None, [f"waiting: {reason}", detail]))
         return slurm_state, detail
+    if status == statuses.UNHEALTHY:
+        return STATE[status], pre.get("error") or "preflight found too few healthy nodes"
     if len(runs) == expected:
-        if ok == expected:
-            return "COMPLETED", ""
-        worst = statuses.worst(b.get("status") for b in bad if b.get("status") in statuses.STATUSES)
-        return RUN_STATE.get(worst, "FAILED"), first_error
+        if status == "partial":  # some ok: named by the worst of the others
+            status = statuses.point_status([s for s in ended if s != "ok"], expected)
+        return STATE.get(status, "FAILED"), first_error
     missing = expected - len(runs)
     gone = f"{missing} repeat(s) not recorded"
     if not p["slurm"]:

@@ -11,9 +11,15 @@
     SWEEP/points/<point>/repeat-NN.interrupted-T/     an attempt cut short: kept, never read
     SWEEP/points/<point>/repeat-00/profile/rank-00000/ a trace on demand (profile=true:
                                                       frameworks/common/profile.py)
+    SWEEP/points/<point>/preflight.json               preflight=true: each health attempt, the nodes
+                                                      left out and why, the outcome (launchers/preflight.py)
+    SWEEP/points/<point>/health/attempt-NN/           one attempt's health step: spec.json, its ranks'
+                                                      rank-KKKKK.json and .log, srun.log, health.json
     SWEEP/searches/<point>.json                       a search's ledger (launchers/search.py)
     SWEEP/slurm/                                      submitit's folder: sbatch scripts, pickles,
                                                       driver logs <job>_0_log.out (launchers/slurm.py)
+
+`python -m launch health` writes OUTPUT_ROOT/health-<time>/ as one attempt's folder above.
 
 Every other module names these through this one. Standard library only: the worker
 harness imports it in the framework's own Python.
@@ -31,6 +37,10 @@ SLURM_SCHEMA = "dlbench.slurm"
 SEARCH_SCHEMA = "dlbench.search"
 REFERENCE_SCHEMA = "dlbench.reference"  # a regression gate's reference (analysis/compare.py)
 PEAKS_SCHEMA = "dlbench.peaks"          # device peak TFLOP/s, as data (analysis/peaks.yaml)
+HEALTH_SPEC_SCHEMA = "dlbench.health_spec"  # what a health step's ranks read (launchers/health_step.py)
+HEALTH_RANK_SCHEMA = "dlbench.health_rank"  # one rank's checks (frameworks/common/health_rank.py)
+HEALTH_SCHEMA = "dlbench.health"            # a health step's verdict (launchers/health_verdict.py)
+PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/preflight.py)
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"
@@ -42,6 +52,10 @@ SPEC_FILE = "spec.json"
 RUN_FILE = "run.json"
 STEP_FILE = "step.json"
 SRUN_LOG = "srun.log"
+HEALTH_FILE = "health.json"
+PREFLIGHT_FILE = "preflight.json"
+HEALTH_DIR = "health"
+HEALTH_RUN_PREFIX = "health-"           # `launch health`'s folder: OUTPUT_ROOT/health-<time>
 RANK_LOG_SRUN = "rank-%5t.log"          # srun --output's pattern of rank_log_name (%5t: the task)
 PROFILE_DIR = "profile"                 # traces of profile=true, in the traced repeat's folder
 TORCH_TRACE = "trace.json"              # torch.profiler's Chrome trace, in a rank's profile folder
@@ -91,6 +105,15 @@ def repeat_dir(point_dir_, repeat: int) -> str:
 def interrupted_dir(rdir, when: float = None) -> str:
     """Where an interrupted attempt is set aside: repeat-NN.interrupted-<unix time>."""
     return f"{rdir}.interrupted-{time.time() if when is None else when:.0f}"
+
+
+def health_attempt_dir(point_dir_, attempt: int) -> str:
+    return os.path.join(str(point_dir_), HEALTH_DIR, f"attempt-{attempt:02d}")
+
+
+def health_run_dir(output_root, when: float = None) -> str:
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(time.time() if when is None else when))
+    return os.path.join(str(output_root), HEALTH_RUN_PREFIX + stamp)
 
 
 def submitit_dir(sweep) -> str:

@@ -50,6 +50,15 @@ def write_json_atomic(path, obj) -> None:
         raise
 
 
+def read_json(path):
+    """A whole JSON file's content, or None where it is missing or unreadable."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def read_spec(path) -> dict:
     with open(path) as f:
         spec = json.load(f)

@@ -5,13 +5,17 @@ or `unsupported` (the device or framework lacks what the point asks for, such as
 bf16 on a CPU without AVX512-BF16; frameworks/common/capability.py). A repeat's
 status comes from its ranks' records and, for ranks that left none, from how their
 processes ended (`rank_ends`: exit code or signal, node, log). A point's status
-comes from its repeats. The analysis adds `corrupt` for a file it cannot read.
+comes from its repeats; a point whose preflight (preflight=true, launchers/preflight.py)
+found too few healthy nodes ends `unhealthy` without a repeat. The analysis adds `corrupt`
+for a file it cannot read.
 Standard library only: the driver and the analysis both use it.
 """
 import signal
 
 # Worst first: when ranks of one run or runs of one point disagree, the worst wins.
 STATUSES = ("failed", "oom", "timeout", "cancelled", "unsupported", "ok")
+# A point's own ending, before any repeat: preflight found too few healthy nodes to run on.
+UNHEALTHY = "unhealthy"
 LOG_TAIL_LINES = 20
 LOG_LINE_CHARS = 240
 
@@ -124,11 +128,14 @@ def _ranges(ranks) -> str:
     return ", ".join(out)
 
 
-def point_status(run_statuses, repeats: int) -> str:
-    """A point's status from its recorded repeats' statuses (any order) and how many it asked:
-    ok (all ok), partial (some ok), the worst ending (none ok, all recorded or not),
-    incomplete (repeats started, none ended), missing (nothing recorded)."""
+def point_status(run_statuses, repeats: int, preflight: str = None) -> str:
+    """A point's status from its recorded repeats' statuses (any order), how many it asked
+    and its preflight's outcome (None without one): ok (all ok), partial (some ok), the
+    worst ending (none ok, all recorded or not), unhealthy (nothing recorded: preflight found
+    too few healthy nodes), incomplete (repeats started, none ended), missing (nothing)."""
     run_statuses = list(run_statuses)
+    if not run_statuses and preflight == UNHEALTHY:
+        return UNHEALTHY
     n_ok = run_statuses.count("ok")
     if n_ok and n_ok >= repeats:
         return "ok"

@@ -5,12 +5,9 @@ See docs/slurm-test-cluster.md.
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.slurm_cluster import LocalSlurmCluster, default_dir, skip_reason
-from tests.slurm_cluster.cluster import CLIENT_PREFIXES
 
 
 
@@ -34,16 +31,10 @@ def slurm_cluster():
     if cluster is None or not cluster.is_up():
         cluster = LocalSlurmCluster(default_dir())
         started = cluster.up()
-    # Clients (sbatch, srun, submitit) inherit os.environ: drop an outer job's
-    # SLURM_* variables, which would leak into nested submissions.
-    saved = dict(os.environ)
-    for key in [k for k in os.environ if k.startswith(CLIENT_PREFIXES)]:
-        del os.environ[key]
-    os.environ.update(cluster.env())
+    # Clients (sbatch, srun, submitit) inherit os.environ: it points at the cluster.
     try:
-        yield cluster
+        with cluster.as_client():
+            yield cluster
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
         if started:
             cluster.down()

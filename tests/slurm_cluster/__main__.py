@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from . import config
 from .cluster import CLIENT_PREFIXES, ClusterError, LocalSlurmCluster, default_dir, skip_reason
 
 
@@ -20,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=3, help="up: number of nodes (default 3)")
     p.add_argument("--gpus-per-node", type=int, default=2, help="up: fake GPUs per node (default 2)")
     p.add_argument("--timeout", type=float, default=60, help="up: seconds to wait for idle nodes")
+    p.add_argument("--second", action="store_true", help="up: the second instance (names dlh-*, "
+                   "10.78.0.0/24, ports 16827-16829), beside the shared one; no accounting")
+    p.add_argument("--devices", action="append", default=[], metavar="NODE=K",
+                   help="up: NODE has K fake GPUs, not --gpus-per-node (repeatable)")
     a = p.parse_args(argv)
     try:
         return run(a)
@@ -37,7 +42,9 @@ def run(a: argparse.Namespace) -> int:
         if reason:
             print(f"cannot start a local Slurm cluster: {reason}", file=sys.stderr)
             return 2
-        c = LocalSlurmCluster(dir, a.nodes, a.gpus_per_node)
+        devices = {d.split("=")[0]: int(d.split("=")[1]) for d in a.devices}
+        c = LocalSlurmCluster(dir, a.nodes, a.gpus_per_node, devices=devices,
+                              **({"instance": config.SECOND, "accounting": False} if a.second else {}))
         if running and running.is_up() and not c.is_up():
             print(f"replacing the running {running}")
         t0 = time.monotonic()

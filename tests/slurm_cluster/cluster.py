@@ -111,13 +111,18 @@ def _running(pid: int) -> bool:
 
 class LocalSlurmCluster:
     def __init__(self, dir: str | os.PathLike | None = None, nodes: int = 3,
-                 gpus_per_node: int = 2, accounting: bool | None = None):
+                 gpus_per_node: int = 2, accounting: bool | None = None,
+                 instance: config.Instance = config.SHARED, devices: dict | None = None):
+        """`instance`: the machine-wide names and ports (config.SHARED, or config.SECOND to
+        run beside the shared cluster); `devices`: node -> how many of its gpus_per_node
+        fake GPUs really exist (gres.conf), where Slurm (slurm.conf) still counts them all."""
         if nodes < 1 or gpus_per_node < 0:
             raise ValueError("need nodes >= 1 and gpus_per_node >= 0")
         self.dir = Path(dir or default_dir()).absolute()
         if any(ch.isspace() for ch in str(self.dir)):  # slurm.conf cannot quote paths
             raise ValueError(f"cluster dir must not contain whitespace: {str(self.dir)!r}")
         self.nodes, self.gpus_per_node = nodes, gpus_per_node
+        self.instance, self.devices = instance, dict(devices or {})
         if accounting is None:  # accounting when its packages are installed
             accounting = all(which(t) for t in ("slurmdbd", "mariadbd", "mariadb-install-db", "sacctmgr"))
         self.accounting = accounting
@@ -126,7 +131,10 @@ class LocalSlurmCluster:
         self._state = self.dir / "cluster.json"
 
     def __repr__(self) -> str:
-        return f"LocalSlurmCluster({str(self.dir)!r}, nodes={self.nodes}, gpus_per_node={self.gpus_per_node})"
+        extra = "" if self.instance is config.SHARED else f", instance={self.instance.prefix!r}"
+        extra += f", devices={self.devices}" if self.devices else ""
+        return (f"LocalSlurmCluster({str(self.dir)!r}, nodes={self.nodes}, "
+                f"gpus_per_node={self.gpus_per_node}{extra})")
 
     @classmethod
     def load(cls, dir=None) -> "LocalSlurmCluster | None":
@@ -136,7 +144,8 @@ class LocalSlurmCluster:
             s = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        return cls(s["dir"], s["nodes"], s["gpus_per_node"], s["accounting"])
+        return cls(s["dir"], s["nodes"], s["gpus_per_node"], s["accounting"],
+                   config.INSTANCES[s.get("instance", config.SHARED.prefix)], s.get("devices"))
 
     # ---- client side -------------------------------------------------------
     def env(self) -> dict[str, str]:
@@ -147,6 +156,20 @@ class LocalSlurmCluster:
         """os.environ without an outer job's SLURM_* variables, plus env()."""
         keep = {k: v for k, v in os.environ.items() if not k.startswith(CLIENT_PREFIXES)}
         return {**keep, **self.env()}
+
+    @contextlib.contextmanager
+    def as_client(self):
+        """os.environ pointed at this cluster for the block: SLURM_CONF set, an outer job's
+        SLURM_* variables dropped (they would leak into nested submissions); restored after."""
+        saved = dict(os.environ)
+        for key in [k for k in os.environ if k.startswith(CLIENT_PREFIXES)]:
+            del os.environ[key]
+        os.environ.update(self.env())
+        try:
+            yield self
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
 
     def wait_idle(self, timeout: float = 30) -> None:
         """Until every node answers `idle` in sinfo."""
@@ -185,8 +208,9 @@ class LocalSlurmCluster:
     def is_up(self) -> bool:
         """This dir's cluster runs, with this object's shape, every daemon alive."""
         other = LocalSlurmCluster.load(self.dir)
-        if other is None or (other.nodes, other.gpus_per_node, other.accounting) != (
-                self.nodes, self.gpus_per_node, self.accounting):
+        if other is None or (other.nodes, other.gpus_per_node, other.accounting, other.instance,
+                             other.devices) != (self.nodes, self.gpus_per_node, self.accounting,
+                                                self.instance, self.devices):
             return False
         return all(self._our_pid(f, c) for f, c in self._pidfiles().items())
 
@@ -203,28 +227,30 @@ class LocalSlurmCluster:
         if reason:
             raise ClusterError(reason)
         self.down()  # a crashed run, or one of another shape, in this dir
-        owner = net.owner()
+        owner = net.owner(self.instance)
         if owner and owner != str(self.dir):
             prev = LocalSlurmCluster.load(owner)
             if prev and any(prev._our_pid(f, c) for f, c in prev._pidfiles().items()):
-                raise ClusterError(f"a local cluster from {owner} holds the dlb-* names; "
+                raise ClusterError(f"a local cluster from {owner} holds the {self.instance.prefix}-* names; "
                                    f"stop it: python -m tests.slurm_cluster down --dir {owner}")
-            LocalSlurmCluster(owner).down()  # its leftovers
-        for port in config.PORTS.values():  # an occupied port would fool the readiness checks
+            LocalSlurmCluster(owner, instance=self.instance).down()  # its leftovers
+        for port in self.instance.ports.values():  # an occupied port would fool the readiness checks
             if _listening("127.0.0.1", port):
                 raise ClusterError(f"port {port} is already in use on this machine")
         config.write_files(self)
         self._state.write_text(json.dumps({  # first, so that down() can clean a failed start
             "dir": str(self.dir), "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-            "accounting": self.accounting, "net": net.snapshot()}))
+            "accounting": self.accounting, "instance": self.instance.prefix,
+            "devices": self.devices, "net": net.snapshot()}))
         try:
-            net.up(self.dir, self.nodes)
+            net.up(self.dir, self.nodes, self.instance)
             self._daemon(["munged", *config.munged_args(self)])
             if self.accounting:
                 self._start_accounting()
             self._daemon(["slurmctld", "-f", self.conf])
             # Clients retry a refused connection only after a second: wait for the port.
-            _wait(lambda: _listening(config.CONTROLLER_ADDR, config.PORTS["slurmctld"]), 30, "slurmctld")
+            _wait(lambda: _listening(self.instance.controller_addr, self.instance.ports["slurmctld"]),
+                  30, "slurmctld")
             for name in self.node_names:
                 self._start_slurmd(name)
             self.wait_idle(timeout)
@@ -239,16 +265,33 @@ class LocalSlurmCluster:
 
     def _start_slurmd(self, name: str) -> None:
         k = self.node_names.index(name) + 1
-        self._daemon(["nsenter", f"--net=/run/netns/{net.NETNS.format(k)}", "unshare", "--uts",
+        self._daemon(["nsenter", f"--net=/run/netns/{self.instance.netns(k)}", "unshare", "--uts",
                       "--mount", "--propagation", "private", "/bin/sh", "-c", NODE_SH, "sh",
                       name, self.dir / "etc" / "hosts", which("slurmd"), "-f", self.conf, "-N", name])
+
+    def netns(self, name: str) -> str:
+        """A node's network namespace (/run/netns/<it>)."""
+        return self.instance.netns(self.node_names.index(name) + 1)
+
+    # ---- a slow link: a rate limit on a node's side of its veth ---------------
+    def limit_rate(self, name: str, rate: str = "20mbit") -> None:
+        """Shape what the node sends (tc's token bucket on eth0 in its namespace), as a
+        degraded port would; `unlimit` undoes it. Callers undo it in a `finally`."""
+        _run([which("tc") or "tc", "-n", self.netns(name), "qdisc", "replace", "dev", "eth0",
+              "root", "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms"])
+
+    def unlimit(self, name: str) -> None:
+        r = _run([which("tc") or "tc", "-n", self.netns(name), "qdisc", "del", "dev", "eth0",
+                  "root"], check=False)
+        if r.returncode and "No such file" not in r.stderr and "Cannot find" not in r.stderr:
+            raise ClusterError(f"tc could not lift {name}'s rate limit: {r.stderr.strip()}")
 
     # ---- losing a node and getting it back ------------------------------------
     def kill_node(self, name: str) -> set[int]:
         """SIGKILL every process in a node's namespace (slurmd, slurmstepd, the job's
         tasks), as if the node lost power; returns their pids. `restart_node` undoes it."""
         with _locked():
-            pids = net.ns_pids(net.NETNS.format(self.node_names.index(name) + 1))
+            pids = net.ns_pids(self.netns(name))
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -258,7 +301,7 @@ class LocalSlurmCluster:
     def connections(self, name: str, comm: str = "python") -> int:
         """Established TCP connections of processes named `comm` inside a node: a rank
         past its rendezvous holds one to the store and one to each peer."""
-        ns = f"--net=/run/netns/{net.NETNS.format(self.node_names.index(name) + 1)}"
+        ns = f"--net=/run/netns/{self.netns(name)}"
         r = _run([which("nsenter"), ns, which("ss") or "ss", "-Htnp", "state", "established"],
                  check=False)
         return sum(f'(("{comm}",' in line for line in r.stdout.splitlines())
@@ -305,7 +348,7 @@ class LocalSlurmCluster:
                   "--auth-root-authentication-method=normal", "--skip-test-db",
                   *config.MARIADB_OPTS], timeout=120)
             self._start_db_daemons()
-            _run(["sacctmgr", "-i", "add", "cluster", config.CLUSTER_NAME], env=self.client_env())
+            _run(["sacctmgr", "-i", "add", "cluster", self.instance.cluster_name], env=self.client_env())
             for name in ("slurmdbd", "mariadbd"):  # a clean shutdown makes a consistent copy
                 pid = self._our_pid(self.dir / "run" / f"{name}.pid", name)
                 if pid and not self._terminate({pid}, grace=60):
@@ -317,9 +360,10 @@ class LocalSlurmCluster:
 
     def _start_db_daemons(self) -> None:
         self._daemon(["setsid", "-f", which("mariadbd"), *config.mariadbd_args(self)])
-        _wait(lambda: _listening("127.0.0.1", config.PORTS["mariadb"]), 30, "MariaDB")
+        _wait(lambda: _listening("127.0.0.1", self.instance.ports["mariadb"]), 30, "MariaDB")
         self._daemon(["slurmdbd"])
-        _wait(lambda: _listening(config.CONTROLLER_ADDR, config.PORTS["slurmdbd"]), 30, "slurmdbd")
+        _wait(lambda: _listening(self.instance.controller_addr, self.instance.ports["slurmdbd"]), 30,
+              "slurmdbd")
 
     # ---- down --------------------------------------------------------------
     def down(self) -> None:
@@ -334,13 +378,13 @@ class LocalSlurmCluster:
             snap = None
         pids = {p for f in (self.dir / "run").glob("*.pid")
                 if (p := self._our_pid(f, f.stem.split("-")[0]))}
-        owns_net = net.owner() in ("", str(self.dir))  # never touch another dir's cluster
-        namespaces = net.namespaces() if owns_net else []
+        owns_net = net.owner(self.instance) in ("", str(self.dir))  # never another dir's cluster
+        namespaces = net.namespaces(self.instance) if owns_net else []
         for ns in namespaces:  # slurmstepd and job tasks, all inside our namespaces
             pids |= net.ns_pids(ns)
         self._terminate(pids)
         if owns_net:
-            net.down(snap)
+            net.down(snap, self.instance)
         for f in (self.dir / "run").glob("*.pid"):
             f.unlink(missing_ok=True)
         self._state.unlink(missing_ok=True)

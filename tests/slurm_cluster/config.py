@@ -6,13 +6,50 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 
-CLUSTER_NAME = "dlbench"
-SUBNET = "10.77.0"                 # a private /24 we create on the dlb-br0 bridge
-CONTROLLER_ADDR = f"{SUBNET}.1"    # the bridge's address in the root namespace
-# Ports away from Slurm's and MariaDB's defaults, so a system install is never disturbed.
-PORTS = {"slurmctld": 16817, "slurmd": 16818, "slurmdbd": 16819, "mariadb": 16306}
+
+@dataclass(frozen=True)
+class Instance:
+    """The machine-wide names and numbers of one cluster: the prefix of its network names
+    (bridge, namespaces, veths), its private /24, its daemons' ports (away from Slurm's and
+    MariaDB's defaults, so a system install is never disturbed) and its Slurm cluster name.
+    SHARED is the tests' cluster; SECOND runs beside it, for a test module whose fault needs
+    a cluster configured otherwise (tests/integration/test_health_slurm.py)."""
+    prefix: str
+    subnet: str
+    ports: dict = field(hash=False)
+    cluster_name: str
+
+    @property
+    def controller_addr(self) -> str:  # the bridge's address in the root namespace
+        return f"{self.subnet}.1"
+
+    def node_addr(self, k: int) -> str:
+        return f"{self.subnet}.{10 + k}"
+
+    @property
+    def bridge(self) -> str:
+        return f"{self.prefix}-br0"
+
+    def netns(self, k: int) -> str:  # nodeK's network namespace, /run/netns/<prefix>-nodeK
+        return f"{self.prefix}-node{k}"
+
+    def veth(self, k: int) -> str:  # root-namespace end of nodeK's veth pair; eth0 inside
+        return f"{self.prefix}-veth{k}"
+
+    @property
+    def owner(self) -> Path:  # the cluster dir that owns these names, while up
+        return Path("/run/dlbench-slurm.owner" if self is SHARED
+                    else f"/run/dlbench-slurm-{self.prefix}.owner")
+
+
+SHARED = Instance("dlb", "10.77.0", {"slurmctld": 16817, "slurmd": 16818, "slurmdbd": 16819,
+                                     "mariadb": 16306}, "dlbench")
+SECOND = Instance("dlh", "10.78.0", {"slurmctld": 16827, "slurmd": 16828, "slurmdbd": 16829,
+                                     "mariadb": 16316}, "dlbench2")
+INSTANCES = {i.prefix: i for i in (SHARED, SECOND)}
 # Small and fast: the database only lives for one test session.
 MARIADB_OPTS = ["--skip-name-resolve", "--innodb-log-file-size=8M",
                 "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=0",
@@ -22,10 +59,6 @@ MARIADB_OPTS = ["--skip-name-resolve", "--innodb-log-file-size=8M",
 def which(name: str) -> str | None:
     """Daemons and `ip` live in sbin, which a venv's or a user's PATH may lack."""
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
-
-
-def node_addr(k: int) -> str:
-    return f"{SUBNET}.{10 + k}"
 
 
 def controller_host() -> str:
@@ -42,17 +75,17 @@ def munged_args(c) -> list[str]:
 def mariadbd_args(c) -> list[str]:
     # 127.0.0.1, own port and socket: a system MariaDB on this machine is left alone.
     return ["--no-defaults", f"--datadir={c.dir}/db", f"--socket={c.dir}/run/mariadb.sock",
-            f"--port={PORTS['mariadb']}", "--bind-address=127.0.0.1", "--user=root",
+            f"--port={c.instance.ports['mariadb']}", "--bind-address=127.0.0.1", "--user=root",
             f"--pid-file={c.dir}/run/mariadbd.pid", f"--log-error={c.dir}/log/mariadbd.log",
             *MARIADB_OPTS]
 
 
 def slurm_conf(c) -> str:
-    d, auth = c.dir, f"socket={c.dir}/munge/munge.sock"
+    d, auth, net = c.dir, f"socket={c.dir}/munge/munge.sock", c.instance
     if c.accounting:
         acct = [f"AccountingStorageType=accounting_storage/slurmdbd",
-                f"AccountingStorageHost={CONTROLLER_ADDR}",
-                f"AccountingStoragePort={PORTS['slurmdbd']}", "JobCompType=jobcomp/none",
+                f"AccountingStorageHost={net.controller_addr}",
+                f"AccountingStoragePort={net.ports['slurmdbd']}", "JobCompType=jobcomp/none",
                 # Connections to slurmdbd take their munge socket from here, not AuthInfo.
                 f"AccountingStoragePass={c.dir}/munge/munge.sock"]
     else:  # without slurmdbd, `sacct -c` can still list finished jobs from this file
@@ -60,9 +93,9 @@ def slurm_conf(c) -> str:
                 "JobCompType=jobcomp/filetxt", f"JobCompLoc={d}/log/jobcomp.txt"]
     gres = f" Gres=gpu:{c.gpus_per_node}" if c.gpus_per_node else ""
     lines = [
-        f"ClusterName={CLUSTER_NAME}",
-        f"SlurmctldHost={controller_host()}({CONTROLLER_ADDR})",
-        f"SlurmctldPort={PORTS['slurmctld']}", f"SlurmdPort={PORTS['slurmd']}",
+        f"ClusterName={net.cluster_name}",
+        f"SlurmctldHost={controller_host()}({net.controller_addr})",
+        f"SlurmctldPort={net.ports['slurmctld']}", f"SlurmdPort={net.ports['slurmd']}",
         "SlurmUser=root", "SlurmdUser=root",
         "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo={auth}",
         f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool/%n",
@@ -85,7 +118,7 @@ def slurm_conf(c) -> str:
         "MessageTimeout=10", "SlurmdTimeout=60", "SlurmctldTimeout=60", "TCPTimeout=2",
         *acct,
         f"NodeName=DEFAULT CPUs=2 RealMemory=4000{gres} State=UNKNOWN",
-        *[f"NodeName={n} NodeAddr={node_addr(k)} NodeHostname={n}"
+        *[f"NodeName={n} NodeAddr={net.node_addr(k)} NodeHostname={n}" + _own_gres(c, n)
           for k, n in enumerate(c.node_names, 1)],
         f"PartitionName=debug Nodes={','.join(c.node_names)} Default=YES "
         "MaxTime=7-00:00:00 DefaultTime=01:00:00 State=UP",
@@ -93,28 +126,39 @@ def slurm_conf(c) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _own_gres(c, node: str) -> str:
+    """A node whose GPU count differs from the others' (`c.devices`) says so itself."""
+    count = c.devices.get(node)
+    return "" if count is None or count == c.gpus_per_node else f" Gres=gpu:{count}" if count else " Gres="
+
+
 def gres_conf(c) -> str:
+    """The fake GPUs of each node: gpus_per_node, or `c.devices[node]` where given."""
     lines = ["AutoDetect=off"]
-    for i in range(c.gpus_per_node):  # character devices, see write_files
-        lines.append(f"NodeName={','.join(c.node_names)} Name=gpu File={c.dir}/dev/gpu{i}")
+    for i in range(max([c.gpus_per_node, *c.devices.values()])):  # character devices, see write_files
+        has = [n for n in c.node_names if i < c.devices.get(n, c.gpus_per_node)]
+        if has:
+            lines.append(f"NodeName={','.join(has)} Name=gpu File={c.dir}/dev/gpu{i}")
     return "\n".join(lines) + "\n"
 
 
 def slurmdbd_conf(c) -> str:
-    d = c.dir
+    d, net = c.dir, c.instance
     return "\n".join([
         "AuthType=auth/munge", f"AuthInfo=socket={d}/munge/munge.sock",
-        f"DbdHost={controller_host()}", f"DbdAddr={CONTROLLER_ADDR}", f"DbdPort={PORTS['slurmdbd']}",
+        f"DbdHost={controller_host()}", f"DbdAddr={net.controller_addr}",
+        f"DbdPort={net.ports['slurmdbd']}",
         "SlurmUser=root", f"LogFile={d}/log/slurmdbd.log", f"PidFile={d}/run/slurmdbd.pid",
         "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1",
-        f"StoragePort={PORTS['mariadb']}", "StorageUser=root", "StorageLoc=slurm_acct_db",
+        f"StoragePort={net.ports['mariadb']}", "StorageUser=root", "StorageLoc=slurm_acct_db",
     ]) + "\n"
 
 
 def hosts(c) -> str:
     """/etc/hosts as seen inside every node (bind-mounted there)."""
-    lines = ["127.0.0.1 localhost", f"{CONTROLLER_ADDR} {controller_host()}"]
-    lines += [f"{node_addr(k)} {n}" for k, n in enumerate(c.node_names, 1)]
+    net = c.instance
+    lines = ["127.0.0.1 localhost", f"{net.controller_addr} {controller_host()}"]
+    lines += [f"{net.node_addr(k)} {n}" for k, n in enumerate(c.node_names, 1)]
     return "\n".join(lines) + "\n"
 
 
@@ -134,7 +178,7 @@ def write_files(c) -> None:
         dbd = etc / "slurmdbd.conf"
         dbd.write_text(slurmdbd_conf(c))
         dbd.chmod(0o600)
-    for i in range(c.gpus_per_node):
+    for i in range(max([c.gpus_per_node, *c.devices.values()])):
         # gres.conf wants device files; plain files are rejected. 1,3 = /dev/null.
         os.mknod(c.dir / "dev" / f"gpu{i}", 0o666 | 0o020000, os.makedev(1, 3))
     # munged checks: socket dir traversable by all, key private to its owner.

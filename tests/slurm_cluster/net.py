@@ -1,8 +1,9 @@
 """The cluster's private network: a bridge with the controller's address and,
 per node, a network namespace joined to it by a veth pair.
 
-Names are machine-wide, so they all carry the project prefix `dlb` (never a
-clash with anything else) and one cluster at a time owns them (OWNER file).
+Names are machine-wide, so they all carry their instance's prefix (config.Instance:
+`dlb` for the shared cluster, `dlh` for a second one beside it; never a clash with anything
+else) and one cluster at a time owns each prefix (its owner file).
 """
 from __future__ import annotations
 
@@ -13,10 +14,7 @@ from pathlib import Path
 
 from . import config
 
-BRIDGE = "dlb-br0"
-NETNS = "dlb-node{}"    # nodeK's network namespace, /run/netns/dlb-nodeK
-VETH = "dlb-veth{}"     # root-namespace end of nodeK's veth pair; eth0 inside
-OWNER = Path("/run/dlbench-slurm.owner")  # the cluster dir that owns the dlb names
+SHARED = config.SHARED
 
 
 def ip(*args: str, check: bool = True) -> str:
@@ -31,8 +29,8 @@ def links() -> list[str]:
             for line in ip("-o", "link", "show", check=False).splitlines() if ":" in line]
 
 
-def namespaces() -> list[str]:
-    return [ns for ns in ip("netns", "list", check=False).split() if ns.startswith("dlb-node")]
+def namespaces(net: config.Instance = SHARED) -> list[str]:
+    return [ns for ns in ip("netns", "list", check=False).split() if ns.startswith(f"{net.prefix}-node")]
 
 
 def ns_pids(ns: str) -> set[int]:
@@ -46,9 +44,9 @@ def is_mount(path: str) -> bool:
         return any(line.split()[4] == path for line in f)
 
 
-def owner() -> str:
+def owner(net: config.Instance = SHARED) -> str:
     try:
-        return OWNER.read_text().strip()
+        return net.owner.read_text().strip()
     except OSError:
         return ""
 
@@ -59,36 +57,36 @@ def snapshot() -> dict:
             "netns_mounted_before": is_mount("/run/netns")}
 
 
-def up(dir: Path, nodes: int) -> None:
-    OWNER.write_text(str(dir))
-    ip("link", "add", BRIDGE, "type", "bridge")
-    ip("addr", "add", f"{config.CONTROLLER_ADDR}/24", "dev", BRIDGE)
-    ip("link", "set", BRIDGE, "up")
+def up(dir: Path, nodes: int, net: config.Instance = SHARED) -> None:
+    net.owner.write_text(str(dir))
+    ip("link", "add", net.bridge, "type", "bridge")
+    ip("addr", "add", f"{net.controller_addr}/24", "dev", net.bridge)
+    ip("link", "set", net.bridge, "up")
     for k in range(1, nodes + 1):
-        ns, veth = NETNS.format(k), VETH.format(k)
+        ns, veth = net.netns(k), net.veth(k)
         ip("netns", "add", ns)
         ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        ip("link", "set", veth, "master", BRIDGE, "up")
-        ip("-n", ns, "addr", "add", f"{config.node_addr(k)}/24", "dev", "eth0")
+        ip("link", "set", veth, "master", net.bridge, "up")
+        ip("-n", ns, "addr", "add", f"{net.node_addr(k)}/24", "dev", "eth0")
         ip("-n", ns, "link", "set", "eth0", "up")
         ip("-n", ns, "link", "set", "lo", "up")
 
 
-def down(snap: dict | None) -> None:
+def down(snap: dict | None, net: config.Instance = SHARED) -> None:
     """Delete namespaces, veths and bridge (end their processes first)."""
     for link in links():
-        if link.startswith("dlb-veth"):  # deleting one end deletes the pair
+        if link.startswith(f"{net.prefix}-veth"):  # deleting one end deletes the pair
             ip("link", "del", link, check=False)
-    for ns in namespaces():
+    for ns in namespaces(net):
         ip("netns", "del", ns, check=False)
-    if BRIDGE in links():
-        ip("link", "del", BRIDGE, check=False)
+    if net.bridge in links():
+        ip("link", "del", net.bridge, check=False)
     end = time.monotonic() + 10  # deleted links can linger a moment
-    while any(n.startswith("dlb-") for n in links()) and time.monotonic() < end:
+    while any(n.startswith(f"{net.prefix}-") for n in links()) and time.monotonic() < end:
         time.sleep(0.05)
     if snap:
         restore(snap)
-    OWNER.unlink(missing_ok=True)
+    net.owner.unlink(missing_ok=True)
 
 
 def restore(snap: dict) -> None:

@@ -120,10 +120,10 @@ def test_a_rerun_repeat_starts_in_an_empty_folder(tmp_path):
 def test_an_array_task_names_itself_by_array_and_task(monkeypatch):
     """Task 0's SLURM_JOB_ID equals its array's id, which squeue and scancel read as the whole
     array: the driver must name its own job A_T, or it stops its siblings' steps."""
-    from launchers import slurm_driver
+    from launchers import slurm_nodes
     monkeypatch.setenv("SLURM_JOB_ID", "1013")
     monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
-    assert slurm_driver.this_job() == "1013"
+    assert slurm_nodes.this_job() == "1013"
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "1013")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
-    assert slurm_driver.this_job() == "1013_0"
+    assert slurm_nodes.this_job() == "1013_0"

@@ -69,6 +69,21 @@ def test_localtest(tmp_path):
     assert "<PYTHON> -m frameworks --spec <SWEEP>/points/000-pytorch-resnet50-fp32-2x2-bs4/repeat-01/spec.json" in text
 
 
+def test_preflight_runs_the_health_step_first_in_the_pytorch_container(tmp_path):
+    """On a site with containers the health step runs in the PyTorch image (NCCL's links),
+    whatever the point's framework."""
+    text = dry_run(tmp_path, "framework=tensorflow", "nodes=2", "gpus_per_node=8", "cluster=example_site",
+                   "preflight=true", "health.timeout_s=200")
+    head, _, rest = text.partition("# preflight=true: first the health checks, one step (docs/health.md):\n")
+    line = rest.splitlines()[0]
+    assert line.startswith("srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --kill-on-bad-exit=0 --time=5 ")
+    assert "--output=<SWEEP>/points/000-tensorflow-resnet50-fp32-2x8-bs8/health/attempt-00/rank-%5t.log" in line
+    assert "'--container-image=nvcr.io#nvidia/pytorch:24.05-py3'" in line
+    assert line.endswith(" python -m frameworks.common.health_rank --spec "
+                         "<SWEEP>/points/000-tensorflow-resnet50-fp32-2x8-bs8/health/attempt-00/spec.json")
+    assert rest.index("# repeat 0:") > 0  # then the repeats
+
+
 def make(*overrides):
     return points.make_point(cfg_of("launcher=slurm", *overrides), "/sweep", 0)
 

@@ -116,9 +116,9 @@ def test_squeue_reason_is_read_in_the_same_call(monkeypatch):
     assert sacct.job_states(["7"]) == {"7": "PENDING"}
 
 
-# ---- what the driver reads while a step runs (launchers/slurm_driver.py) -----------------------
+# ---- what the driver reads while a step runs (launchers/step_watch.py) -----------------------
 def test_the_step_watch_reads_records_and_whole_srun_lines(tmp_path):
-    from launchers.slurm_driver import StepWatch
+    from launchers.step_watch import StepWatch
     (tmp_path / "rank-00000.json").write_text('{"status": "ok"}')
     (tmp_path / "srun.log").write_text("srun: error: node2: task 1: Segmentation fault (core dumped)\n"
                                        "srun: error: node3: task 2: Exi")  # a line half written
@@ -141,7 +141,7 @@ def test_the_step_watch_reads_records_and_whole_srun_lines(tmp_path):
     (None, "srun: error: node1: task 0: Killed\n", "rank 0 on node1: SIGKILL"),
 ])
 def test_what_starts_the_failure_grace(tmp_path, record, srun_line, bad):
-    from launchers.slurm_driver import StepWatch
+    from launchers.step_watch import StepWatch
     if record:
         (tmp_path / "rank-00000.json").write_text(record)
     (tmp_path / "srun.log").write_text(srun_line)
@@ -151,7 +151,8 @@ def test_what_starts_the_failure_grace(tmp_path, record, srun_line, bad):
 
 
 def test_rank_ends_place_ranks_on_nodes_and_leave_the_unknown_unknown(tmp_path):
-    from launchers.slurm_driver import PointDriver, StepWatch
+    from launchers.slurm_driver import PointDriver
+    from launchers.step_watch import StepWatch
     driver = PointDriver(str(tmp_path))
     driver.hosts = ["node1", "node2", "node3"]
     for rank in (0, 1, 2, 3):

@@ -133,3 +133,35 @@ def test_status_says_when_slurm_knows_none_of_the_jobs(tmp_path, monkeypatch, ca
     monkeypatch.setattr(sacct, "jobs", lambda ids: {j: {"state": "RUNNING", "reason": None} for j in ids})
     assert status.main([str(tmp_path)]) == 0
     assert "neither" not in capsys.readouterr().err
+
+
+def preflight(p, outcome, excluded, error=None):
+    records.write_json_atomic(os.path.join(p["dir"], layout.PREFLIGHT_FILE), {
+        "schema": layout.PREFLIGHT_SCHEMA, "outcome": outcome, "error": error, "excluded": excluded})
+
+
+def test_a_point_without_healthy_nodes_is_unhealthy_and_says_which_were_left_out(tmp_path):
+    """preflight=true (launchers/preflight.py): the left-out nodes and why, on every line; a
+    point that found too few healthy nodes is UNHEALTHY, not a failed training run."""
+    gone = slurm_point(tmp_path, "000-a", "41")
+    preflight(gone, "unhealthy", {"node1": ["devices: 1 GPU(s), 2 requested"]},
+              error="needs 3 healthy node(s); partition debug has 2 once node1: ... are left out")
+    ran = slurm_point(tmp_path, "001-b", "43", recorded=2)
+    preflight(ran, "ok", {"node3": ["links: sends slowly: node3 -> node1 0.01 GB/s"]})
+    moved = slurm_point(tmp_path, "002-c", "45")
+    preflight(moved, "resubmitted", {"node3": ["links: sends slowly"]})
+    pts = {p["name"]: p for p in status.read_points(str(tmp_path))}
+    assert status.point_state(pts["000-a"], "COMPLETED") == (
+        "UNHEALTHY", "needs 3 healthy node(s); partition debug has 2 once node1: ... are left out")
+    assert status.point_state(pts["001-b"], "COMPLETED") == (
+        "COMPLETED", "preflight left out node3 (links: sends slowly: node3 -> node1 0.01 GB/s)")
+    assert status.point_state(pts["002-c"], "PENDING", "Priority") == (
+        "PENDING", "waiting: Priority; preflight left out node3 (links: sends slowly)")
+    assert "UNHEALTHY" in status.FINAL
+
+
+def test_the_point_status_rule_names_unhealthy_only_without_repeats():
+    from frameworks.common import statuses
+    assert statuses.point_status([], 3, preflight="unhealthy") == "unhealthy"
+    assert statuses.point_status(["ok"], 3, preflight="unhealthy") == "partial"
+    assert statuses.point_status([], 3, preflight="ok") == "missing"

@@ -1,0 +1,25 @@
+"""The report's "Nodes left out by preflight" section: for each point run with
+preflight=true whose health checks left a node out (launchers/preflight.py), which nodes and
+why, where it ran in the end, or that it found too few healthy nodes (`unhealthy`, no
+repeat). Read from each point's layout.PREFLIGHT_FILE; nothing else of the analysis needs it."""
+import os
+
+from frameworks.common import layout, records, statuses
+
+
+def section(results) -> str:
+    lines = []
+    for sweep, point in sorted(results.manifests):
+        pre = records.read_json(os.path.join(layout.point_dir(sweep, point), layout.PREFLIGHT_FILE))
+        if not pre or not (pre.get("excluded") or pre.get("outcome") == statuses.UNHEALTHY):
+            continue
+        out = "; ".join(f"{node} ({', '.join(why)})" for node, why in sorted(pre["excluded"].items()))
+        if pre.get("outcome") == statuses.UNHEALTHY:
+            lines.append(f"- {point}: {statuses.UNHEALTHY}, no repeat ran: {pre.get('error')}")
+            continue
+        last = (pre.get("attempts") or [{}])[-1]
+        ran = f"ran on {', '.join(last.get('nodes') or [])}; " if last.get("ok") else ""
+        lines.append(f"- {point}: {ran}left out {out}")
+    if not lines:
+        return ""
+    return "\n".join(["## Nodes left out by preflight (preflight=true; docs/health.md)", *lines])

@@ -1,0 +1,258 @@
+"""The health verdict, written once: from one health step's rank records to each node's
+checks, each link's bandwidth, and which nodes and links are sick (docs/health.md).
+
+- A check its node's rank found sick is sick (frameworks/common/nodechecks.py).
+- A node one of whose ranks left no record is sick (how srun saw it end, where it did);
+  so is one whose rank failed, unless a rank elsewhere left none (the others then fail
+  waiting on it: not their fault), and unless the step's own stop ended it after a rank
+  elsewhere died or failed.
+- Devices and versions: the model, and each version, that most nodes have; a node with
+  another is sick.
+- A node whose value of a median check (clock, InfiniBand rate, free memory, /dev/shm,
+  matrix multiply) is below health.min_fraction of the allocation's median is sick. The
+  matrix multiply: the node's slowest device against the median of every device.
+- A link below health.min_fraction of the median link is slow; frameworks/common/linktest.py
+  tells a slow node (sick) from a slow link (named on its own line).
+
+`exclude` is what preflight leaves out: every sick node, and for each slow link that no
+node explains, the node that sends on it unless its other end is left out already (either
+end gone removes the link). `render` prints a verdict: a row per node, a line per slow link
+and, once each, why the checks that did not apply were skipped.
+"""
+import statistics
+from collections import Counter
+
+from frameworks.common import layout, linktest, nodechecks, statuses
+
+
+def below(value, median, fraction: float) -> bool:
+    return value is not None and median is not None and value < fraction * median
+
+
+def _fmt(value, unit) -> str:
+    if unit == "bytes":
+        return f"{value / 2**30:.1f} GiB"
+    return f"{value:.3g} {unit}" if unit else f"{value:.3g}"
+
+
+def _majority(values: dict):
+    """The value most nodes have (the first seen among equals), or None."""
+    counts = Counter(v for v in values.values() if v is not None)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def node_rows(records: dict, hosts: list, gpus_per_node: int) -> list:
+    """One row per node: its host, its first rank's node checks, every rank's matmul."""
+    rows = []
+    for i, host in enumerate(hosts):
+        ranks = range(i * gpus_per_node, (i + 1) * gpus_per_node)
+        lead = records.get(ranks[0]) or {}
+        checks = {k: dict(v) for k, v in (lead.get("checks") or {}).items() if k != "matmul"}
+        rows.append({"node": lead.get("host") or host, "index": i, "checks": checks,
+                     "ranks": {r: records.get(r) for r in ranks}, "sick": []})
+    return rows
+
+
+def _ranks(rows: list, ended_by: str = None, rank_ends=None, stopped=()) -> None:
+    """Ranks without a record, or whose record failed. One the step's stop ended, after a
+    rank elsewhere died or failed of itself, is not judged: it was waiting on that one."""
+    rank_ends = rank_ends or {}
+    missing = [(row["index"], r) for row in rows for r, rec in row["ranks"].items() if rec is None]
+    own = [(i, r) for i, r in missing if r not in stopped]
+    failed = any(rec is not None and rec.get("status") != "ok" and r not in stopped
+                 for row in rows for r, rec in row["ranks"].items())
+    for i, r in missing:
+        if r in stopped and (own or failed):
+            rows[i].setdefault("notes", []).append(f"rank {r} stopped waiting on a rank that "
+                                                   "ended first (not judged)")
+            continue
+        how = f": {statuses.describe_end(rank_ends[r])}" if rank_ends.get(r) else ""
+        rows[i]["sick"].append(f"rank {r} left no record{how}" + (f" ({ended_by})" if ended_by else ""))
+    for row in rows:
+        for r, rec in row["ranks"].items():
+            if rec is not None and rec.get("status") != "ok":
+                if own and row["index"] not in {i for i, _ in own}:
+                    row.setdefault("notes", []).append(
+                        f"rank {r} failed after rank {own[0][1]} left no record (not judged)")
+                else:
+                    row["sick"].append(f"rank {r} failed: {rec.get('error')}")
+
+
+def _same_everywhere(rows: list) -> None:
+    """Device models and versions: the majority's, on every node."""
+    models = {row["node"]: tuple(sorted(set(row["checks"].get("devices", {}).get("models") or [])))
+              or None for row in rows}
+    common = _majority(models)
+    for row in rows:
+        mine = models[row["node"]]
+        if common and mine and mine != common:
+            row["checks"]["devices"].update(status="sick", reason=f"GPU model {', '.join(mine)}; "
+                                            f"the other nodes have {', '.join(common)}")
+    found = {row["node"]: row["checks"].get("versions", {}).get("versions") or {} for row in rows}
+    keys = [k for k in ("driver", "cuda", "nccl") if any(k in v for v in found.values())]
+    common = {k: _majority({n: v.get(k) for n, v in found.items()}) for k in keys}
+    for row in rows:
+        odd = [k for k in keys if common[k] and found[row["node"]].get(k) not in (None, common[k])]
+        if odd:
+            row["checks"]["versions"].update(status="sick", reason=(
+                ", ".join(f"{k} {found[row['node']][k]}" for k in odd) + "; the other nodes have "
+                + ", ".join(f"{k} {common[k]}" for k in odd)))
+
+
+def _medians(rows: list, fraction: float) -> dict:
+    medians = {}
+    for name in nodechecks.MEDIAN_CHECKS:
+        if name == "matmul":
+            continue
+        values = {row["node"]: row["checks"].get(name, {}).get("value") for row in rows}
+        known = [v for v in values.values() if v is not None]
+        if not known:
+            continue
+        medians[name] = median = statistics.median(known)
+        for row in rows:
+            check = row["checks"][name] if name in row["checks"] else None
+            if check and below(check.get("value"), median, fraction):
+                check.update(status="sick", reason=f"{check.get('reason') or name}: "
+                             f"{check['value'] / median:.2f} of the allocation's median "
+                             f"{_fmt(median, check.get('unit'))}")
+    # matmul: every device; the node's slowest against the median of all
+    per_rank = {r: (rec.get("checks") or {}).get("matmul") or {} for row in rows
+                for r, rec in row["ranks"].items() if rec}
+    known = [c["value"] for c in per_rank.values() if c.get("value") is not None]
+    if known:
+        medians["matmul"] = median = statistics.median(known)
+    for row in rows:
+        mine = [(r, per_rank[r]) for r in row["ranks"] if r in per_rank and per_rank[r]]
+        if not mine:
+            continue
+        sick = [(r, c) for r, c in mine if c.get("status") == "sick"]
+        slow = [(r, c) for r, c in mine if below(c.get("value"), medians.get("matmul"), fraction)]
+        worst = min((c for _, c in mine if c.get("value") is not None), key=lambda c: c["value"],
+                    default=None)
+        if sick:
+            row["checks"]["matmul"] = {"status": "sick", "reason": f"rank {sick[0][0]}: {sick[0][1]['reason']}"}
+        elif slow:
+            r, c = min(slow, key=lambda rc: rc[1]["value"])
+            row["checks"]["matmul"] = {"status": "sick", "value": c["value"], "reason":
+                                       f"rank {r}: {c['value']:.3g} GFLOP/s, {c['value'] / median:.2f} "
+                                       f"of the allocation's median {median:.3g} GFLOP/s"}
+        elif worst is not None:
+            row["checks"]["matmul"] = {"status": "ok", "value": worst["value"], "reason": worst["reason"]}
+        else:
+            row["checks"]["matmul"] = dict(mine[0][1])
+    return medians
+
+
+def _links(rows: list, fraction: float) -> dict:
+    measured = [dict(link) for row in rows for rec in row["ranks"].values() if rec
+                for link in rec.get("links") or []]
+    if len(rows) < 2:
+        reason = "one node: no link between nodes"
+        for row in rows:
+            row["checks"]["links"] = nodechecks.skipped(reason)
+        return {"links": [], "slow": [], "ambiguous": False, "median": None}
+    if not measured:
+        for row in rows:
+            row["checks"]["links"] = row["checks"].get("links") or nodechecks.skipped(
+                "no link measured (health.checks, or the step did not get that far)")
+        return {"links": [], "slow": [], "ambiguous": False, "median": None}
+    names = [row["node"] for row in rows]
+    for link in measured:
+        link["gbytes_s"] = link["bytes"] / link["seconds"] / 1e9 if link.get("seconds") else 0.0
+    median = statistics.median(link["gbytes_s"] for link in measured)
+    slow = {(l["src"], l["dst"]): l for l in measured if below(l["gbytes_s"], median, fraction)}
+    found = linktest.diagnose(len(rows), set(slow))
+    speed = {(l["src"], l["dst"]): l["gbytes_s"] for l in measured}
+
+    def desc(src, dst):
+        return f"{names[src]} -> {names[dst]} {speed[(src, dst)]:.3g} GB/s"
+    for row in rows:
+        i = row["index"]
+        why = found["nodes"].get(i)
+        if why:
+            mine = [desc(s, d) for (s, d) in sorted(slow) if i in (s, d)]
+            row["checks"]["links"] = nodechecks.sick(f"{why}: {', '.join(mine)} (median {median:.3g} GB/s)")
+        else:
+            row["checks"]["links"] = nodechecks.ok(f"{sum(i in k for k in speed)} link(s) measured")
+    lines = []
+    for src, dst in found["links"]:
+        why = ("with 2 nodes a slow node cannot be told from a slow link" if found["ambiguous"]
+               else "both nodes' other links are fine: the path between them")
+        lines.append({"src": names[src], "dst": names[dst], "gbytes_s": speed[(src, dst)],
+                      "median": median, "why": why})
+    links = [{"src": names[l["src"]], "dst": names[l["dst"]], "stride": l["stride"],
+              "gbytes_s": l["gbytes_s"], "slow": (l["src"], l["dst"]) in slow} for l in measured]
+    return {"links": sorted(links, key=lambda l: (l["stride"], l["src"])), "slow": lines,
+            "ambiguous": found["ambiguous"], "median": median}
+
+
+def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str = None,
+          rank_ends=None, stopped=()) -> dict:
+    """The verdict of one health step (health.json's content but for where it ran)."""
+    fraction = float(settings["min_fraction"])
+    rows = node_rows(records, hosts, gpus_per_node)
+    _ranks(rows, ended_by, rank_ends, set(stopped))
+    if any(rec for row in rows for rec in row["ranks"].values()):
+        _same_everywhere(rows)
+        medians = _medians(rows, fraction)
+    else:
+        medians = {}
+    links = _links(rows, fraction)
+    sick, exclude = {}, {}
+    for row in rows:
+        reasons = row["sick"] + [f"{name}: {c['reason']}" for name, c in row["checks"].items()
+                                 if c.get("status") == "sick"]
+        row["status"] = "sick" if reasons else "ok"
+        if reasons:
+            sick[row["node"]] = exclude[row["node"]] = reasons
+    for line in links["slow"]:  # one end is enough: the link is gone with it
+        if line["src"] not in exclude and line["dst"] not in exclude:
+            exclude[line["src"]] = [f"links: its link to {line['dst']} is slow ({line['gbytes_s']:.3g} "
+                                    f"GB/s, median {line['median']:.3g} GB/s)"]
+    return {"schema": layout.HEALTH_SCHEMA, "version": layout.SCHEMA_VERSION,
+            "ok": not sick and not links["slow"], "min_fraction": fraction,
+            "gpus_per_node": gpus_per_node, "hosts": [row["node"] for row in rows],
+            "recorded_ranks": sum(rec is not None for row in rows for rec in row["ranks"].values()),
+            "nodes": [{k: row[k] for k in ("node", "index", "status", "checks")}
+                      | ({"notes": row["notes"]} if row.get("notes") else {}) for row in rows],
+            "links": links["links"], "slow_links": links["slow"], "link_median_gbytes_s": links["median"],
+            "medians": medians, "sick": sick, "exclude": exclude}
+
+
+def render(verdict: dict) -> str:
+    """One row per node (its status and, when sick, why), one line per slow link, and the
+    checks that did not apply, each with its reason once."""
+    head = ("node", "status", "detail")
+    rows = []
+    for node in verdict["nodes"]:
+        checks = node["checks"]
+        sick = [f"{name}: {c['reason']}" for name, c in checks.items() if c.get("status") == "sick"]
+        if node["status"] == "sick":
+            detail = "; ".join(sick or verdict["sick"].get(node["node"], []))
+        else:
+            detail = "ok: " + ", ".join(n for n in nodechecks.CHECKS if checks.get(n, {}).get("status") == "ok")
+        rows.append((node["node"], node["status"], detail))
+    width = [max(len(str(r[i])) for r in [head] + rows) for i in range(2)]
+    lines = [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in [head] + rows]
+    for link in verdict["slow_links"]:
+        lines.append(f"slow link {link['src']} -> {link['dst']}: {link['gbytes_s']:.3g} GB/s, "
+                     f"median {link['median']:.3g} GB/s ({link['why']})")
+    skipped = {}
+    for node in verdict["nodes"]:
+        for name, c in node["checks"].items():
+            if c.get("status") == "skipped":
+                skipped.setdefault((c["reason"], name), set()).add(node["node"])
+    by_reason = {}
+    for (reason, name), where in skipped.items():
+        every = len(where) == len(verdict["nodes"])
+        by_reason.setdefault((reason, every and "every node" or ", ".join(sorted(where))), []).append(name)
+    for (reason, where), names in sorted(by_reason.items(),
+                                         key=lambda kv: nodechecks.CHECKS.index(min(
+                                             kv[1], key=nodechecks.CHECKS.index))):
+        names = sorted(names, key=nodechecks.CHECKS.index)
+        lines.append(f"{', '.join(names)} skipped on {where}: {reason}")
+    if verdict.get("link_median_gbytes_s"):
+        lines.append(f"links: {len(verdict['links'])} measured in "
+                     f"{len({l['stride'] for l in verdict['links']})} round(s), median "
+                     f"{verdict['link_median_gbytes_s']:.3g} GB/s")
+    return "\n".join(lines)

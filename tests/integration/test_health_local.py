@@ -1,0 +1,85 @@
+"""Cluster health on this machine with the local launcher (docs/health.md): `launch health`
+runs the node checks that apply here and says why the others are skipped; preflight=true
+runs them before a point's repeats, and a sick machine (a site check that fails: a real
+script, a real non-zero exit) ends the point `unhealthy` without a training run."""
+import json
+import os
+import stat
+import subprocess
+import sys
+
+from frameworks.common import layout, nodechecks
+from launchers import points
+
+
+def launch(*args, timeout=240):
+    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=points.ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def failing_check(tmp_path):
+    path = tmp_path / "check-ecc.sh"
+    path.write_text("#!/bin/sh\necho 'GPU 0: 7 uncorrectable ECC errors (site check)'\nexit 1\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def verdict_of(out_root):
+    (run,) = [d for d in os.listdir(out_root) if d.startswith(layout.HEALTH_RUN_PREFIX)]
+    with open(os.path.join(out_root, run, layout.HEALTH_FILE)) as f:
+        return json.load(f), os.path.join(out_root, run)
+
+
+def test_launch_health_here_says_what_it_checked_and_why_it_skipped_the_rest(tmp_path):
+    r = launch("health", "launcher=local", "gpus_per_node=2", f"output_root={tmp_path}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    verdict, folder = verdict_of(tmp_path)
+    (node,) = verdict["nodes"]
+    assert verdict["ok"] and node["status"] == "ok"
+    assert set(node["checks"]) == set(nodechecks.CHECKS)
+    for name, check in node["checks"].items():  # nothing passes silently
+        assert check["status"] in ("ok", "skipped") and check["reason"], (name, check)
+    assert node["checks"]["links"]["reason"] == "one node: no link between nodes"
+    assert node["checks"]["memory"]["status"] == node["checks"]["matmul"]["status"] == "ok"
+    assert sorted(f for f in os.listdir(folder) if f.endswith(".json")) == \
+        [layout.HEALTH_FILE, layout.rank_record_name(0), layout.rank_record_name(1), layout.SPEC_FILE]
+    assert "links skipped on every node: one node: no link between nodes" in r.stdout
+    assert r.stdout.strip().splitlines()[-1].startswith("health: ok in ")
+
+
+def test_a_failing_site_check_makes_the_node_sick_and_the_exit_1(tmp_path):
+    script = failing_check(tmp_path)
+    r = launch("health", "launcher=local", f"output_root={tmp_path / 'out'}",
+               f"health.site_checks=[{script}]")
+    assert r.returncode == 1, r.stdout + r.stderr
+    verdict, _ = verdict_of(tmp_path / "out")
+    (reasons,) = verdict["sick"].values()
+    assert reasons == [f"site: {script} exited 1: GPU 0: 7 uncorrectable ECC errors (site check)"]
+    assert "sick" in r.stdout and "health: SICK in" in r.stdout
+
+
+def sweep(tmp_path, *overrides):
+    sdir = tmp_path / "sweep"
+    r = launch("-m", "preset=smoke", "repeats=1", "preflight=true", "launcher=local",
+               f"hydra.sweep.dir={sdir}", *overrides)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (pdir,) = (sdir / layout.POINTS_DIR).iterdir()
+    return r, sdir, pdir, json.loads((pdir / layout.PREFLIGHT_FILE).read_text())
+
+
+def test_preflight_here_checks_then_runs_the_repeats(tmp_path):
+    r, sdir, pdir, pre = sweep(tmp_path)
+    assert pre["outcome"] == "ok" and [a["ok"] for a in pre["attempts"]] == [True]
+    assert (pdir / pre["attempts"][0]["dir"] / layout.HEALTH_FILE).exists()
+    assert json.loads((pdir / layout.repeat_name(0) / layout.RUN_FILE).read_text())["status"] == "ok"
+    assert "ecc, rows, throttle, clocks, power, persistence skipped on every node: no GPU" in r.stdout
+
+
+def test_a_sick_machine_ends_the_point_unhealthy_without_a_training_run(tmp_path):
+    script = failing_check(tmp_path)
+    _, sdir, pdir, pre = sweep(tmp_path, f"health.site_checks=[{script}]")
+    assert pre["outcome"] == "unhealthy" and "the local launcher has no other node" in pre["error"]
+    assert not (pdir / layout.repeat_name(0)).exists()
+    status = launch("status", str(sdir))
+    line = next(l for l in status.stdout.splitlines() if l.startswith(pdir.name))
+    assert line.split()[1] == "UNHEALTHY" and "7 uncorrectable ECC errors" in line

@@ -1,0 +1,64 @@
+"""Bad `health.*` input is refused in one line before anything runs, by `launch health` and by
+a sweep alike (launchers/health_settings.py, through points.validate)."""
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import launch
+from frameworks.common import nodechecks
+from launchers import points
+
+CONF = str(points.ROOT / "conf")
+BAD = [
+    ("health.min_fraction=0", "health.min_fraction must be a number in (0, 1], got 0"),
+    ("health.min_fraction=1.2", "health.min_fraction must be a number in (0, 1], got 1.2"),
+    ("health.min_fraction=half", "health.min_fraction must be a number in (0, 1], got 'half'"),
+    ("health.retries=-1", "health.retries must be an integer >= 0, got -1"),
+    ("health.retries=1.5", "health.retries must be an integer >= 0, got 1.5"),
+    ("health.checks=[devices,ecc,smart]", "unknown health check 'smart' in health.checks (valid: all, "
+                                          + ", ".join(nodechecks.CHECKS) + ")"),
+    ("health.checks=links2", "unknown health check 'links2'"),
+    ("health.link_mb=0", "health.link_mb must be a number > 0, got 0"),
+    ("health.link_iters=0", "health.link_iters must be an integer >= 1, got 0"),
+    ("health.site_checks=/bin/true", "health.site_checks must be a list of script paths, got '/bin/true'"),
+    ("preflight=maybe", "preflight must be true or false, got 'maybe'"),
+]
+
+
+def cfg_of(*overrides):
+    with initialize_config_dir(config_dir=CONF, version_base=None):
+        return compose("config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("override,message", BAD)
+def test_a_point_with_bad_health_settings_is_refused(override, message):
+    with pytest.raises(points.ConfigError) as err:
+        points.validate(cfg_of(override))
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_the_checks_resolve_to_names(tmp_path):
+    assert points.make_point(cfg_of(), tmp_path, 0)["health"]["checks"] == list(nodechecks.CHECKS)
+    point = points.make_point(cfg_of("health.checks=[memory,links]"), tmp_path, 0)
+    assert point["health"]["checks"] == ["memory", "links"] and point["preflight"] is False
+
+
+@pytest.mark.parametrize("override,message", BAD[:4] + BAD[5:6])
+def test_launch_health_refuses_in_one_line_and_exit_2(override, message, capsys, tmp_path):
+    code = launch.main(["health", override, f"output_root={tmp_path}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"error: {message}"]
+    assert not any(os.scandir(tmp_path))  # nothing ran, nothing written
+
+
+def test_a_sweep_with_bad_health_settings_runs_nothing(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "launch", "-m", "preset=smoke", "preflight=true,false",
+                        "health.retries=-2", f"hydra.sweep.dir={tmp_path / 's'}"], cwd=points.ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith(
+        "error: health.retries must be an integer >= 0, got -2 (sweep point 0")
+    assert not (tmp_path / "s" / "points").exists()
