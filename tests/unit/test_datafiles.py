@@ -134,7 +134,7 @@ def test_a_bench_a_framework_lacks_is_unsupported():
 
 
 def test_the_framework_table_says_which_adapters_read_files():
-    """FRAMEWORKS[name].files (the table the README's cells rest on) is the backend each
+    """FRAMEWORKS[name].files (the table docs/frameworks/README.md's cells rest on) is the backend each
     adapter's `build.data_backends` names first, and None exactly where it names none."""
     import ast
     from tests.frameworks_env import FRAMEWORKS
