@@ -41,19 +41,21 @@ def repeat_figures(ranks: dict, cols: dict):
 
 
 def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.MAX_CV,
-                    max_drift: float = method.MAX_DRIFT) -> dict:
+                    max_drift: float = method.MAX_DRIFT, preflight: dict = None) -> dict:
     """A point's row: the method's figures over its ok repeats (analysis/method.py), its
     status and first error, its device; `durations`: the timed steps' durations of each ok
-    repeat (numpy arrays), for the step-time percentiles."""
+    repeat (numpy arrays), for the step-time percentiles; `preflight`: its preflight record
+    (an `unhealthy` point ran no repeat, and says why)."""
     ok = [r for r in runs if r["status"] == "ok" and r["throughput"] is not None]
     # comm repeats have no training throughput: their figures are analysis/comm.py's
     s = method.summarize(r["throughput"] for r in ok)
     row.update(throughput=s["median"], tp_min=s["min"], tp_max=s["max"], tp_cv=s["cv"],
                n_ok=sum(r["status"] == "ok" for r in runs), n_recorded=len(runs),
                ci_lo=s["ci_lo"], ci_hi=s["ci_hi"], ci_coverage=s["ci_coverage"])
-    row["status"] = statuses.point_status((r["status"] for r in runs), row["repeats"])
+    outcome = (preflight or {}).get("outcome")
+    row["status"] = statuses.point_status((r["status"] for r in runs), row["repeats"], outcome)
     bad = next((r for r in runs if r["status"] != "ok" and r["error"]), None)
-    row["error"] = bad["error"] if bad else None
+    row["error"] = bad["error"] if bad else (preflight or {}).get("error") if outcome == statuses.UNHEALTHY else None
     row["peak_device_bytes"] = max((r.get("peak_device_bytes") or 0 for r in runs),
                                    default=0) or None
     row["device"] = next((r["device"] for r in sorted(runs, key=lambda r: r["status"] != "ok")

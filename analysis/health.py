@@ -1,17 +1,14 @@
 """The report's "Nodes left out by preflight" section: for each point run with
 preflight=true whose health checks left a node out (launchers/preflight.py), which nodes and
 why, where it ran in the end, or that it found too few healthy nodes (`unhealthy`, no
-repeat). Read from each point's layout.PREFLIGHT_FILE; nothing else of the analysis needs it."""
-import os
-
-from frameworks.common import layout, records, statuses
+repeat): each point's preflight record as analysis.load read it (Results.preflights)."""
+from frameworks.common import statuses
 
 
 def section(results) -> str:
     lines = []
-    for sweep, point in sorted(results.manifests):
-        pre = records.read_json(os.path.join(layout.point_dir(sweep, point), layout.PREFLIGHT_FILE))
-        if not pre or not (pre.get("excluded") or pre.get("outcome") == statuses.UNHEALTHY):
+    for (sweep, point), pre in sorted(results.preflights.items()):
+        if not (pre.get("excluded") or pre.get("outcome") == statuses.UNHEALTHY):
             continue
         out = "; ".join(f"{node} ({', '.join(why)})" for node, why in sorted(pre["excluded"].items()))
         if pre.get("outcome") == statuses.UNHEALTHY:

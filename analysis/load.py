@@ -42,6 +42,7 @@ class _Reader:
         self.limits = dict(limits or {})   # the flags' thresholds: max_cv, max_drift
         self.point_rows, self.run_rows, self.corrupt = [], [], []
         self.comm, self.environments, self.manifests, self.searches = [], [], {}, []
+        self.preflights = {}  # (sweep, point) -> its preflight.json (preflight=true)
         self.cols = {k: [] for k in ("step", "phase", "start", "end", "samples", "loss")}
         self.owners = []      # per rank record read: (point code, repeat, rank, host code, steps)
         self.point_code, self.host_code = {}, {}
@@ -71,8 +72,19 @@ class _Reader:
                 runs.append(run)
                 if timed is not None:
                     durations.append(timed)
+        pre = self.preflight(pdir, sweep, row["point"]) if layout.PREFLIGHT_FILE in names else None
         self.run_rows += runs
-        self.point_rows.append(figures.summarize_point(row, runs, durations, **self.limits))
+        self.point_rows.append(figures.summarize_point(row, runs, durations, preflight=pre, **self.limits))
+
+    def preflight(self, pdir: str, sweep: str, point: str):
+        """The point's preflight record (docs/health.md), or None; a bad one costs only itself."""
+        try:
+            pre = record_file.read_record(os.path.join(pdir, layout.PREFLIGHT_FILE), layout.PREFLIGHT_SCHEMA)
+        except CorruptFile as c:
+            self.bad(c, sweep, point)
+            return None
+        self.preflights[(sweep, point)] = pre
+        return pre
 
     def ranks(self, rdir: str, names: list, world: int):
         """(rank -> its record without steps, rank -> its step columns, the bad files) of
@@ -201,7 +213,8 @@ class _Reader:
         return Results(points, runs, root=self.root, comm=comm,
                        searches=self.searches, environments=self.environments,
                        manifests=self.manifests, corrupt=self.corrupt,
-                       step_columns=self.step_columns(), limits=self.limits)
+                       step_columns=self.step_columns(), limits=self.limits,
+                       preflights=self.preflights)
 
 
 def _from_ranks(ranks: dict) -> dict:

@@ -50,18 +50,21 @@ class Results:
                   framework, environment, profile (profile=true's trace, else None), parallel
                   (a layout's grid place and parameter counts) and pipeline (its bubble)
     manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
+    preflights    (sweep, point) -> its preflight.json, for points run with preflight=true
     corrupt       one entry per bad file: file, reason, newer, sweep, point, repeat
     limits        the flags' thresholds the points were flagged with: max_cv, max_drift
     """
 
     def __init__(self, points, runs, steps=None, root="", *, comm=None, searches=(),
-                 environments=(), manifests=None, corrupt=(), step_columns=None, limits=None):
+                 environments=(), manifests=None, corrupt=(), step_columns=None, limits=None,
+                 preflights=None):
         self.points, self.runs, self.root = points, runs, str(root)
         self.limits = {"max_cv": method.MAX_CV, "max_drift": method.MAX_DRIFT, **(limits or {})}
         self._steps, self._columns = steps, step_columns
         self.comm = comm if comm is not None else pd.DataFrame(columns=COMM_COLUMNS)
         self.searches, self.environments = list(searches), list(environments)
         self.manifests, self.corrupt = dict(manifests or {}), list(corrupt)
+        self.preflights = dict(preflights or {})
 
     def __repr__(self) -> str:
         return (f"Results({self.root!r}: {len(self.points)} points, {len(self.runs)} runs, "

@@ -13,7 +13,7 @@ ROW_KEY = ["framework", "precision", "batch_size", "compile"]
 HEADERS = ["framework", "precision", "batch/dev", "mode"]
 LABELS = {"failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT", "cancelled": "CANCELLED",
           "unsupported": "UNSUPPORTED", "missing": "missing", "incomplete": "running?",
-          "corrupt": "CORRUPT"}
+          "corrupt": "CORRUPT", "unhealthy": "UNHEALTHY"}
 
 
 def label(status) -> str:

@@ -24,7 +24,13 @@ def test_the_nodes_left_out_and_why_and_the_points_that_could_not_run(tmp_path):
     clean = write_point(tmp_path, "002-pytorch-resnet50-fp32-1x1-bs8", repeats=1)
     write_repeat(clean, 0, [1.0])
     preflight(clean, outcome="ok", excluded={}, attempts=[{"nodes": ["node1"], "ok": True}])
-    text = report.render(analysis.load(str(tmp_path)))
+    res = analysis.load(str(tmp_path))
+    text = report.render(res)
+    # the unhealthy point is one in the tables too, with its reason, not a missing one
+    p = res.points.set_index("point")
+    assert p.loc["001-pytorch-resnet50-fp32-3x1-bs8", "status"] == "unhealthy"
+    assert p.loc["001-pytorch-resnet50-fp32-3x1-bs8", "error"].startswith("needs 3 healthy node(s)")
+    assert p.loc["000-pytorch-resnet50-fp32-2x1-bs8", "status"] == "ok"
     section = text.split("## Nodes left out by preflight")[1].split("\n## ")[0].strip().splitlines()
     assert section[1:] == [
         "- 000-pytorch-resnet50-fp32-2x1-bs8: ran on node2, node3; left out node1 (devices: 1 GPU(s), "
