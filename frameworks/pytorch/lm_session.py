@@ -194,3 +194,8 @@ class LMSession(TorchSession):
         (pp, tp) place without FSDP (the data-parallel replicas)."""
         with torch.no_grad():
             return sum(_local(p).detach().abs().sum(dtype=torch.float64).item() for p in self.params)
+
+
+def session_of(family) -> type:
+    """The session class of a model family module (frameworks/pytorch/worker.py's)."""
+    return type(f"{family.__name__.rsplit('.', 1)[-1].capitalize()}Session", (LMSession,), {"family": family})

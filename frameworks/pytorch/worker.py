@@ -11,16 +11,28 @@ frameworks/pytorch/session.py; this module maps a model name to its session.
 data=files trains from the files through a DataLoader (frameworks/pytorch/loader.py).
 """
 from frameworks.common import datafiles
-from frameworks.pytorch import gpt, llama3, loader, special, titan
-from frameworks.pytorch.lm_session import LMSession
+from frameworks.pytorch import loader, special
 from frameworks.pytorch.session import TorchSession
 
-# Llama 3: torchtitan's on GPUs; on the CPU the same definition with scaled-dot-product attention
-Llama3Session = type("Llama3Session", (LMSession,), {"family": llama3})
-SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession,
-            "gpt": type("GPTSession", (LMSession,), {"family": gpt}),
-            "llama3": lambda spec, dist: (titan.TitanSession if titan.uses_torchtitan(spec)
-                                          else Llama3Session)(spec, dist),
+
+# The language models' sessions are imported when a point trains one: the modules of layouts
+# (DTensor, pipelining, FSDP2, torchtitan) stay out of the other models' ranks, whose memory
+# cap (memory_limit_mb) counts from what the rank had imported when its session was built.
+def _gpt(spec, dist):
+    from frameworks.pytorch import gpt, lm_session
+    return lm_session.session_of(gpt)(spec, dist)
+
+
+def _llama3(spec, dist):
+    """torchtitan's Llama 3 on GPUs; on the CPU the same definition with scaled dot-product
+    attention (docs/llama3.md)."""
+    from frameworks.pytorch import llama3, lm_session, titan
+    if titan.uses_torchtitan(spec):
+        return titan.TitanSession(spec, dist)
+    return lm_session.session_of(llama3)(spec, dist)
+
+
+SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, "gpt": _gpt, "llama3": _llama3,
             **special.SESSIONS}
 
 

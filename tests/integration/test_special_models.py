@@ -89,7 +89,8 @@ def test_report_has_a_section_per_special_case(root):
     out = cli("report", str(root), "--no-plot")
     assert out.returncode == 0, out.stderr
     for text in ("## Environment", "wide_deep (tiny): latency per iteration and peak memory",
-                 "| OOM", "Tokens/s", "Achieved TFLOP/s per device", "MFU",
+                 "| OOM", "## gpt: throughput and FLOP/s by layout", "tokens/s", "TFLOP/s/dev",
+                 "% of peak", "Achieved TFLOP/s per device", "MFU",
                  "Largest size that trains", " OOM, ", "insightface: throughput"):
         assert text in out.stdout, text
 
