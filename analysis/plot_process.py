@@ -3,8 +3,8 @@
 `Plotter()` starts one worker process before the records are read; it imports matplotlib
 (half a second) while the records are parsed. `draw(results, comm)` hands it what the plots
 need (analysis/plot_data.py: small) in two parts and returns at once: first the points,
-from which it draws the throughput, scaling, AMP and bus-bandwidth plots, then, once
-computed here, each model's per-rank step-time summary for the step-time plots. The
+from which it draws the throughput, scaling, AMP and bus-bandwidth plots, then each model's
+timed steps of one point, whose per-rank summary it computes for the step-time plots. The
 report prints its tables and writes CSV and Parquet meanwhile, and `result()` collects
 the PNGs. The report's own process never imports matplotlib.
 
@@ -23,7 +23,7 @@ def _warm() -> None:
 
 def _draw(data, only):
     from analysis import plot
-    return plot.render(data, only)
+    return plot.render(plot_data.with_stats(data), only)
 
 
 class Plotter:
@@ -50,7 +50,7 @@ class Plotter:
     def draw(self, results, comm=None) -> None:
         points = plot_data.of(results, comm, spreads=False)
         self._submit(points, plot_data.FROM_POINTS)       # drawn while the rest is computed
-        spreads = plot_data.rank_spreads(results, points.points)
+        spreads = plot_data.rank_spreads(results, points.points, raw=True)  # stats: the worker's
         self._submit(points._replace(spreads=spreads), plot_data.FROM_STEPS)
 
     def result(self):

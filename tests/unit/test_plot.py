@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -149,3 +150,21 @@ def test_plots_are_drawn_here_when_the_drawing_process_dies(sweep):
     assert sorted(p.name for p in plots) == ["amp_resnet50.png", "rank_steps_resnet50.png",
                                              "scaling_resnet50.png", "throughput_resnet50.png"]
     assert skipped == ["plot skipped: bus bandwidth: no collective measurements (bench=comm)"]
+
+
+def test_rank_stats_are_the_same_in_the_records_order_and_any_other():
+    """The records' order (each rank's steps together, ranks ascending, as many steps each)
+    takes rank_stats' fast path, a sort by rows; shuffled, the same steps take the general
+    one: the same figures, fliers included."""
+    rng = np.random.default_rng(0)
+    rank = np.repeat(np.arange(6), 50)
+    steps = pd.DataFrame({"rank": rank, "duration": rng.lognormal(-3, 0.5, len(rank)),
+                          "host": pd.Categorical([f"node{r // 2}" for r in rank])})
+    ordered = plot_data.rank_stats(steps, boxes=True)
+    shuffled = plot_data.rank_stats(steps.iloc[rng.permutation(len(steps))].reset_index(drop=True),
+                                    boxes=True)
+    pd.testing.assert_frame_equal(ordered.drop(columns="fliers"), shuffled.drop(columns="fliers"))
+    for a, b in zip(ordered.fliers, shuffled.fliers):
+        assert np.array_equal(np.sort(a), np.sort(b))
+    assert list(ordered["rank"]) == list(range(6)) and list(ordered.steps) == [50] * 6
+    assert list(ordered.host) == ["node0", "node0", "node1", "node1", "node2", "node2"]
