@@ -1,7 +1,7 @@
 """A point's layout: how its devices split the model and the batch, and the relations that
 must hold between the sizes, written once (docs/layouts.md). The launcher checks every point
-with `check` before any point runs; the PyTorch worker builds its device mesh from `resolve`
-and `coords`. Standard library only: it runs in the framework's Python too.
+with `resolve` and `model_violations` before any point runs (launchers/points.py); the PyTorch
+worker builds its device mesh from the layout and `coords`. Standard library only: it runs in the framework's Python too.
 
 The devices of a point form a grid (pp, dp, cp, tp): tensor parallel innermost, so that a
 tensor-parallel group is neighbouring ranks (one node while tp <= gpus_per_node, where its
@@ -35,8 +35,8 @@ five; the schedules' own rules are torch.distributed.pipelining's):
 from dataclasses import asdict, dataclass, replace
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
-MODELS = ("gpt", "llama3")
-CP_MODELS = ("llama3",)        # the models whose attention splits the sequence             # the models built on these layouts (frameworks/pytorch/)
+MODELS = ("gpt", "llama3")     # the models built on these layouts (frameworks/pytorch/)
+CP_MODELS = ("llama3",)        # the models whose attention splits the sequence
 FRAMEWORKS = ("pytorch",)
 MEGATRON_VOCAB_MULTIPLE = 128  # Megatron-LM's make-vocab-size-divisible-by (default)
 DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
