@@ -70,7 +70,8 @@ def matching(cfg, rule_list: list):
 
 def _matches(value, want) -> bool:
     wants = want if isinstance(want, list) else [want]
-    return any(value == w and type(value) is not bool or value is w for w in wants)
+    # true is not 1 here: a boolean matches a boolean only, as the config's types say
+    return any(value == w and isinstance(value, bool) == isinstance(w, bool) for w in wants)
 
 
 def _select(cfg, key: str, rule):
