@@ -22,6 +22,7 @@ still reported and written); 2 on bad input (no sweep at PATH, a report folder i
 write), said in one line.
 """
 import argparse
+import concurrent.futures
 import os
 import sys
 
@@ -45,20 +46,28 @@ def _report(args, plotter) -> int:
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if plotter is not None:   # drawn beside the tables, from the aggregated frames
         plotter.draw(results, comm_table)
-    parts = report.sections(results, comm_table)
-    print(report.text(parts))
     out = args.out or os.path.join(args.path, layout.REPORT_DIR)
     try:
         os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+    # steps.parquet in a thread (pyarrow's writer and its compression let go of the GIL): it
+    # overlaps the tables here and the wait for the plots
+    steps = concurrent.futures.ThreadPoolExecutor(1)
+    parquet = steps.submit(results.write_steps, os.path.join(out, "steps.parquet"))
+    steps.shutdown(wait=False)
+    parts = report.sections(results, comm_table)
+    print(report.text(parts))
+    try:
         for name in ("points", "runs"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
-        results.write_steps(os.path.join(out, "steps.parquet"))
         if len(comm_table):
             comm_table.to_csv(os.path.join(out, "comm.csv"), index=False)
         plots, skipped, written = [], ["plots skipped (--no-plot)"], []
         if plotter is not None:
             plots, skipped = plotter.result()
             written = plot_data.write(plots, out)
+        parquet.result()
         page = html_report.write(args.html or os.path.join(out, "report.html"),
                                  args.path, parts, plots, skipped,
                                  limits=report.limits_of(results))
