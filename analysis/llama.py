@@ -54,11 +54,8 @@ def _ours(r, manifest) -> list:
     lay, model = manifest.get("parallel") or {}, manifest.get("model") or {}
     ok = r.status in ("ok", "partial")
     per_device = r.tokens_per_s / r.devices if ok and r.tokens_per_s else None
-    glob = lay.get("global_batch_size", r.batch_size * r.devices)
-    batches = f"{lay.get('micro_batch_size', r.batch_size)} / {lay.get('accumulation', 1)} / {glob}"
-    # an iteration trains the global batch: its latency is global / samples per second (the
-    # method's throughput), whatever ranks count the samples
-    latency = glob / r.throughput * 1e3 if ok and r.throughput and r.throughput == r.throughput else None
+    batches = f"{lay.get('micro_batch_size', r.batch_size)} / {lay.get('accumulation', 1)} / {r.global_batch_size}"
+    latency = r.latency_ms if ok else None   # one iteration of the global batch (analysis/metrics.py)
     memory = r.peak_memory_bytes / 2**30 if ok and r.peak_memory_bytes == r.peak_memory_bytes \
         and r.peak_memory_bytes is not None else None
     status = "" if r.status == "ok" else f" ({tables.label(r.status)})"

@@ -49,7 +49,7 @@ def metrics(results) -> pd.DataFrame:
         mine = runs[runs.point == p.point] if len(runs) else runs
         ok = mine[mine.status == "ok"] if len(mine) else mine
         lay = point.get("parallel") if isinstance(point.get("parallel"), dict) else {}
-        per_iteration = point.get("global_batch_size") or p.batch_size * p.devices
+        per_iteration = lay.get("global_batch_size") or p.batch_size * p.devices
         latency = _median(r.window_s / (r.samples / per_iteration) * 1e3 for r in ok.itertuples()
                           if r.samples)
         device_mem = [v for v in ok.get("peak_device_bytes", []) if v == v and v is not None]
@@ -72,8 +72,7 @@ def metrics(results) -> pd.DataFrame:
                    case=point.get("case"), layout=(lay and _key(lay)) or None,
                    ideal_bubble=None, measured_bubble=None)
         if lay.get("pp", 1) > 1:
-            m = lay["accumulation"]
-            row["ideal_bubble"] = (lay["pp"] - 1) / (lay.get("virtual_stages", 1) * m + lay["pp"] - 1)
+            row["ideal_bubble"] = parallel.ideal_bubble(parallel.Layout.of(lay))
             row["measured_bubble"] = _median(bubbles.get((str(p.sweep), p.point, r.repeat))
                                              for r in ok.itertuples())
         has_tp = p.throughput is not None and p.throughput == p.throughput

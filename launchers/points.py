@@ -240,7 +240,6 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
         "framework": part("framework"),
         "model": model,
         "parallel": lay.as_dict(),        # the grid and batch sizes (frameworks/common/parallel.py)
-        "global_batch_size": lay.global_batch_size,  # samples per iteration, all ranks
         "notes": notes,                   # what was changed to fit the layout, said at submission
         "case": config.get("case"),       # a published case's name (gpt_case=...), or None
         "precision": config["precision"]["name"],

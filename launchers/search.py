@@ -139,8 +139,7 @@ def try_point(base: dict, s: dict, value: int) -> dict:
     _set(p, s["key"], value)
     _set(p["config"], s["key"], value)
     if s["key"] == "batch_size" and p.get("parallel"):  # the micro-batch of a layout, and its global
-        lay = parallel.Layout.of(p["parallel"]).with_micro(value)
-        p["parallel"], p["global_batch_size"] = lay.as_dict(), lay.global_batch_size
+        p["parallel"] = parallel.Layout.of(p["parallel"]).with_micro(value).as_dict()
     leaf = _path(s["key"])[-1]
     p["point"] = f"{base['point']}-{leaf}={value}"
     p["dir"] = str(Path(base["dir"]).parent / p["point"])

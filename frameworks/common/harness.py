@@ -86,7 +86,7 @@ class HostTimer:
 
 def run_steps(session, spec, record, origin):
     # the samples this rank counts per step: its batch, or its share of the global batch
-    # where ranks split one model (a layout's, frameworks/pytorch/gpt_session.py)
+    # where ranks split one model (a layout's, frameworks/pytorch/lm_session.py)
     batch = getattr(session, "samples_per_step", spec["batch_size"])
     steps = record["steps"]
 

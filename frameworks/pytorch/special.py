@@ -1,7 +1,7 @@
 """DLPerf's special cases in PyTorch (docs/special.md): Wide & Deep (CTR, its tables split
 by rows over the ranks: sharded_embedding.py) and InsightFace-style face classification whose
 very large softmax is sharded across ranks (partial FC, model parallel). The GPT has its own
-modules: gpt.py, parallelize.py and gpt_session.py.
+modules: gpt.py, parallelize.py and lm_session.py.
 
 frameworks/pytorch/worker.py maps these models to the sessions here. They are
 session.TorchSession with other models, batches and optimizers (its three hooks); device,

@@ -24,7 +24,7 @@ def _layout_point(sweep, name, settings, gpus_per_node, micro, glob, peak=None, 
     assert bad == []
     pt = write_point(sweep, name, model="gpt", precision="amp", amp_dtype="bf16", size="full",
                      batch_size=micro, gpus_per_node=gpus_per_node, settings=DLPERF_SHAPE)
-    pt.update(parallel=lay.as_dict(), global_batch_size=glob, case=case, config={"peak_tflops": peak})
+    pt.update(parallel=lay.as_dict(), case=case, config={"peak_tflops": peak})
     with open(os.path.join(pt["dir"], "point.json"), "w") as f:
         json.dump(pt, f)
     return pt, lay
