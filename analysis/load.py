@@ -21,6 +21,8 @@ Fast at scale: steps are kept as numpy columns (never a dict per step), and the 
 DataFrame is built when first asked for (`Results.steps`); the report writes them as
 Parquet from the columns. Memory grows linearly with the number of steps.
 """
+import contextlib
+import gc
 import os
 
 import numpy as np
@@ -251,10 +253,25 @@ def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_D
     and `max_drift`: the flags' thresholds (analysis/method.py)."""
     reader = _Reader(str(path), {"max_cv": max_cv, "max_drift": max_drift})
     files = find_points(path)
-    for point_file in files:
-        reader.point(point_file)
-    reader.searches_of({layout.sweep_of(os.path.dirname(f)) for f in files})
-    return reader.results()
+    with _collector_paused():
+        for point_file in files:
+            reader.point(point_file)
+        reader.searches_of({layout.sweep_of(os.path.dirname(f)) for f in files})
+        return reader.results()
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while records are parsed: JSON makes no cycles, and
+    its passes over each record's fresh dicts were a tenth of the parse at a million steps
+    (benchmarks/analysis_scale.md). Turned back on as it was found, however load ends."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _dict_or_none(value):

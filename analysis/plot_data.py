@@ -67,27 +67,29 @@ def train_points(points: pd.DataFrame) -> pd.DataFrame:
                         layout=[f"{n}x{g}" for n, g in zip(train.nodes, train.gpus_per_node)])
 
 
-def _by_rank_then_time(rank, ms):
-    """The order of the steps by rank, then duration. The records' own order (every rank's
-    steps together, ranks ascending, as many steps each) sorts as a matrix, a row a rank: 20
-    times faster than a lexsort of a million."""
+def _by_rank_then_time(rank, ms, host):
+    """rank, ms and host sorted by rank, then duration. The records' own order (every rank's
+    steps together, ranks ascending, as many steps each) sorts as a matrix of durations, a
+    row a rank, its ranks and hosts staying where they are: 20 times faster than a lexsort
+    of a million."""
     n = len(rank)
     if n and rank[0] == 0 and n % (rank[-1] + 1) == 0:
         k = n // (rank[-1] + 1)
         if (rank.reshape(-1, k) == np.arange(rank[-1] + 1)[:, None]).all():
-            return (np.argsort(ms.reshape(-1, k), axis=1) + np.arange(0, n, k)[:, None]).ravel()
-    return np.lexsort((ms, rank))
+            return rank, np.sort(ms.reshape(-1, k), axis=1).ravel(), host
+    order = np.lexsort((ms, rank))
+    return rank[order], ms[order], host[order]
 
 
-def rank_stats(steps: pd.DataFrame, boxes: bool) -> pd.DataFrame:
+def rank_stats(steps: pd.DataFrame, boxes: bool = None) -> pd.DataFrame:
     """Per rank, the spread of its timed steps (`steps`: rank, duration in s, host) in ms:
     quantiles by linear interpolation (numpy's, as matplotlib's boxplot takes them), the
-    whiskers at the furthest step within WHIS IQR of the box and, when `boxes`, the steps
-    beyond them. One sort for all ranks: a million steps take a few tens of ms."""
-    rank, ms = steps["rank"].to_numpy(), steps.duration.to_numpy(np.float64) * 1e3
-    order = _by_rank_then_time(rank, ms)
-    rank, ms = rank[order], ms[order]
-    hosts = steps.host.cat.codes.to_numpy()[order]
+    whiskers at the furthest step within WHIS IQR of the box and, when `boxes` (by default
+    when a box is drawn per rank: up to MAX_BOXES ranks), the steps beyond them. One sort
+    for all ranks: 25 ms at a million steps (benchmarks/analysis_scale.md)."""
+    rank, ms, hosts = _by_rank_then_time(steps["rank"].to_numpy(),
+                                         steps.duration.to_numpy(np.float64) * 1e3,
+                                         steps.host.cat.codes.to_numpy())
     first = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])   # sorted: no np.unique's sort
     names, counts = rank[first], np.diff(np.r_[first, len(rank)])
     last = first + counts - 1
@@ -99,24 +101,25 @@ def rank_stats(steps: pd.DataFrame, boxes: bool) -> pd.DataFrame:
 
     p10, q1, med, q3, p90 = (q(p) for p in (0.1, 0.25, 0.5, 0.75, 0.9))
     reach_lo, reach_hi = q1 - WHIS * (q3 - q1), q3 + WHIS * (q3 - q1)
-    lo = np.array([a + np.searchsorted(ms[a:b + 1], v, "left")
-                   for a, b, v in zip(first, last, reach_lo)], dtype=np.int64)
-    hi = np.array([a + np.searchsorted(ms[a:b + 1], v, "right") - 1
-                   for a, b, v in zip(first, last, reach_hi)], dtype=np.int64)
+    each = np.repeat(np.arange(len(first)), counts)   # each step's rank, as an index
+    lo = first + np.add.reduceat(ms < reach_lo[each], first, dtype=np.int64)
+    hi = first + np.add.reduceat(ms <= reach_hi[each], first, dtype=np.int64) - 1
     out = pd.DataFrame({"rank": names.astype(int), "host": steps.host.cat.categories[hosts[first]]
                         .astype(str), "steps": counts, "p10": p10, "q1": q1, "med": med, "q3": q3,
                         "p90": p90, "min": ms[first], "max": ms[last],
-                        "whislo": ms[lo], "whishi": ms[hi]})
+                        # no step between a quartile and its reach: the whisker at the
+                        # quartile, as matplotlib's boxplot_stats puts it
+                        "whislo": np.minimum(ms[lo], q1), "whishi": np.maximum(ms[hi], q3)})
+    if boxes is None:
+        boxes = len(first) <= MAX_BOXES
     out["fliers"] = ([np.concatenate([ms[a:i], ms[j + 1:b + 1]])
                       for a, b, i, j in zip(first, last, lo, hi)] if boxes else None)
     return out
 
 
-def rank_spreads(results, train: pd.DataFrame, raw: bool = False) -> list:
+def rank_spreads(results, train: pd.DataFrame) -> list:
     """Per model, its point with the most ranks (of those the worst straggler ratio) and
-    the spread of each rank's timed steps over its ok repeats; `raw`: the timed steps
-    themselves (rank, duration, host), whose spread `with_stats` computes where they are
-    drawn (the plots' process: a tenth of a second off the report's own path at a million)."""
+    the spread of each rank's timed steps over its ok repeats."""
     ok = train[numeric(train.throughput).notna()] if len(train) else train
     ok = ok[~ok.point.duplicated(keep=False)] if len(ok) else ok   # steps name points, not sweeps
     if not len(ok) or not results.step_count():
@@ -128,19 +131,8 @@ def rank_spreads(results, train: pd.DataFrame, raw: bool = False) -> list:
         good = set(runs[(runs.point == p.point) & (runs.status == "ok")].repeat)
         steps = results.timed_steps(p.point, good)
         if len(steps):
-            out.append(RankSpread(model, p.drop(labels="_s"), len(good),
-                                  steps if raw else _stats(steps)))
+            out.append(RankSpread(model, p.drop(labels="_s"), len(good), rank_stats(steps)))
     return out
-
-
-def _stats(steps: pd.DataFrame) -> pd.DataFrame:
-    return rank_stats(steps, steps["rank"].nunique() <= MAX_BOXES)
-
-
-def with_stats(data: PlotData) -> PlotData:
-    """`data` with every spread of raw steps (rank_spreads(raw=True)) as its per-rank stats."""
-    return data._replace(spreads=[s._replace(ranks=_stats(s.ranks)) if "duration" in s.ranks else s
-                                  for s in data.spreads])
 
 
 def of(results, comm=None, spreads: bool = True) -> PlotData:

@@ -1,29 +1,44 @@
 """The report's plots drawn in a second process, beside the tables.
 
 `Plotter()` starts one worker process before the records are read; it imports matplotlib
-(half a second) while the records are parsed. `draw(results, comm)` hands it what the plots
-need (analysis/plot_data.py: small) in two parts and returns at once: first the points,
-from which it draws the throughput, scaling, AMP and bus-bandwidth plots, then each model's
-timed steps of one point, whose per-rank summary it computes for the step-time plots. The
-report prints its tables and writes CSV and Parquet meanwhile, and `result()` collects
-the PNGs. The report's own process never imports matplotlib.
+(half a second) and draws a first figure (fonts, the PNG encoder) while the records are
+parsed. `draw(results, comm)` hands it what the plots need (analysis/plot_data.py: small)
+in two parts and returns at once: first the points, from which it draws the throughput,
+scaling, AMP and bus-bandwidth plots, then each model's step-time spread per rank (of one
+point), for the step-time plots. The report prints its tables and writes CSV and Parquet
+meanwhile, and `result()` collects the PNGs. The report's own process never imports
+matplotlib.
 
 Where no second process can be had (no fork, a worker that died), the plots are drawn here,
 in this process: the same figures, only later.
 """
 import concurrent.futures
 import multiprocessing
+import multiprocessing.connection
+import os
+import threading
 
 from analysis import plot_data
 
 
+def _end_with_the_report() -> None:
+    """In the worker: end when the report's process ends, however it ends. Killed (SIGKILL,
+    out of memory), the report never tells it to stop, and it would wait for work forever."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=lambda: (multiprocessing.connection.wait([parent.sentinel]),
+                                         os._exit(1)), daemon=True).start()
+
+
 def _warm() -> None:
-    from analysis import plot  # noqa: F401  matplotlib's import, done while records are read
+    # matplotlib's import and a first figure, done while the records are read
+    from analysis import plot, plot_style  # noqa: F401  (plot: its imports)
+    plot_style.warm()
 
 
 def _draw(data, only):
     from analysis import plot
-    return plot.render(plot_data.with_stats(data), only)
+    return plot.render(data, only)
 
 
 class Plotter:
@@ -33,7 +48,8 @@ class Plotter:
             return     # a fresh interpreter would import everything again: draw here instead
         try:
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("fork"))
+                1, mp_context=multiprocessing.get_context("fork"),
+                initializer=_end_with_the_report)
             self._pool.submit(_warm)
         except OSError:
             self._pool = None
@@ -50,8 +66,10 @@ class Plotter:
     def draw(self, results, comm=None) -> None:
         points = plot_data.of(results, comm, spreads=False)
         self._submit(points, plot_data.FROM_POINTS)       # drawn while the rest is computed
-        spreads = plot_data.rank_spreads(results, points.points, raw=True)  # stats: the worker's
-        self._submit(points._replace(spreads=spreads), plot_data.FROM_STEPS)
+        # the step-time spread is a row per rank, computed here: handing a million timed steps
+        # to the worker took longer than summing them up (benchmarks/analysis_scale.md)
+        self._submit(points._replace(spreads=plot_data.rank_spreads(results, points.points)),
+                     plot_data.FROM_STEPS)
 
     def result(self):
         """(plots, skipped) as analysis.plot.render gives them."""

@@ -76,6 +76,17 @@ def png(fig) -> bytes:
     return buf.getvalue()
 
 
+def warm() -> None:
+    """One small figure drawn and dropped, in this look: the first figure's one-off costs
+    (fonts loaded, the PNG encoder imported) paid before the report's figures come."""
+    with context():
+        fig, ax = figure()
+        ax.plot([1, 2], [1, 2], marker(None), label="warm")
+        ax.set(title="warm", xlabel="x", ylabel="y")
+        ax.legend()
+        png(fig)
+
+
 def context():
     """The report's rc settings, for `with plot_style.context(): ...` (never global: a
     notebook that imports the analysis keeps its own style)."""

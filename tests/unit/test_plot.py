@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -168,3 +169,51 @@ def test_rank_stats_are_the_same_in_the_records_order_and_any_other():
         assert np.array_equal(np.sort(a), np.sort(b))
     assert list(ordered["rank"]) == list(range(6)) and list(ordered.steps) == [50] * 6
     assert list(ordered.host) == ["node0", "node0", "node1", "node1", "node2", "node2"]
+
+
+def test_rank_stats_are_matplotlibs_boxplot_stats():
+    """Per rank, the box, whiskers and fliers matplotlib's own boxplot_stats gives for the
+    same steps: ranks with outliers both sides, one with every step alike, and ones whose
+    nearest step beyond a quartile lies past the whisker's reach (matplotlib then puts the
+    whisker on the quartile)."""
+    from matplotlib.cbook import boxplot_stats
+    rng = np.random.default_rng(1)
+    per_rank = [np.r_[rng.lognormal(-3, 0.2, 40), 0.5, 0.001], np.full(7, 0.1),
+                np.array([0.001, 0.001, 0.001, 0.005]), np.array([0.001, 0.005, 0.005, 0.005]),
+                rng.uniform(0.01, 0.02, 13)]
+    steps = pd.DataFrame({"rank": np.repeat(np.arange(len(per_rank)), [len(d) for d in per_rank]),
+                          "duration": np.concatenate(per_rank),
+                          "host": pd.Categorical(["node0"] * sum(len(d) for d in per_rank))})
+    got = plot_data.rank_stats(steps, boxes=True)
+    for row, durations in zip(got.itertuples(), per_rank):
+        want = boxplot_stats(durations * 1e3, whis=plot_data.WHIS)[0]
+        for key in ("med", "q1", "q3", "whislo", "whishi"):
+            assert getattr(row, key) == pytest.approx(want[key]), (row.rank, key)
+        assert np.array_equal(np.sort(row.fliers), np.sort(want["fliers"])), row.rank
+
+
+def _ended(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")   # a zombie has ended
+    except FileNotFoundError:
+        return True
+
+
+def test_the_drawing_process_ends_when_the_report_is_killed():
+    """A report killed outright (SIGKILL, the OOM killer) cannot stop its plots' process:
+    that process sees its parent gone and ends by itself, rather than wait for work forever."""
+    code = ("import time\nfrom analysis import plot_process\np = plot_process.Plotter()\n"
+            "print(*p._pool._processes, flush=True)\ntime.sleep(120)")
+    report = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        worker = int(report.stdout.readline())
+        assert not _ended(worker)
+    finally:
+        report.kill()
+        report.wait()
+    deadline = time.monotonic() + 30
+    while not _ended(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _ended(worker), f"the plots' process {worker} outlived the report"
