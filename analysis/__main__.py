@@ -23,6 +23,7 @@ write), said in one line.
 """
 import argparse
 import concurrent.futures
+import contextlib
 import gc
 import os
 import sys
@@ -42,16 +43,24 @@ def cmd_report(args) -> int:
             plotter.close()
 
 
+@contextlib.contextmanager
+def _writing(out):
+    """A file of the report that cannot be written: one line naming it (exit 2)."""
+    try:
+        yield
+    except OSError as exc:
+        raise RecordError(f"cannot write the report to {exc.filename or out}: "
+                          f"{exc.strerror or exc}") from None
+
+
 def _report(args, plotter) -> int:
     results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if plotter is not None:   # drawn beside the tables, from the aggregated frames
         plotter.draw(results, comm_table)
     out = args.out or os.path.join(args.path, layout.REPORT_DIR)
-    try:
+    with _writing(out):
         os.makedirs(out, exist_ok=True)
-    except OSError as exc:
-        raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     # steps.parquet in a thread (pyarrow's writer and its compression let go of the GIL): it
     # overlaps the tables here and the wait for the plots
     steps = concurrent.futures.ThreadPoolExecutor(1)
@@ -59,7 +68,7 @@ def _report(args, plotter) -> int:
     steps.shutdown(wait=False)
     parts = report.sections(results, comm_table)
     print(report.text(parts))
-    try:
+    with _writing(out):
         for name in ("points", "runs"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
         if len(comm_table):
@@ -72,8 +81,6 @@ def _report(args, plotter) -> int:
         page = html_report.write(args.html or os.path.join(out, "report.html"),
                                  args.path, parts, plots, skipped,
                                  limits=report.limits_of(results))
-    except OSError as exc:
-        raise RecordError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     print(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {page}" +
           "".join(f"\nplot: {p}" for p in written) + "".join(f"\n{line}" for line in skipped))
     if results.corrupt:

@@ -15,6 +15,7 @@ Plots are embedded as base64 PNG and the style sheet is inline: nothing is loade
 network. Record text (errors, log lines) is escaped, so a '<' in a traceback stays text.
 """
 import base64
+import contextlib
 import datetime
 import html
 import os
@@ -230,9 +231,15 @@ def page(title: str, sections, plots=(), skipped=(), limits=None) -> str:
 
 
 def write(path: str, title: str, sections, plots=(), skipped=(), limits=None) -> str:
-    """Write the page whole (a temporary file renamed into place); returns the path."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(page(title, sections, plots, skipped, limits))
-    os.replace(tmp, path)
+    """Write the page whole (a temporary file renamed into place); returns the path. An
+    OSError names the page, never the temporary, which is removed."""
+    text, tmp = page(title, sections, plots, skipped, limits), f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise OSError(exc.errno, exc.strerror, path) from None
     return path

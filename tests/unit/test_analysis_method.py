@@ -145,3 +145,20 @@ def test_cli_max_cv_and_points_csv(sweep, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "analysis", "report", sweep, "--max-cv", "x"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--max-cv" in bad.stderr
+
+
+@pytest.mark.parametrize("where", ["out", "html"])
+def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(sweep, tmp_path, where):
+    """A report folder under a file, or a page in a folder that does not exist: one line
+    naming the path, exit 2, no traceback."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    target = {"out": ["--out", str(blocker / "rep")],
+              "html": ["--out", str(tmp_path / "rep"), "--html", str(tmp_path / "none" / "r.html")]}
+    out = subprocess.run([sys.executable, "-m", "analysis", "report", sweep, "--no-plot",
+                          *target[where]], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    missing = str(blocker / "rep") if where == "out" else str(tmp_path / "none" / "r.html")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"error: cannot write the report to {missing}: "
+        + ("Not a directory" if where == "out" else "No such file or directory")]
