@@ -33,11 +33,12 @@ def comm_table(results) -> pd.DataFrame:
     rows = []
     points = results.points
     comm_points = points[points.bench == "comm"] if len(points) else points
-    meas_all, runs = results.comm, results.runs
+    meas_all = results.comm
     for p in comm_points.itertuples():
         world = p.devices
         env = _environment(results, p.sweep, p.point)
-        mine = runs[(runs.point == p.point) & (runs.status != "ok")] if len(runs) else runs
+        mine = results.runs_of(p.sweep, p.point)
+        mine = mine[mine.status != "ok"] if len(mine) else mine
         errors = [f"repeat {r.repeat}: {r.error}" for r in mine.itertuples() if r.error]
         opts = results.manifest(p.sweep, p.point).get("bench_options") or {}
         base = {"sweep": p.sweep, "point": p.point, "framework": p.framework,

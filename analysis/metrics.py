@@ -40,13 +40,12 @@ def metrics(results) -> pd.DataFrame:
     (LAYOUT_KEYS, global_batch_size: the samples of one iteration, whose latency is
     latency_ms), its shape (SHAPE_KEYS), its case, and a pipeline's bubble: the ideal one
     and the measured one (the mean over ranks of each ok repeat's, median over repeats)."""
-    runs = results.runs
     bubbles = _bubbles(results)
     rows = []
     for p in results.points.itertuples():
         point = results.manifest(p.sweep, p.point)
         model = point.get("model") or {}
-        mine = runs[runs.point == p.point] if len(runs) else runs
+        mine = results.runs_of(p.sweep, p.point)
         ok = mine[mine.status == "ok"] if len(mine) else mine
         lay = point.get("parallel") if isinstance(point.get("parallel"), dict) else {}
         per_iteration = lay.get("global_batch_size") or p.batch_size * p.devices

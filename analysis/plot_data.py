@@ -124,11 +124,12 @@ def rank_spreads(results, train: pd.DataFrame) -> list:
     ok = ok[~ok.point.duplicated(keep=False)] if len(ok) else ok   # steps name points, not sweeps
     if not len(ok) or not results.step_count():
         return []
-    runs, out = results.runs, []
+    out = []
     for model, pts in ok.groupby("model"):
         p = pts.assign(_s=numeric(pts.straggler).fillna(0)).sort_values(
             ["devices", "_s"], ascending=False).iloc[0]
-        good = set(runs[(runs.point == p.point) & (runs.status == "ok")].repeat)
+        mine = results.runs_of(p.sweep, p.point)
+        good = set(mine[mine.status == "ok"].repeat) if len(mine) else set()
         steps = results.timed_steps(p.point, good)
         if len(steps):
             out.append(RankSpread(model, p.drop(labels="_s"), len(good), rank_stats(steps)))

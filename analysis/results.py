@@ -79,6 +79,16 @@ class Results:
     def manifest(self, sweep, point) -> dict:
         return self.manifests.get((str(sweep), point)) or {}
 
+    def runs_of(self, sweep, point) -> pd.DataFrame:
+        """One point's runs: by sweep and name, since the sweeps of a folder repeat names."""
+        runs = self.runs
+        if not len(runs):
+            return runs
+        same = runs.point == point
+        if "sweep" in runs:   # runs tables built by hand may lack it
+            same &= runs.sweep.astype(str) == str(sweep)
+        return runs[same]
+
     def step_count(self) -> int:
         if self._columns is not None:
             return len(self._columns["step"])
