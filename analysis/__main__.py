@@ -30,6 +30,7 @@ import sys
 
 from analysis import comm, compare, html_report, load, method, plot_data, plot_process, report
 from analysis.record_file import RecordError
+from analysis.terminal import say
 from frameworks.common import layout
 
 
@@ -67,7 +68,7 @@ def _report(args, plotter) -> int:
     parquet = steps.submit(results.write_steps, os.path.join(out, "steps.parquet"))
     steps.shutdown(wait=False)
     parts = report.sections(results, comm_table)
-    print(report.text(parts))
+    say(report.text(parts))
     with _writing(out):
         for name in ("points", "runs"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
@@ -81,7 +82,7 @@ def _report(args, plotter) -> int:
         page = html_report.write(args.html or os.path.join(out, "report.html"),
                                  args.path, parts, plots, skipped,
                                  limits=report.limits_of(results))
-    print(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {page}" +
+    say(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {page}" +
           "".join(f"\nplot: {p}" for p in written) + "".join(f"\n{line}" for line in skipped))
     if results.corrupt:
         print(f"error: {len(results.corrupt)} corrupt record file(s); their repeats are marked "
@@ -93,7 +94,7 @@ def _report(args, plotter) -> int:
 def cmd_history(args) -> int:
     from analysis import history
     results = load(args.root)
-    print(history.render(history.history(results)))
+    say(history.render(history.history(results)))
     return 1 if results.corrupt else 0
 
 

@@ -43,6 +43,7 @@ from tabulate import tabulate
 from analysis import devices, load, published
 from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
+from analysis.terminal import say
 from frameworks.common import layout
 
 SCHEMA = layout.REFERENCE_SCHEMA
@@ -273,17 +274,17 @@ def cmd_compare(args) -> int:
                       "-" if value is None else _num(value), f"{_num(e['value'])} {e['unit']}",
                       "-" if delta is None else f"{delta:+.1%}", f"{e['tolerance']:.0%}"
                       + (" (lower is better)" if e["lower_is_better"] else ""), verdict])
-    print(f"# Regression gate: {args.path} against {args.reference} (system {system})\n")
-    print(tabulate(table, headers=["configuration", "metric", "value", "reference", "delta",
-                                   "tolerance", "verdict"], tablefmt="github", disable_numparse=True))
+    say(f"# Regression gate: {args.path} against {args.reference} (system {system})\n")
+    say(tabulate(table, headers=["configuration", "metric", "value", "reference", "delta",
+                                 "tolerance", "verdict"], tablefmt="github", disable_numparse=True))
     if labels:
-        print("\n" + "\n".join(labels))
+        say("\n" + "\n".join(labels))
     unsupported = sum(row[-1] == "UNSUPPORTED" for row in table)
     failed = sum(not row[-1].startswith("PASS") for row in table) - unsupported
-    print(f"\n{len(table) - failed - unsupported} of {len(table)} within tolerance"
-          + (f"; {failed} failed or missing" if failed else "")
-          + (f"; {unsupported} unsupported on this machine (not compared)" if unsupported else "")
-          + (f"; {not_run} published row(s) of other settings not run here" if not_run else ""))
+    say(f"\n{len(table) - failed - unsupported} of {len(table)} within tolerance"
+        + (f"; {failed} failed or missing" if failed else "")
+        + (f"; {unsupported} unsupported on this machine (not compared)" if unsupported else "")
+        + (f"; {not_run} published row(s) of other settings not run here" if not_run else ""))
     return 1 if failed else 0
 
 
@@ -341,8 +342,8 @@ def cmd_reference(args) -> int:
                 yaml.safe_dump(ref, f, sort_keys=False, default_flow_style=None, width=100)
     except OSError as exc:
         raise RecordError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    print(f"reference: {args.out}: {len(ref['entries'])} entries, system {ref['system']!r}, "
-          f"tolerance {ref['tolerance']:.0%}")
+    say(f"reference: {args.out}: {len(ref['entries'])} entries, system {ref['system']!r}, "
+        f"tolerance {ref['tolerance']:.0%}")
     return 0
 
 

@@ -162,3 +162,19 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(sweep, tmp_path,
     assert out.stderr.strip().splitlines() == [
         f"error: cannot write the report to {missing}: "
         + ("Not a directory" if where == "out" else "No such file or directory")]
+
+
+def test_a_reader_that_goes_away_ends_the_printing_not_the_report(sweep, tmp_path):
+    """`report SWEEP | head`: the pipe closed before the report prints: no traceback, exit
+    0, and the files are all written."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)   # the reader has gone: every write to the pipe is EPIPE
+    try:
+        out = subprocess.run([sys.executable, "-m", "analysis", "report", sweep, "--no-plot",
+                              "--out", str(tmp_path / "rep")], cwd=ROOT, stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert out.returncode == 0 and out.stderr == ""
+    assert {p.name for p in (tmp_path / "rep").iterdir()} >= {"points.csv", "runs.csv",
+                                                              "steps.parquet", "report.html"}
