@@ -13,6 +13,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import method, tables
+from analysis.special import OWN_SECTIONS
 
 INPUT_BOUND = 0.10
 # What must match for two points to differ only in `data` (and bench: train or input).
@@ -37,9 +38,12 @@ def with_data(results, points: pd.DataFrame) -> pd.DataFrame:
                          mode=[tables.mode_of(r) for r in points.itertuples()])
 
 
-def on_synthetic(results, train: pd.DataFrame) -> pd.DataFrame:
-    """The training points of the report's main tables: synthetic data only (training
-    from files is compared with them here, in its own table)."""
+def training_points(results) -> pd.DataFrame:
+    """The points of the report's main tables and of its plots: training on synthetic data,
+    of the models without a section of their own (analysis/special.py). Training from files
+    is compared with them here, in its own table."""
+    p = results.points
+    train = p[(p.bench == "train") & ~p.model.isin(OWN_SECTIONS)] if len(p) else p
     if train.empty:
         return train
     return train[with_data(results, train).data.values == "synthetic"]

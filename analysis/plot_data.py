@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from analysis import input as input_section  # the main tables' points (docs/data.md)
 from analysis import tables
 
 # The figures (analysis/plot.py's titles) drawn from `spreads`; the others need the points only.
@@ -56,13 +57,12 @@ def numeric(series) -> pd.Series:
     return pd.to_numeric(series, errors="coerce")
 
 
-def train_points(points: pd.DataFrame) -> pd.DataFrame:
-    """The training points the figures draw (not the models with sections of their own),
-    with their mode and layout ("NxG")."""
-    from analysis.special import OWN_SECTIONS  # their figures are not these (docs/special.md)
-    if not len(points):
-        return points
-    train = points[(points.bench == "train") & ~points.model.isin(OWN_SECTIONS)]
+def train_points(results) -> pd.DataFrame:
+    """The training points the figures draw, those of the report's main tables
+    (analysis/input.py), with their mode and layout ("NxG")."""
+    train = input_section.training_points(results)
+    if not len(train):
+        return train
     return train.assign(mode=[tables.mode_of(r) for r in train.itertuples()],
                         layout=[f"{n}x{g}" for n, g in zip(train.nodes, train.gpus_per_node)])
 
@@ -139,5 +139,5 @@ def rank_spreads(results, train: pd.DataFrame) -> list:
 def of(results, comm=None, spreads: bool = True) -> PlotData:
     """The plots' data of `results`; `comm`: analysis.comm.comm_table(results); without
     `spreads`, only what the FROM_POINTS figures need."""
-    train = train_points(results.points)
+    train = train_points(results)
     return PlotData(train, rank_spreads(results, train) if spreads else [], comm)

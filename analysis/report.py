@@ -171,14 +171,6 @@ def _detail_tables(model: str, pts: pd.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
-def training_points(results) -> pd.DataFrame:
-    """The points of the main tables: training on synthetic data, of the models without a
-    section of their own (analysis/special.py; training from files: analysis/input.py)."""
-    train = results.points[(results.points.bench == "train")
-                           & ~results.points.model.isin(special.OWN_SECTIONS)]
-    return input_section.on_synthetic(results, train)
-
-
 def _comm(results, comm_table) -> str:
     return comm.render_comm(comm_table) if comm_table is not None and len(comm_table) else ""
 
@@ -202,7 +194,7 @@ def sections(results, comm_table=None) -> list:
     are left out. `comm_table`: analysis.comm.comm_table(results), when there is one."""
     s = summary.summary(results)
     out = [Section("summary", summary.text(s), data=s)]
-    models = list(training_points(results).groupby("model", sort=True))
+    models = list(input_section.training_points(results).groupby("model", sort=True))
     limits = limits_of(results)
     out += [Section(f"model:{m}", _main_tables(m, pts, limits), data=pts) for m, pts in models]
     out += [Section(key, make(results), fold) for key, fold, make in AFTER_TABLES]

@@ -217,3 +217,20 @@ def test_the_drawing_process_ends_when_the_report_is_killed():
     while not _ended(worker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _ended(worker), f"the plots' process {worker} outlived the report"
+
+
+def test_the_plots_draw_the_main_tables_points_only(tmp_path):
+    """A sweep of data=synthetic,files: training from files has its own table (analysis/
+    input.py), not a place in the main tables, so not in the plots either: the throughput
+    plot's bar is synthetic's, never one of the two chosen by chance."""
+    s = str(tmp_path / "sweep")
+    for num, (source, window) in enumerate((("files", 2.0), ("synthetic", 1.0))):
+        pt = write_point(s, f"00{num}-pytorch-resnet50-fp32-1x1-bs8",
+                         config={"data": {"source": source}})
+        for r in range(3):
+            write_repeat(pt, r, [window])
+    results = analysis.load(s)
+    assert len(results.points) == 2
+    drawn = plot_data.of(results).points
+    assert list(drawn.point) == ["001-pytorch-resnet50-fp32-1x1-bs8"]
+    assert drawn.throughput.iloc[0] == pytest.approx(80)   # 10 steps x 8 samples in 1 s
