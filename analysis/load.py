@@ -148,13 +148,11 @@ class _Reader:
             except record_file.MALFORMED as exc:  # an ok repeat whose records give no throughput
                 bad.append(CorruptFile(run_path if run is not None else rdir,
                                        f"inconsistent with its rank records: {record_file.why(exc)}"))
-                timed = None
         if bad:
             for c in bad:
                 self.bad(c, sweep, name, repeat)
             shown = "; ".join(c.message for c in bad[:3])
-            row.update(status="corrupt", log_tail=None, throughput=None, samples=None,
-                       window_s=None, straggler=None, straggler_host=None, drift=None,
+            row.update(status="corrupt", log_tail=None,   # its figures were never computed
                        error=shown + (f"; and {len(bad) - 3} more" if len(bad) > 3 else ""))
             timed = None
         else:   # comm results count unless their repeat is corrupt
@@ -170,12 +168,11 @@ class _Reader:
         for k, v in cols.items():
             self.cols[k].append(v)
         self.owners.append((pcode, repeat, rec["rank"], hcode, len(cols["step"])))
-        profile = rec.get("profile")   # profile=true's trace, else None
         self.environments.append({"sweep": sweep, "point": point, "repeat": repeat,
                                   "rank": rec["rank"], "host": rec["host"],
                                   "framework": rec["framework"],
                                   "environment": rec.get("environment") or {},
-                                  "profile": profile if isinstance(profile, dict) else None,
+                                  "profile": _dict_or_none(rec.get("profile")),  # profile=true's trace
                                   # a layout's grid place and counts, a pipeline's bubble
                                   "parallel": _dict_or_none(rec.get("parallel")),
                                   "pipeline": _dict_or_none(rec.get("pipeline"))})

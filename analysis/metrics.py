@@ -48,6 +48,7 @@ def metrics(results) -> pd.DataFrame:
         mine = results.runs_of(p.sweep, p.point)
         ok = mine[mine.status == "ok"] if len(mine) else mine
         lay = point.get("parallel") if isinstance(point.get("parallel"), dict) else {}
+        grid = parallel.Layout.of(lay) if lay else None
         per_iteration = lay.get("global_batch_size") or p.batch_size * p.devices
         latency = _median(r.window_s / (r.samples / per_iteration) * 1e3 for r in ok.itertuples()
                           if r.samples)
@@ -68,10 +69,10 @@ def metrics(results) -> pd.DataFrame:
         row.update({k: model.get(k) for k in MODEL_KEYS})
         row.update({k: model.get(k) for k in SHAPE_KEYS})
         row.update({k: lay.get(k) for k in LAYOUT_KEYS}, global_batch_size=per_iteration,
-                   case=point.get("case"), layout=(lay and _key(lay)) or None,
+                   case=point.get("case"), layout=grid.key() if grid else None,
                    ideal_bubble=None, measured_bubble=None)
         if lay.get("pp", 1) > 1:
-            row["ideal_bubble"] = parallel.ideal_bubble(parallel.Layout.of(lay))
+            row["ideal_bubble"] = parallel.ideal_bubble(grid)
             row["measured_bubble"] = _median(bubbles.get((str(p.sweep), p.point, r.repeat))
                                              for r in ok.itertuples())
         has_tp = p.throughput is not None and p.throughput == p.throughput
@@ -90,10 +91,6 @@ def metrics(results) -> pd.DataFrame:
                          if row["tflops_per_device"] is not None else None)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def _key(lay: dict) -> str:
-    return parallel.Layout.of(lay).key()
 
 
 def _bubbles(results) -> dict:

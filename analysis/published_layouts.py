@@ -22,11 +22,10 @@ device; `virtual_stages` for vp, as the suite's Layout names it) matches a row w
 is 1 where the point does not say), and agrees with the row on every SETTINGS key and on the
 device (analysis/devices.py) wherever both state them.
 """
-import math
 import os
 
 from analysis import devices
-from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, names
+from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, _number, names
 
 FIGURE = "layouts"
 LAYOUT = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "micro_batch_size",
@@ -49,10 +48,6 @@ IMPLEMENTATION_KEYS = ("implementation", "software", "url")
 
 def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-def _figure(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def _derive(row: dict, where: str) -> dict:
@@ -122,7 +117,7 @@ def read_layouts(path) -> list:
             if not isinstance(figures, dict) or not figures or set(figures) - set(FIGURES):
                 raise PublishedError(f"{where}: {impl}'s figures must be a mapping of "
                                      f"{', '.join(FIGURES)}")
-            bad = [k for k, v in figures.items() if not _figure(v)]
+            bad = [k for k, v in figures.items() if not _number(v)]
             if bad or figures.get("peak_percent", 1) > 100 or figures.get("mfu_percent", 1) > 100:
                 raise PublishedError(f"{where}: {impl}'s {', '.join(bad) or 'percentage'} is not a "
                                      "positive number (at most 100 for a percentage)")

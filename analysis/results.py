@@ -129,7 +129,7 @@ class Results:
         code = names.index(point) if point in names else -1
         keep = ((c["point"] == code) & (c["phase"] == PHASES.index("measure"))
                 & np.isin(c["repeat"], list(repeats)))
-        return pd.DataFrame({"rank": c["rank"][keep], "duration": (c["end"] - c["start"])[keep],
+        return pd.DataFrame({"rank": c["rank"][keep], "duration": c["end"][keep] - c["start"][keep],
                              "host": pd.Categorical.from_codes(c["host"][keep],
                                                                categories=c["host_names"])})
 

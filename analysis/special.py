@@ -168,11 +168,11 @@ def gpt_published_section(m: pd.DataFrame, published_rows=None) -> str:
             published_rows = published_layouts.rows()
         except published.PublishedError as exc:
             return f"- published GPT figures skipped: {exc}"
-    rows = []
+    gpt_rows, rows = [p for p in published_rows if p.get("model") == "gpt"], []
     for r in m.itertuples():
         if not _num(r.dp):
             continue
-        for pub in published_layouts.find(_match_keys(r), [p for p in published_rows if p.get("model") == "gpt"]):
+        for pub in published_layouts.find(_match_keys(r), gpt_rows):
             ours = r.throughput if r.status in ("ok", "partial") else None
             ratio = f"{ours / pub['samples_per_s']:.2f}" if _num(ours) and pub.get("samples_per_s") else "-"
             rows.append([r.point, pub["case"], pub.get("implementation") or pub["impl"], pub["device"],
