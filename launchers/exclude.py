@@ -15,6 +15,7 @@ true/false/null and dotted config keys; nothing else is evaluated. A point match
 rule is skipped.
 """
 import ast
+import functools
 import operator
 
 from omegaconf import OmegaConf
@@ -26,7 +27,7 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
             ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
             ast.NotIn: lambda a, b: a not in b}
-_NAMES = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+_NAMES = {"true": True, "false": False, "null": None}   # True, False, None parse as constants
 
 
 class RuleError(ValueError):
@@ -82,6 +83,7 @@ def _select(cfg, key: str, rule):
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
+@functools.lru_cache(maxsize=None)   # checked once by rules(), then read for every point
 def _parse(text: str) -> ast.Expression:
     try:
         tree = ast.parse(text, mode="eval")

@@ -162,7 +162,7 @@ def check_layout(cfg, model: dict):
     return lay, notes
 
 
-def point_name(cfg, num: int, lay=None) -> str:
+def point_name(cfg, num: int, lay) -> str:
     if cfg.bench.name == "comm":  # model, precision and batch mean nothing to a collective
         return "-".join([f"{num:03d}", "comm", cfg.framework.name, str(cfg.bench.dtype),
                          f"{cfg.nodes}x{cfg.gpus_per_node}"])
@@ -172,7 +172,7 @@ def point_name(cfg, num: int, lay=None) -> str:
     parts += [cfg.precision.name, f"{cfg.nodes}x{cfg.gpus_per_node}", f"bs{cfg.batch_size}"]
     if (cfg.get("data") or {}).get("source") == datafiles.FILES:  # and its workers, where set
         parts.append("files" + ("" if cfg.data.workers is None else f"-w{cfg.data.workers}"))
-    if lay is not None and lay.name():  # a layout other than plain data parallelism
+    if lay.name():  # a layout other than plain data parallelism
         parts.append(lay.name())
     if compiled(cfg) and cfg.bench.name != "input":  # compile=auto: named by what it
         parts.append("compile")                       # resolves to (bench=input: no model)

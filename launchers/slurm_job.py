@@ -7,7 +7,6 @@ neither imports the other's module for them; so does the driver's preflight
 `exclude`), and `launch health`'s one job (launchers/health.py).
 """
 import contextlib
-import json
 import os
 import shlex
 import shutil
@@ -106,11 +105,7 @@ def submission_environ():
 
 
 def read_slurm_json(point_dir: str):
-    try:
-        with open(os.path.join(point_dir, layout.SLURM_FILE)) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+    return records.read_json(os.path.join(point_dir, layout.SLURM_FILE))
 
 
 def preflight(pts: list) -> None:

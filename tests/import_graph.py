@@ -62,7 +62,7 @@ def imports_of(name: str, path: str, known) -> set:
             base = node.module or ""
             if node.level:
                 pkg = _package(name, path).split(".")
-                pkg = pkg[:len(pkg) - (node.level - 1)] if node.level > 1 else pkg
+                pkg = pkg[:len(pkg) - node.level + 1]   # level 1: this package
                 base = ".".join(p for p in pkg + base.split(".") if p)
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
                        for a in node.names]
