@@ -23,7 +23,7 @@ titan_utils.device_type, titan_utils.device_module, parallel_dims.device_type = 
 
 from frameworks.common import parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402
-from frameworks.pytorch import titan  # noqa: E402
+from frameworks.pytorch import parallelize, titan  # noqa: E402
 from tests.frameworks_env import model_cfg  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def main(settings: dict, global_batch: int) -> dict:
             with session.context():
                 loss, _ = session.loss_fn(session.parts[0](inputs, **extra), labels, session.tokens,
                                           positions=extra["positions"])
-        out["forward_loss"] = float(titan._local(loss))
+        out["forward_loss"] = float(parallelize.local(loss))
     try:
         session.step()
         out["step"] = "ok"

@@ -27,6 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from frameworks.pytorch import models
+
 IMPLEMENTATION = "dlbench gpt (frameworks/pytorch/gpt.py)"
 INIT_STD = 0.02                  # Megatron's init_method_std
 # The output layer is the token embedding; on a pipeline's last stage, a copy of it
@@ -136,8 +138,7 @@ def loss_fn(logits, labels):
 def parameter_count(cfg: dict) -> int:
     """The model's parameters (the tied output layer counted once), from a meta-device build."""
     with torch.device("meta"):
-        model = Model(**cfg)
-    return sum(p.numel() for p in model.parameters())
+        return models.count_parameters(Model(**cfg))
 
 
 def _seed(seed: int, name: str) -> int:

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from frameworks.pytorch import models
 from frameworks.pytorch.gpt import keep_stage, loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
 
 IMPLEMENTATION = "dlbench llama3 (frameworks/pytorch/llama3.py, scaled-dot-product attention)"
@@ -175,8 +176,7 @@ class Model(nn.Module):
 def parameter_count(cfg: dict) -> int:
     """The model's parameters (a tied output layer counted once), from a meta-device build."""
     with torch.device("meta"):
-        model = Model(**cfg)
-    return sum(p.numel() for p in model.parameters())
+        return models.count_parameters(Model(**cfg))
 
 
 def full_value(name: str, shape, seed: int) -> torch.Tensor:

@@ -20,7 +20,6 @@ import time
 
 import torch
 import torch.distributed as torch_dist
-from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import capability, device as devices, modes, parallel
@@ -28,16 +27,12 @@ from frameworks.pytorch import context_parallel, models, parallelize
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
 
-def layout_gap(layout: parallel.Layout, amp_dtype, cuda: bool):
+def layout_gap(layout: parallel.Layout, amp_dtype):
     """Why this point's layout cannot run here, or None: decided before the model is built."""
     if amp_dtype == "fp16" and not (layout.tp == layout.pp == 1 and not layout.fsdp):
         return ("fp16 AMP with tensor, pipeline or FSDP parallelism is not built here (its loss "
                 "scale would have to agree across shards and stages): use precision.amp_dtype=bf16")
     return None
-
-
-def _local(t):
-    return t.to_local() if isinstance(t, DTensor) else t
 
 
 class LMSession(TorchSession):
@@ -51,7 +46,7 @@ class LMSession(TorchSession):
         mesh_needed = dist.world_size > 1 or layout.fsdp
         self.device, self.cuda = setup_device(spec, dist, group=mesh_needed)
         dtype = devices.amp_dtype(spec, self.cuda)
-        gap = layout_gap(layout, dtype, self.cuda)
+        gap = layout_gap(layout, dtype)
         if gap:
             raise capability.Unsupported(gap)
         torch.manual_seed(spec["seed"])  # dropout draws the same stream on every rank
@@ -107,7 +102,7 @@ class LMSession(TorchSession):
                 loss = self.family.loss_fn(model(self.inputs[i * n:(i + 1) * n]),
                                            self.labels[i * n:(i + 1) * n]) / m
                 self.scaler.scale(loss).backward()
-            total = total + _local(loss.detach())
+            total = total + parallelize.local(loss.detach())
         return total
 
     def _pipeline(self):
@@ -120,7 +115,7 @@ class LMSession(TorchSession):
             self.schedule.step()
         if not self.last:
             return torch.zeros((), device=self.device)
-        return torch.stack([_local(x).detach().float() for x in losses]).mean()
+        return torch.stack([parallelize.local(x).detach().float() for x in losses]).mean()
 
     def _global_loss(self, loss):
         """The iteration's loss over the global batch, on every rank (as Megatron logs it)."""
@@ -192,8 +187,7 @@ class LMSession(TorchSession):
     def parameter_checksum(self) -> float:
         """Sum of |p| over this rank's parts of the parameters: equal on the ranks of one
         (pp, tp) place without FSDP (the data-parallel replicas)."""
-        with torch.no_grad():
-            return sum(_local(p).detach().abs().sum(dtype=torch.float64).item() for p in self.params)
+        return parallelize.checksum(self.params)
 
 
 def session_of(family) -> type:

@@ -58,6 +58,17 @@ def build_mesh(layout, device_type: str):
     return mesh
 
 
+def local(t):
+    """A DTensor's part on this rank; a plain tensor as it is."""
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def checksum(params) -> float:
+    """The sum of |values| of this rank's parts of `params` (the harness's parameter check)."""
+    with torch.no_grad():
+        return sum(local(p).detach().abs().sum(dtype=torch.float64).item() for p in params)
+
+
 def stage_ids(layout, pp_rank: int) -> list:
     """The stages a pipeline rank holds: one, or `virtual_stages` looped (interleaved)."""
     return [pp_rank + k * layout.pp for k in range(layout.virtual_stages)]
@@ -195,7 +206,7 @@ def parameter_counts(modules, layout, tied: dict) -> dict:
             if id(p) in seen:
                 continue
             seen.add(id(p))
-            n = (p.to_local() if isinstance(p, DTensor) else p).numel()
+            n = local(p).numel()
             held += n
             if p is not copy:
                 owned += n / replicas(p, layout)
@@ -232,7 +243,7 @@ def tie_stages(modules, group, tied: dict) -> None:
                 # the embedding's own backward leaves its gradient Replicate: cut this
                 # rank's rows out (no communication), as the output layer's are
                 p.grad = p.grad.redistribute(p.device_mesh, p.placements)
-            grad = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
+            grad = local(p.grad)
             dist.all_reduce(grad, group=group)
 
 
@@ -244,7 +255,7 @@ def init_parameters(model: nn.Module, family, seed: int, tied: dict = None) -> N
     by_output = {source: name for name, source in (tied or {}).items()}
     for name, p in model.named_parameters():
         part = local_part(p, family.full_value(by_output.get(name, name), tuple(p.shape), seed))
-        target = p.to_local() if isinstance(p, DTensor) else p
+        target = local(p)
         target.copy_(part.to(target.dtype))
 
 

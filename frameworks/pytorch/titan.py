@@ -32,13 +32,15 @@ configs is checked here against torchtitan's own validation (tests/unit/test_lla
 frameworks/pytorch/llama3.py trains the same definition on the CPU. torchtitan is installed
 beside the suite's torch with --no-deps (requirements-torchtitan.txt) and imported lazily.
 """
+import functools
+import inspect
 import shutil
 import tempfile
 
 import torch
 
 from frameworks.common import capability, parallel
-from frameworks.pytorch import gpt, models
+from frameworks.pytorch import gpt, models, parallelize
 from frameworks.pytorch.session import TorchSession, setup_device
 
 FLAVOURS = {"1b": "1B", "8b": "8B", "70b": "70B", "405b": "405B"}  # our size -> torchtitan's flavour
@@ -198,7 +200,7 @@ class TitanSession(TorchSession):
         self.coords = parallel.coords(dist.rank, layout)   # torchtitan's order too: pp, dp, cp, tp
         self._batches(cfg, layout, spec["seed"])
         self.counts = {"model": parameters_and_flops(self.config, cfg["seq_len"])[0],
-                       "held": sum(_local(p).numel() for p in self.params)}
+                       "held": sum(parallelize.local(p).numel() for p in self.params)}
 
     def _batches(self, cfg, layout, seed):
         """This data-parallel rank's rows of the global batch (the GPT's synthetic rule), as
@@ -241,7 +243,7 @@ class TitanSession(TorchSession):
                     out, _ = self.loss_fn(self.parts[0](inputs, **extra), labels, self.tokens,
                                           positions=extra["positions"])
                     out.backward()
-                loss = loss + _local(out.detach()).float()
+                loss = loss + parallelize.local(out.detach()).float()
         self.dist_utils.clip_grad_norm_(self.params, self.max_norm, foreach=True,
                                         pp_mesh=self.dims.get_optional_mesh("pp"), ep_enabled=False)
         self.optimizer.step()
@@ -262,11 +264,8 @@ class TitanSession(TorchSession):
                          losses=losses, loss_kwargs={"global_valid_tokens": self.tokens},
                          return_outputs=False)
         if self.last:
-            return torch.sum(torch.stack([_local(x).float() for x in losses])).to(self.device)
+            return torch.sum(torch.stack([parallelize.local(x).float() for x in losses])).to(self.device)
         return torch.zeros((), device=self.device)
-
-    def loss_value(self, handle):
-        return float(handle)
 
     def parallel_record(self) -> dict:
         return {"layout": self.layout.as_dict(), "coords": self.coords, "parameters": self.counts,
@@ -274,8 +273,7 @@ class TitanSession(TorchSession):
                                   + (", pipeline_llm)" if self.layout.pp > 1 else ")")}
 
     def parameter_checksum(self):
-        with torch.no_grad():
-            return sum(_local(p).detach().abs().sum(dtype=torch.float64).item() for p in self.params)
+        return parallelize.checksum(self.params)
 
     def close(self):
         shutil.rmtree(self.dump, ignore_errors=True)
@@ -287,8 +285,7 @@ def microbatches(schedule, **microbatched) -> None:
     schedule (`step(arg_mbs=..., kwarg_mbs=..., target_mbs=...)`, a newer torch's). torch
     2.13's step splits whole inputs itself, so there the schedule's own inner step runs, after
     the runtime states are cleared as its step clears them."""
-    import inspect
-    if "arg_mbs" in inspect.signature(schedule.step).parameters:
+    if _takes_microbatches(type(schedule)):
         schedule.step(**microbatched)
         return
     for stage in getattr(schedule, "_stages", None) or [schedule._stage]:
@@ -296,14 +293,14 @@ def microbatches(schedule, **microbatched) -> None:
     schedule._step_microbatches(**microbatched)
 
 
+@functools.lru_cache(maxsize=None)   # asked once per schedule class, not every timed step
+def _takes_microbatches(schedule_class) -> bool:
+    return "arg_mbs" in inspect.signature(schedule_class.step).parameters
+
+
 def _version() -> str:
     from importlib.metadata import version
     return version("torchtitan")
-
-
-def _local(t):
-    from torch.distributed.tensor import DTensor
-    return t.to_local() if isinstance(t, DTensor) else t
 
 
 def uses_torchtitan(spec: dict) -> bool:
