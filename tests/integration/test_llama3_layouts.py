@@ -4,13 +4,10 @@ seed, same global batch; Llama 3 has no dropout). One sweep, its impossible comb
 skipped by exclusion rules, as a user would write it."""
 import glob
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from launchers.points import ROOT
+from tests.launching import analysis, launch
 
 pytestmark = pytest.mark.e2e
 LOSS_RTOL = 1e-5   # fp32; the split sums reorder additions (seen: 2e-7 here)
@@ -30,13 +27,10 @@ RULES = ('exclude=[{where:"gpus_per_node == 1 and (parallel.fsdp or parallel.tp 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("llama3")
-    res = subprocess.run(
-        [sys.executable, "-m", "launch", "-m", "model=llama3", "preset=smoke", "launcher=local",
-         "repeats=1", "warmup_steps=1", "measure_steps=3", "batch_size=2", "global_batch_size=4",
-         "gpus_per_node=1,2", "parallel.tp=1,2", "parallel.pp=1,2", "parallel.cp=1,2",
-         "parallel.fsdp=false,true", RULES, f"hydra.sweep.dir={root}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-        env=dict(os.environ, OMP_NUM_THREADS="1"))
+    res = launch("-m", "model=llama3", "preset=smoke", "launcher=local", "repeats=1",
+                 "warmup_steps=1", "measure_steps=3", "batch_size=2", "global_batch_size=4",
+                 "gpus_per_node=1,2", "parallel.tp=1,2", "parallel.pp=1,2", "parallel.cp=1,2",
+                 "parallel.fsdp=false,true", RULES, f"hydra.sweep.dir={root}")
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     return root
 
@@ -78,8 +72,7 @@ def test_context_parallel_ranks_hold_half_of_each_sequence(sweep):
 
 
 def test_the_report_gives_each_layout_its_tokens_per_second(sweep):
-    res = subprocess.run([sys.executable, "-m", "analysis", "report", str(sweep), "--no-plot"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    res = analysis("report", str(sweep), "--no-plot")
     assert res.returncode == 0, res.stderr[-3000:]
     section = res.stdout.split("## llama3: tokens/s, TFLOP/s per device and MFU, by layout")[1]
     rows = [line for line in section.splitlines() if line.startswith("| 0")]
@@ -94,17 +87,13 @@ def test_the_report_gives_each_layout_its_tokens_per_second(sweep):
 @pytest.mark.slurm
 def test_context_parallel_across_nodes_on_the_slurm_test_cluster(slurm_cluster, sweep, tmp_path):
     """tp 2 inside each node, cp 2 across two nodes of the real test cluster: the same loss."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, "-m", "launch", "model=llama3", "preset=smoke",
-                          "launcher=slurm", "cluster=localtest", "nodes=2", "gpus_per_node=2",
-                          "parallel.tp=2", "parallel.cp=2", "repeats=1", "warmup_steps=1",
-                          "measure_steps=3", "batch_size=2", "global_batch_size=4",
-                          f"hydra.run.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300, env=env)
+    res = launch("model=llama3", "preset=smoke", "launcher=slurm", "cluster=localtest", "nodes=2",
+                 "gpus_per_node=2", "parallel.tp=2", "parallel.cp=2", "repeats=1",
+                 "warmup_steps=1", "measure_steps=3", "batch_size=2", "global_batch_size=4",
+                 f"hydra.run.dir={tmp_path}", timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
-    res = subprocess.run([sys.executable, "-m", "launch", "status", str(tmp_path), "--wait",
-                          "--timeout", "300", "--interval", "1"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=330, env=env)
+    res = launch("status", str(tmp_path), "--wait", "--timeout", "300", "--interval", "1",
+                 timeout=330)
     assert "COMPLETED" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
     recs = ranks(tmp_path, "2x2-bs2-tp2-cp2-m2")
     reference = losses(ranks(sweep, "1x1-bs2-m2")[0])

@@ -20,8 +20,10 @@ TINY_PARAMETERS = 226_624   # tests/unit/test_llama3.py: the CPU definition's an
 
 
 def probe(settings, ranks, global_batch):
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={ranks}",
-                          "tests/titan_cpu_probe.py", json.dumps(settings), str(global_batch)],
+    # --standalone: a free port of torchrun's choosing, not a fixed 29500 another run may hold
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          f"--nproc-per-node={ranks}", "tests/titan_cpu_probe.py", json.dumps(settings),
+                          str(global_batch)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)))
     out = [json.loads(line.split("PROBE ", 1)[1]) for line in res.stdout.splitlines() if "PROBE " in line]
