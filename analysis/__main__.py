@@ -31,7 +31,7 @@ import sys
 from analysis import comm, compare, html_report, load, method, plot_data, plot_process, report
 from analysis.record_file import RecordError
 from analysis.terminal import say
-from frameworks.common import layout
+from contract import paths
 
 
 def cmd_report(args) -> int:
@@ -59,7 +59,7 @@ def _report(args, plotter) -> int:
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if plotter is not None:   # drawn beside the tables, from the aggregated frames
         plotter.draw(results, comm_table)
-    out = args.out or os.path.join(args.path, layout.REPORT_DIR)
+    out = args.out or os.path.join(args.path, paths.REPORT_DIR)
     with _writing(out):
         os.makedirs(out, exist_ok=True)
     # steps.parquet in a thread (pyarrow's writer and its compression let go of the GIL): it

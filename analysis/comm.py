@@ -12,7 +12,7 @@ first) still gets one row, with op empty, so that it is never silently dropped.
 import pandas as pd
 from tabulate import tabulate
 
-from frameworks.common import busbw
+from contract import busbw
 
 COLUMNS = ["sweep", "point", "framework", "device", "backend", "nodes", "gpus_per_node", "ranks",
            "op", "bytes", "count", "dtype", "inplace", "iters", "repeats", "time_s",

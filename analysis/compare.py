@@ -44,9 +44,9 @@ from analysis import devices, load, published
 from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
 from analysis.terminal import say
-from frameworks.common import layout
+from contract import paths
 
-SCHEMA = layout.REFERENCE_SCHEMA
+SCHEMA = paths.REFERENCE_SCHEMA
 # metric -> (column of analysis.metrics.metrics, unit, lower is better)
 METRICS = {
     "throughput": ("throughput", "samples/s", False),

@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis import flops, method, record_file, tables
 from analysis.results import CONFIG_COLUMNS, FLOP_COLUMNS
-from frameworks.common import statuses
+from contract import statuses
 
 MEASURE = record_file.PHASE_CODE["measure"]
 

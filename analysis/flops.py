@@ -74,7 +74,7 @@ import os
 import yaml
 
 from analysis import devices
-from frameworks.common import layout
+from contract import paths
 
 PEAKS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peaks.yaml")
 DEFAULT_MAX_PREDICTIONS = 20   # masked positions per sequence at seq 128 (conf/model/bert_base.yaml)
@@ -226,8 +226,8 @@ def peaks(path: str = PEAKS_FILE) -> tuple:
     """The entries of analysis/peaks.yaml, checked (ValueError when malformed)."""
     with open(path) as f:
         data = yaml.load(f, Loader=LOADER)
-    if not isinstance(data, dict) or data.get("schema") != layout.PEAKS_SCHEMA:
-        raise ValueError(f"{path}: not a {layout.PEAKS_SCHEMA} file")
+    if not isinstance(data, dict) or data.get("schema") != paths.PEAKS_SCHEMA:
+        raise ValueError(f"{path}: not a {paths.PEAKS_SCHEMA} file")
     out = []
     for n, e in enumerate(data.get("devices") or (), 1):
         if not isinstance(e, dict) or not e.get("family") or not e.get("source"):

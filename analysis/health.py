@@ -2,7 +2,7 @@
 preflight=true whose health checks left a node out (launchers/preflight.py), which nodes and
 why, where it ran in the end, or that it found too few healthy nodes (`unhealthy`, no
 repeat): each point's preflight record as analysis.load read it (Results.preflights)."""
-from frameworks.common import statuses
+from contract import statuses
 
 
 def section(results) -> str:

@@ -23,7 +23,7 @@ import os
 import markdown
 
 from analysis import method, summary, tables
-from frameworks.common import layout
+from contract import paths
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.2em 2em; color: #222; max-width: 90em; }
@@ -121,7 +121,7 @@ def summary_html(s: dict, limits: dict) -> str:
             kind = "part" if status == "partial" else "bad"
             chips.append(f'<span class="count {kind}">{n} {_e(tables.label(status))}</span>')
     if s["unreadable"]:
-        chips.append(f'<span class="count bad">{len(s["unreadable"])} unreadable {layout.POINT_FILE}</span>')
+        chips.append(f'<span class="count bad">{len(s["unreadable"])} unreadable {paths.POINT_FILE}</span>')
     items = [f'<li><b>{_e(point)}</b>: <span class="status{" part" if status == "partial" else ""}">'
              f"{_e(tables.label(status))}</span>: {_e(why)}</li>"
              for point, status, why in s["not_ok"]]

@@ -3,7 +3,7 @@
 This module is the only code of the analysis that walks a sweep's files, and it opens
 each once (one file at a time: analysis/record_file.py); every other module of the
 analysis is a function of the `Results` it returns. The layout and schema names are
-frameworks/common/layout.py's; the figures of each repeat and point are
+contract/paths.py's; the figures of each repeat and point are
 analysis/figures.py's.
 
 Works on partial sweeps: a point with fewer recorded repeats than asked is `partial` or
@@ -13,7 +13,7 @@ Tolerant of bad files: a record file that is torn (truncated JSON), garbage, of 
 schema, malformed, or of a schema version newer than this analysis costs only its repeat.
 The repeat is `corrupt`, with an error naming the file and the reason, the file is listed
 in `Results.corrupt`, and everything else is loaded as usual; a point whose recorded
-repeats are all corrupt is `corrupt` (frameworks/common/statuses.py). A bad point.json
+repeats are all corrupt is `corrupt` (contract/statuses.py). A bad point.json
 costs its point (listed, left out of the tables), a bad search ledger its search. Only
 input with no sweep in it at all is a RecordError.
 
@@ -31,7 +31,8 @@ import pandas as pd
 from analysis import figures, method, record_file
 from analysis.record_file import CorruptFile, RecordError
 from analysis.results import COMM_COLUMNS, FLOP_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
-from frameworks.common import layout, statuses
+from contract import statuses
+from contract import paths
 
 __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
 
@@ -55,7 +56,7 @@ class _Reader:
 
     def point(self, point_file: str) -> None:
         pdir = os.path.dirname(point_file)
-        sweep = layout.sweep_of(pdir)
+        sweep = paths.sweep_of(pdir)
         try:
             point, row = record_file.point_record(point_file, sweep)
         except CorruptFile as c:
@@ -68,20 +69,20 @@ class _Reader:
             names = []
         runs, durations = [], []
         for name in names:
-            m = layout.REPEAT_RE.match(name)  # set-aside attempts (repeat-NN.interrupted-T): never
+            m = paths.REPEAT_RE.match(name)  # set-aside attempts (repeat-NN.interrupted-T): never
             if m and os.path.isdir(os.path.join(pdir, name)):
                 run, timed = self.repeat(os.path.join(pdir, name), row, int(m.group(1)))
                 runs.append(run)
                 if timed is not None:
                     durations.append(timed)
-        pre = self.preflight(pdir, sweep, row["point"]) if layout.PREFLIGHT_FILE in names else None
+        pre = self.preflight(pdir, sweep, row["point"]) if paths.PREFLIGHT_FILE in names else None
         self.run_rows += runs
         self.point_rows.append(figures.summarize_point(row, runs, durations, preflight=pre, **self.limits))
 
     def preflight(self, pdir: str, sweep: str, point: str):
         """The point's preflight record (docs/health.md), or None; a bad one costs only itself."""
         try:
-            pre = record_file.read_record(os.path.join(pdir, layout.PREFLIGHT_FILE), layout.PREFLIGHT_SCHEMA)
+            pre = record_file.read_record(os.path.join(pdir, paths.PREFLIGHT_FILE), paths.PREFLIGHT_SCHEMA)
         except CorruptFile as c:
             self.bad(c, sweep, point)
             return None
@@ -93,7 +94,7 @@ class _Reader:
         one repeat folder."""
         ranks, cols, bad = {}, {}, []
         for fname in names:
-            if not layout.RANK_RECORD_RE.match(fname):
+            if not paths.RANK_RECORD_RE.match(fname):
                 continue
             path = os.path.join(rdir, fname)
             try:
@@ -119,8 +120,8 @@ class _Reader:
         ranks, cols, bad_ranks = self.ranks(rdir, names, world)
         bad += bad_ranks
         comm = [self.keep_rank(sweep, name, repeat, ranks[r], cols[r]) for r in ranks]
-        run, run_path = None, os.path.join(rdir, layout.RUN_FILE)
-        if layout.RUN_FILE in names:
+        run, run_path = None, os.path.join(rdir, paths.RUN_FILE)
+        if paths.RUN_FILE in names:
             try:
                 run = record_file.run_record(run_path)
             except CorruptFile as exc:
@@ -137,7 +138,7 @@ class _Reader:
         elif len(ranks) == world:  # the driver died after its ranks finished
             row["status"], row["error"] = statuses.run_status(ranks, world)
         else:
-            row.update(status="incomplete", error=f"repeat not finished (no {layout.RUN_FILE})")
+            row.update(status="incomplete", error=f"repeat not finished (no {paths.RUN_FILE})")
         if row["status"] == "ok" and prow["bench"] == "train":  # comm: analysis/comm.py
             try:
                 if len(ranks) != world:
@@ -180,7 +181,7 @@ class _Reader:
                 for c in rec.get("comm") or ()]
 
     def searches_of(self, sweeps) -> None:
-        for path in layout.search_files(sweeps):
+        for path in paths.search_files(sweeps):
             try:
                 self.searches.append(record_file.search_ledger(path))
             except CorruptFile as c:
@@ -237,10 +238,10 @@ def find_points(root) -> list:
     root = str(root)
     if not os.path.isdir(root):
         raise RecordError(f"no results folder at {root}")
-    found = layout.point_files(root)
+    found = paths.point_files(root)
     if not found:
         raise RecordError(f"no sweep points under {root} (expected "
-                          f"SWEEP/{layout.POINTS_DIR}/*/{layout.POINT_FILE})")
+                          f"SWEEP/{paths.POINTS_DIR}/*/{paths.POINT_FILE})")
     return found
 
 
@@ -253,7 +254,7 @@ def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_D
     with _collector_paused():
         for point_file in files:
             reader.point(point_file)
-        reader.searches_of({layout.sweep_of(os.path.dirname(f)) for f in files})
+        reader.searches_of({paths.sweep_of(os.path.dirname(f)) for f in files})
         return reader.results()
 
 

@@ -7,7 +7,7 @@ imports no module of the report, so every consumer imports it without a circle.
 import pandas as pd
 
 from analysis import flops
-from frameworks.common import parallel
+from contract import parallel
 
 MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what tells a special point apart
 SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
@@ -36,7 +36,7 @@ def metrics(results) -> pd.DataFrame:
     with a count (resnet50, bert_base, gpt), as analysis.load put them in the points;
     pflops: tflops_per_device x devices / 1000 (aggregate);
     tokens_per_s: GPT's samples/s x seq_len.
-    A layout's point (frameworks/common/parallel.py) adds its grid and batch sizes
+    A layout's point (contract/parallel.py) adds its grid and batch sizes
     (LAYOUT_KEYS, global_batch_size: the samples of one iteration, whose latency is
     latency_ms), its shape (SHAPE_KEYS), its case, and a pipeline's bubble: the ideal one
     and the measured one (the mean over ranks of each ok repeat's, median over repeats)."""

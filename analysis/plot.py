@@ -29,7 +29,7 @@ from analysis.comm import human_bytes
 from analysis.figures import amp_ratios
 from analysis.plot_data import MAX_BOXES, Plot
 from analysis.plot_data import numeric as _num
-from frameworks.common import busbw
+from contract import busbw
 
 
 def _series(pts: pd.DataFrame):

@@ -33,7 +33,7 @@ LAYOUT = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "micro_batch_size",
 SETTINGS = ("model", "vp", "fsdp", "amp_dtype", "compile", "schedule", "recompute", "async_tp",
             "float8")
 POINT_DEFAULTS = {"cp": 1}
-# Other names a point may give a key by (frameworks/common/parallel.py's Layout.as_dict)
+# Other names a point may give a key by (contract/parallel.py's Layout.as_dict)
 POINT_ALIASES = {"vp": "virtual_stages"}
 INTS = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "vp", "micro_batch_size",
         "accumulation", "global_batch_size", "local_batch_size", "hidden", "heads", "layers",

@@ -1,5 +1,5 @@
 """One record file, read and checked: a point.json, a rank record, a run.json or a search
-ledger (their schemas: frameworks/common/layout.py, docs/contract.md).
+ledger (their schemas: contract/paths.py, docs/contract.md).
 
 A file that cannot be used is a CorruptFile that says why (torn, garbage, of a foreign
 schema, malformed, or of a newer schema version than this analysis): analysis/load.py
@@ -13,7 +13,7 @@ import operator
 
 import numpy as np
 
-from frameworks.common import layout
+from contract import paths
 
 try:
     from orjson import loads as _loads
@@ -74,9 +74,9 @@ def read_record(path, schema: str) -> dict:
     version = obj.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise CorruptFile(path, f"not a {schema} record (version {version!r})")
-    if version > layout.SCHEMA_VERSION:
+    if version > paths.SCHEMA_VERSION:
         raise CorruptFile(path, f"{schema} version {version} is newer than this analysis "
-                                f"(knows {layout.SCHEMA_VERSION})", newer=True)
+                                f"(knows {paths.SCHEMA_VERSION})", newer=True)
     return obj
 
 
@@ -108,12 +108,12 @@ def _checked(path, schema: str, check):
 
 def point_record(path, sweep: str):
     """(the point.json, its points table's row), or CorruptFile."""
-    return _checked(path, layout.POINT_SCHEMA, lambda p: (p, point_row(p, sweep)))
+    return _checked(path, paths.POINT_SCHEMA, lambda p: (p, point_row(p, sweep)))
 
 
 def rank_record(path):
     """(a rank record without its steps, its steps as numpy columns), or CorruptFile."""
-    return _checked(path, layout.RANK_SCHEMA, rank_columns)
+    return _checked(path, paths.RANK_SCHEMA, rank_columns)
 
 
 def _run(run: dict) -> dict:
@@ -125,7 +125,7 @@ def _run(run: dict) -> dict:
 
 def run_record(path) -> dict:
     """A repeat's run.json, checked, or CorruptFile."""
-    return _checked(path, layout.RUN_SCHEMA, _run)
+    return _checked(path, paths.RUN_SCHEMA, _run)
 
 
 def point_row(point: dict, sweep: str) -> dict:
@@ -138,7 +138,7 @@ def point_row(point: dict, sweep: str) -> dict:
            "compile": point["compile"], "batch_size": _field(point, "batch_size", int),
            "nodes": _field(point, "nodes", int), "gpus_per_node": _field(point, "gpus_per_node", int),
            "devices": _field(point, "world_size", int), "repeats": _field(point, "repeats", int),
-           "mode": point.get("mode")}  # the mode that ran: eager, graph, jit, xla, ... (frameworks/common/modes.py)
+           "mode": point.get("mode")}  # the mode that ran: eager, graph, jit, xla, ... (contract/modes.py)
     if row["devices"] < 1:
         raise ValueError(f"world_size {row['devices']}")
     return row
@@ -192,4 +192,4 @@ def _ledger(ledger: dict) -> dict:
 
 def search_ledger(path) -> dict:
     """A search ledger (launchers/search.py), checked, or CorruptFile."""
-    return _checked(path, layout.SEARCH_SCHEMA, _ledger)
+    return _checked(path, paths.SEARCH_SCHEMA, _ledger)

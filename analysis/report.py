@@ -17,7 +17,7 @@ from analysis import comm, environment, health, method, published, special, summ
 from analysis import input as input_section  # data=files and bench=input (docs/data.md)
 from analysis.figures import amp_ratios
 from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
-from frameworks.common import layout
+from contract import paths
 
 SECTIONS = (("Throughput (samples/s, median of ok repeats)", "throughput", ".1f", None),
             ("Speedup over 1 device", "speedup", ".2f", "speedup_marks"),
@@ -130,7 +130,7 @@ def failures(results) -> str:
     corrupt = getattr(results, "corrupt", [])
     if corrupt:  # every one, also those a repeat's error above names
         lines.append(f"Corrupt files ({len(corrupt)}): each costs only its repeat "
-                     f"(a {layout.POINT_FILE} its point, a search ledger its search)")
+                     f"(a {paths.POINT_FILE} its point, a search ledger its search)")
         lines += [f"- {c['file']}: {c['reason']}" for c in corrupt]
     return "\n".join(["## Failed, cut short or missing", *lines]) if lines else ""
 

@@ -8,7 +8,7 @@ analysis.load read (this module reads no file).
 import os
 
 from analysis import method, tables
-from frameworks.common import layout
+from contract import paths
 
 REASON_CHARS = 240   # a reason longer than this is cut here (the failures section has it whole)
 
@@ -90,7 +90,7 @@ def ended(s: dict) -> str:
         line += (f"; {total - good} did not ("
                  + ", ".join(f"{v} {tables.label(k)}" for k, v in sorted(bad.items())) + ")")
     if s["unreadable"]:
-        line += f"; {len(s['unreadable'])} unreadable {layout.POINT_FILE} (left out)"
+        line += f"; {len(s['unreadable'])} unreadable {paths.POINT_FILE} (left out)"
     return line
 
 

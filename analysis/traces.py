@@ -5,7 +5,7 @@ rank records say about them (analysis.load keeps it in Results.environments)."""
 import os
 from urllib.parse import quote
 
-from frameworks.common import layout
+from contract import paths
 
 
 def section(results) -> str:
@@ -18,7 +18,7 @@ def section(results) -> str:
         if info.get("status") != "ok":
             lines.append(f"{where}: profile {info.get('status')}: {info.get('error')}")
             continue
-        rdir = layout.repeat_dir(layout.point_dir(e["sweep"], e["point"]), e["repeat"])
+        rdir = paths.repeat_dir(paths.point_dir(e["sweep"], e["point"]), e["repeat"])
         path = os.path.abspath(os.path.join(rdir, str(info.get("path"))))
         shown = os.path.relpath(path, results.root) if results.root else path
         lines.append(f"{where}: {info.get('tool')}, {info.get('traced_steps')} steps after the "

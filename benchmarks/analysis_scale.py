@@ -5,7 +5,7 @@
 
 1. A real sweep: --real, else one made here with
    `python -m launch preset=smoke repeats=1 gpus_per_node=1 hydra.run.dir=WORK/real`.
-2. For each size NODESxGPUSxSTEPS, a sweep in the documented layout (frameworks/common/layout.py)
+2. For each size NODESxGPUSxSTEPS, a sweep in the documented layout (contract/paths.py)
    cloned from it: its point.json, spec.json and run.json, and its rank record scaled to
    NODES x GPUS ranks of STEPS steps each (its own warm-up steps, then timed steps whose
    durations cycle the real ones, each rank a little slower than the one before it), written
@@ -35,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from frameworks.common import layout  # noqa: E402
+from contract import paths  # noqa: E402
 
 STEP = ('  {\n   "step": %d,\n   "phase": "%s",\n   "start": %r,\n   "end": %r,\n'
         '   "samples": %d,\n   "loss": %s\n  }')
@@ -43,7 +43,7 @@ STEP = ('  {\n   "step": %d,\n   "phase": "%s",\n   "start": %r,\n   "end": %r,\
 
 def real_sweep(work: str) -> str:
     out = os.path.join(work, "real")
-    if not glob.glob(os.path.join(out, layout.POINTS_DIR, "*", layout.POINT_FILE)):
+    if not glob.glob(os.path.join(out, paths.POINTS_DIR, "*", paths.POINT_FILE)):
         subprocess.run([sys.executable, "-m", "launch", "preset=smoke", "repeats=1",
                         "gpus_per_node=1", f"hydra.run.dir={out}"], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL)
@@ -65,11 +65,11 @@ def steps_text(steps) -> str:
 def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int) -> dict:
     """A sweep of one point, nodes x gpn ranks x nsteps steps, cloned from the real sweep's
     first point; returns {throughput, files, bytes} of what it wrote."""
-    pfile = sorted(glob.glob(os.path.join(real, layout.POINTS_DIR, "*", layout.POINT_FILE)))[0]
-    rdir0 = layout.repeat_dir(os.path.dirname(pfile), 0)
-    point, run = _read(pfile), _read(os.path.join(rdir0, layout.RUN_FILE))
-    rec0 = _read(os.path.join(rdir0, layout.rank_record_name(0)))
-    spec_file = os.path.join(rdir0, layout.SPEC_FILE)
+    pfile = sorted(glob.glob(os.path.join(real, paths.POINTS_DIR, "*", paths.POINT_FILE)))[0]
+    rdir0 = paths.repeat_dir(os.path.dirname(pfile), 0)
+    point, run = _read(pfile), _read(os.path.join(rdir0, paths.RUN_FILE))
+    rec0 = _read(os.path.join(rdir0, paths.rank_record_name(0)))
+    spec_file = os.path.join(rdir0, paths.SPEC_FILE)
     spec = _read(spec_file) if os.path.exists(spec_file) else dict(rec0.get("spec") or {})
     warm = [s for s in rec0["steps"] if s["phase"] == "warmup"]
     meas = [s for s in rec0["steps"] if s["phase"] == "measure"]
@@ -80,8 +80,8 @@ def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int) -> dict:
     name = f"000-{point['framework']['name']}-{point['model']['name']}-{point['precision']}-" \
            f"{nodes}x{gpn}-bs{batch}"
     shutil.rmtree(out, ignore_errors=True)
-    pdir = layout.point_dir(out, name)
-    rdir = layout.repeat_dir(pdir, 0)
+    pdir = paths.point_dir(out, name)
+    rdir = paths.repeat_dir(pdir, 0)
     os.makedirs(rdir)
     point.update(point=name, dir=os.path.abspath(pdir), nodes=nodes, gpus_per_node=gpn,
                  world_size=world, measure_steps=measure, repeats=1)
@@ -91,9 +91,9 @@ def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int) -> dict:
                 config=point["config"])
     run.update(point=name, world_size=world, exit_codes=[0] * world)
     written = 0
-    for path, obj in ((os.path.join(pdir, layout.POINT_FILE), point),
-                      (os.path.join(rdir, layout.SPEC_FILE), spec),
-                      (os.path.join(rdir, layout.RUN_FILE), run)):
+    for path, obj in ((os.path.join(pdir, paths.POINT_FILE), point),
+                      (os.path.join(rdir, paths.SPEC_FILE), spec),
+                      (os.path.join(rdir, paths.RUN_FILE), run)):
         with open(path, "w") as f:
             written += f.write(json.dumps(obj, indent=1))
 
@@ -121,22 +121,22 @@ def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int) -> dict:
         text = json.dumps(rec, indent=1).replace('"@STEPS@"', steps_text(steps))
         if rank == 0:  # the template writes what the worker's json.dumps(indent=1) would
             assert text == json.dumps(dict(rec, steps=steps), indent=1)
-        with open(os.path.join(rdir, layout.rank_record_name(rank)), "w") as f:
+        with open(os.path.join(rdir, paths.rank_record_name(rank)), "w") as f:
             written += f.write(text)
-        open(os.path.join(rdir, layout.rank_log_name(rank)), "w").close()
+        open(os.path.join(rdir, paths.rank_log_name(rank)), "w").close()
     return {"throughput": world * measure * batch / longest, "files": world + 2, "bytes": written,
             "steps": world * nsteps, "point": name}
 
 
 def record_files(sweep: str) -> list:
     out = []
-    for pfile in layout.point_files(sweep):
+    for pfile in paths.point_files(sweep):
         out.append(pfile)
         pdir = os.path.dirname(pfile)
-        for rname in sorted(n for n in os.listdir(pdir) if layout.REPEAT_RE.match(n)):
+        for rname in sorted(n for n in os.listdir(pdir) if paths.REPEAT_RE.match(n)):
             rdir = os.path.join(pdir, rname)
             out += [os.path.join(rdir, n) for n in sorted(os.listdir(rdir))
-                    if layout.RANK_RECORD_RE.match(n) or n == layout.RUN_FILE]
+                    if paths.RANK_RECORD_RE.match(n) or n == paths.RUN_FILE]
     return out
 
 

@@ -23,7 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from frameworks.common import layout  # noqa: E402
+from contract import paths  # noqa: E402
 
 BASE = ["nodes=3", "gpus_per_node=2", "launcher=slurm", "cluster=localtest"]
 
@@ -33,14 +33,14 @@ def one(extra: list, out_root: str) -> dict:
     r = subprocess.run([sys.executable, "-m", "launch", "health", *BASE, f"output_root={out_root}", *extra],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     wall = time.monotonic() - t0
-    (run,) = [d for d in os.listdir(out_root) if d.startswith(layout.HEALTH_RUN_PREFIX)]
+    (run,) = [d for d in os.listdir(out_root) if d.startswith(paths.HEALTH_RUN_PREFIX)]
     folder = os.path.join(out_root, run)
     recs = []
     for name in sorted(os.listdir(folder)):
-        if layout.RANK_RECORD_RE.match(name):
+        if paths.RANK_RECORD_RE.match(name):
             with open(os.path.join(folder, name)) as f:
                 recs.append(json.load(f))
-    with open(os.path.join(folder, layout.HEALTH_FILE)) as f:
+    with open(os.path.join(folder, paths.HEALTH_FILE)) as f:
         verdict = json.load(f)
     step = max(r["ended_unix"] for r in recs) - min(r["started_unix"] for r in recs)
     return {"wall": wall, "step": step, "exit": r.returncode, "ok": verdict["ok"],

@@ -30,7 +30,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from frameworks.common import layout  # noqa: E402
+from contract import paths  # noqa: E402
 
 GPT2 = {"layers": 12, "hidden": 768, "heads": 12, "vocab_size": 50304}
 LAYOUTS = (("1 rank", 1, []), ("tp=2", 2, ["parallel.tp=2"]), ("fsdp=2", 2, ["parallel.fsdp=true"]))
@@ -58,9 +58,9 @@ def run(name, world, extra, seq, device, out):
     res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, **ENV))
     if res.returncode:
         raise SystemExit(f"{name}: {res.stderr[-2000:]}")
-    [point] = layout.point_files(sweep)
-    rdir = layout.repeat_dir(os.path.dirname(point), 0)
-    recs = [json.load(open(os.path.join(rdir, layout.rank_record_name(r)))) for r in range(world)]
+    [point] = paths.point_files(sweep)
+    rdir = paths.repeat_dir(os.path.dirname(point), 0)
+    recs = [json.load(open(os.path.join(rdir, paths.rank_record_name(r)))) for r in range(world)]
     bad = [r["error"] for r in recs if r["status"] != "ok"]
     if bad:
         raise SystemExit(f"{name}: {bad[0]}")

@@ -6,7 +6,7 @@ many times it asks Slurm.
 
 1. One real point composed by Hydra (`launcher=slurm cluster=localtest preset=smoke`,
    2 repeats) and written N times, renamed, in the layout's sweep folder
-   (frameworks/common/layout.py): a quarter with both repeats recorded (run.json), a
+   (contract/paths.py): a quarter with both repeats recorded (run.json), a
    quarter with one recorded and the second's folder begun, half with nothing yet.
 2. Each point's slurm.json names a REAL job, as the launcher writes it, in three sweeps:
    - plain: N held jobs (`sbatch --hold --wrap=true`, one each), ids like `123`;
@@ -35,7 +35,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from frameworks.common import layout, records  # noqa: E402
+from contract import records  # noqa: E402
+from contract import paths
 
 WRAPPER = '#!/bin/sh\necho "$0 $*" >> "{log}"\nexec {real} "$@"\n'
 
@@ -52,24 +53,24 @@ def one_point(work: str) -> dict:
 def write_sweep(sweep: str, base: dict, job_ids: list) -> None:
     for i, job in enumerate(job_ids):
         name = f"{i:04d}-pytorch-resnet50-fp32-1x1-bs4-seed{i}"
-        pdir = layout.point_dir(sweep, name)
+        pdir = paths.point_dir(sweep, name)
         os.makedirs(pdir)
         point = dict(base, point=name, num=i, dir=pdir)
-        records.write_json_atomic(os.path.join(pdir, layout.POINT_FILE), point)
-        records.write_json_atomic(os.path.join(pdir, layout.SLURM_FILE), {
-            "schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION, "point": name,
+        records.write_json_atomic(os.path.join(pdir, paths.POINT_FILE), point)
+        records.write_json_atomic(os.path.join(pdir, paths.SLURM_FILE), {
+            "schema": paths.SLURM_SCHEMA, "version": paths.SCHEMA_VERSION, "point": name,
             "job_id": job, "submitit_folder": os.path.join(pdir, "slurm"),
             "log": os.path.join(pdir, "slurm", f"{job}_0_log.out"),
             "submitted_unix": time.time(), "time_min": 15, "previous_jobs": []})
         recorded = 2 if i % 4 == 0 else 1 if i % 4 == 1 else 0
         for r in range(recorded):
-            rdir = layout.repeat_dir(pdir, r)
+            rdir = paths.repeat_dir(pdir, r)
             os.makedirs(rdir)
-            records.write_json_atomic(os.path.join(rdir, layout.RUN_FILE), {
-                "schema": layout.RUN_SCHEMA, "version": layout.SCHEMA_VERSION, "point": name,
+            records.write_json_atomic(os.path.join(rdir, paths.RUN_FILE), {
+                "schema": paths.RUN_SCHEMA, "version": paths.SCHEMA_VERSION, "point": name,
                 "repeat": r, "status": "ok", "error": None, "world_size": 1})
         if recorded == 1:
-            os.makedirs(layout.repeat_dir(pdir, 1))
+            os.makedirs(paths.repeat_dir(pdir, 1))
 
 
 def sbatch(*args) -> str:

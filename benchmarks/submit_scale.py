@@ -34,7 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from frameworks.common import layout  # noqa: E402
+from contract import paths  # noqa: E402
 
 
 def sbatch_loop(n: int) -> tuple:
@@ -65,7 +65,7 @@ def sweep(n: int, work: str, *extra) -> tuple:
     if res.returncode != 0:
         raise SystemExit(f"launch failed: {res.stderr[-2000:]}")
     ids = []
-    for path in glob.glob(os.path.join(layout.point_dir(folder, "*"), layout.SLURM_FILE)):
+    for path in glob.glob(os.path.join(paths.point_dir(folder, "*"), paths.SLURM_FILE)):
         with open(path) as f:
             ids.append(json.load(f)["job_id"])
     shutil.rmtree(folder, ignore_errors=True)

@@ -22,7 +22,8 @@ import subprocess
 import sys
 import time
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers import sacct, status
 
 # scancel's words for a job that ended between our squeue and its call: nothing to do.
@@ -37,7 +38,7 @@ def owners(sweep: str, pattern: str) -> dict:
         job = str((x["slurm"] or {}).get("job_id") or "")
         if job and fnmatch.fnmatchcase(x["name"], pattern):
             jobs.setdefault(job, []).append(
-                os.path.join(layout.point_dir(sweep, x["name"]), layout.SLURM_FILE))
+                os.path.join(paths.point_dir(sweep, x["name"]), paths.SLURM_FILE))
     return jobs
 
 

@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from frameworks.common import datafiles, layout, synthetic
+from frameworks.common import datafiles, synthetic
+from contract import paths
 
 SIDES = (300, 500)           # ImageNet's images are mostly 300 to 500 px a side
 QUALITY = 90                 # a typical ImageNet JPEG quality
@@ -61,10 +62,10 @@ def image(seed: int, index: int, label: int):
 def write_images(out: str, images: int, classes: int, seed: int) -> int:
     total = 0
     for c in range(classes):
-        os.makedirs(os.path.join(out, layout.IMAGES_DIR, class_name(c)))
+        os.makedirs(os.path.join(out, paths.IMAGES_DIR, class_name(c)))
     for i in range(images):
         c = i % classes
-        path = os.path.join(out, layout.IMAGES_DIR, class_name(c),
+        path = os.path.join(out, paths.IMAGES_DIR, class_name(c),
                             f"{class_name(c)}_{i // classes}.JPEG")
         image(seed, i, c).save(path, "JPEG", quality=QUALITY)
         total += os.path.getsize(path)
@@ -77,8 +78,8 @@ def write_bert(out: str, sequences: int, seed: int) -> None:
     labels (padded with -100) and the NSP label, int32."""
     inputs, labels = synthetic.arrays(BERT, sequences, seed, int_dtype="int32")
     arrays = dict(zip(datafiles.BERT_INPUTS + datafiles.BERT_LABELS, inputs + labels))
-    os.makedirs(os.path.join(out, layout.BERT_DIR))
-    np.savez(os.path.join(out, layout.BERT_DIR, layout.bert_shard_name(0)), **arrays)
+    os.makedirs(os.path.join(out, paths.BERT_DIR))
+    np.savez(os.path.join(out, paths.BERT_DIR, paths.bert_shard_name(0)), **arrays)
 
 
 def build(out: str, images: int, classes: int, sequences: int, seed: int) -> dict:
@@ -89,14 +90,14 @@ def build(out: str, images: int, classes: int, sequences: int, seed: int) -> dic
         t0 = time.perf_counter()
         jpeg_bytes = write_images(tmp, images, classes, seed)
         write_bert(tmp, sequences, seed)
-        manifest = {"schema": layout.DATASET_SCHEMA, "version": layout.SCHEMA_VERSION,
+        manifest = {"schema": paths.DATASET_SCHEMA, "version": paths.SCHEMA_VERSION,
                     "seed": seed, "images": images, "classes": classes,
                     "image_sides": list(SIDES), "jpeg_quality": QUALITY,
                     "jpeg_bytes": jpeg_bytes, "sequences": sequences,
                     "bert": {k: BERT[k] for k in ("seq_len", "vocab_size", "max_predictions_per_seq")},
                     "bert_arrays": list(datafiles.BERT_INPUTS + datafiles.BERT_LABELS),
                     "seconds": round(time.perf_counter() - t0, 2)}
-        with open(os.path.join(tmp, layout.DATASET_FILE), "w") as f:
+        with open(os.path.join(tmp, paths.DATASET_FILE), "w") as f:
             json.dump(manifest, f, indent=1)
         os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide it from other users
         if os.path.isdir(out):

@@ -11,7 +11,9 @@ import os
 import shutil
 import time
 
-from frameworks.common import layout, records, statuses
+from contract import statuses
+from contract import records
+from contract import paths
 from launchers import points
 
 
@@ -20,7 +22,7 @@ def read_rank_records(rdir: str, world_size: int) -> dict:
     out = {}
     for rank in range(world_size):
         try:
-            with open(os.path.join(rdir, layout.rank_record_name(rank))) as f:
+            with open(os.path.join(rdir, paths.rank_record_name(rank))) as f:
                 out[rank] = json.load(f)
         except (OSError, ValueError):
             out[rank] = None
@@ -33,10 +35,10 @@ def set_aside(rdir: str) -> None:
     its spec) is simply removed."""
     if not os.path.isdir(rdir):
         return
-    if sorted(os.listdir(rdir)) in ([], [layout.SPEC_FILE]):
+    if sorted(os.listdir(rdir)) in ([], [paths.SPEC_FILE]):
         shutil.rmtree(rdir, ignore_errors=True)
     else:
-        os.rename(rdir, layout.interrupted_dir(rdir))
+        os.rename(rdir, paths.interrupted_dir(rdir))
 
 
 def _fresh(rdir: str) -> None:
@@ -48,7 +50,7 @@ def _fresh(rdir: str) -> None:
 def log_tail(rdir: str, rank: int) -> list:
     """The last lines of a rank's log (stdout and stderr), for a repeat's error."""
     try:
-        with open(os.path.join(rdir, layout.rank_log_name(rank)), errors="replace") as f:
+        with open(os.path.join(rdir, paths.rank_log_name(rank)), errors="replace") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 64 * 1024))  # the tail only, however long the log
             return statuses.tail(f.read())
@@ -61,7 +63,7 @@ def run_repeat(point: dict, repeat: int, start) -> dict:
     rank_ends maps rank -> {exit_code, signal, node, stopped} (statuses.run_outcome)."""
     rdir = points.repeat_dir(point, repeat)
     _fresh(rdir)
-    spec_path = os.path.join(rdir, layout.SPEC_FILE)
+    spec_path = os.path.join(rdir, paths.SPEC_FILE)
     records.write_json_atomic(spec_path, points.run_spec(point, repeat))
     started = time.time()
     world = point["world_size"]
@@ -74,7 +76,7 @@ def run_repeat(point: dict, repeat: int, start) -> dict:
         status, error = "failed", str(exc)
     # The log of the rank that named the status, else of the first that left no record.
     tail_rank = cause if cause is not None else (lost[0] if lost else None)
-    run = {"schema": layout.RUN_SCHEMA, "version": layout.SCHEMA_VERSION,
+    run = {"schema": paths.RUN_SCHEMA, "version": paths.SCHEMA_VERSION,
            "point": point["point"], "repeat": repeat, "status": status, "error": error,
            "world_size": world,
            "exit_codes": [rank_ends.get(r, {}).get("exit_code") for r in range(world)],
@@ -84,7 +86,7 @@ def run_repeat(point: dict, repeat: int, start) -> dict:
            "log_tail": {"rank": tail_rank, "lines": log_tail(rdir, tail_rank)}
            if status != "ok" and tail_rank is not None else None,
            "started_unix": started, "ended_unix": time.time()}
-    records.write_json_atomic(os.path.join(rdir, layout.RUN_FILE), run)
+    records.write_json_atomic(os.path.join(rdir, paths.RUN_FILE), run)
     return run
 
 
@@ -94,13 +96,13 @@ def _not_run(point: dict, repeat: int, because: dict) -> dict:
     rdir = points.repeat_dir(point, repeat)
     _fresh(rdir)
     now = time.time()
-    run = {"schema": layout.RUN_SCHEMA, "version": layout.SCHEMA_VERSION,
+    run = {"schema": paths.RUN_SCHEMA, "version": paths.SCHEMA_VERSION,
            "point": point["point"], "repeat": repeat, "status": "unsupported",
            "error": f"{because['error']} (not run: repeat {because['repeat']} found it unsupported)",
            "world_size": point["world_size"], "exit_codes": [], "rank_ends": {},
            "cause_rank": None, "lost_ranks": [], "log_tail": None, "not_run": True,
            "started_unix": now, "ended_unix": now}
-    records.write_json_atomic(os.path.join(rdir, layout.RUN_FILE), run)
+    records.write_json_atomic(os.path.join(rdir, paths.RUN_FILE), run)
     return run
 
 
@@ -109,7 +111,7 @@ def run_point(point_dir: str, start, log=print) -> list:
     point = points.read_point(point_dir)
     ended, unsupported = [], None
     for repeat in range(point["repeats"]):
-        done = os.path.join(points.repeat_dir(point, repeat), layout.RUN_FILE)
+        done = os.path.join(points.repeat_dir(point, repeat), paths.RUN_FILE)
         if os.path.exists(done):
             with open(done) as f:
                 run = json.load(f)

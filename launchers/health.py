@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from frameworks.common import layout
+from contract import paths
 from launchers import health_step, health_verdict, local, points, precheck, slurm_job
 
 POLL_S = 0.5
@@ -65,14 +65,14 @@ class HealthDriver:
 def run_slurm(point: dict) -> dict:
     from launchers import sacct
     executor = slurm_job.make_executor(point, job_name="dlbench-health",
-                                       folder=layout.submitit_dir(point["dir"]))
+                                       folder=paths.submitit_dir(point["dir"]))
     executor.update_parameters(time=int(point["health"]["timeout_s"] // 60) + 3)
     try:
         with slurm_job.submission_environ():
             job = executor.submit(HealthDriver(point))
     except Exception as exc:  # sbatch refused the allocation: say why in one line
         raise points.ConfigError(f"sbatch refused the health job: {' '.join(str(exc).split())[-400:]}") from None
-    verdict_file = os.path.join(point["dir"], layout.HEALTH_FILE)
+    verdict_file = os.path.join(point["dir"], paths.HEALTH_FILE)
     said, look, unknown = None, 0.0, 0
     print(f"health: Slurm job {job.job_id}, {point['nodes']} node(s) x {point['gpus_per_node']}")
     while not os.path.exists(verdict_file):
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     try:
         import omegaconf
         cfg = compose(overrides)
-        out = layout.health_run_dir(cfg.output_root)
+        out = paths.health_run_dir(cfg.output_root)
         point = make(cfg, overrides, out)
         os.makedirs(out, exist_ok=True)
         if point["launcher"]["name"] == "local":
@@ -126,5 +126,5 @@ def main(argv=None) -> int:
         return 1
     print(health_verdict.render(verdict))
     print(f"health: {'ok' if verdict['ok'] else 'SICK'} in {time.monotonic() - t0:.1f} s; "
-          f"{os.path.join(out, layout.HEALTH_FILE)}")
+          f"{os.path.join(out, paths.HEALTH_FILE)}")
     return 0 if verdict["ok"] else 1

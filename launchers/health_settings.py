@@ -1,7 +1,7 @@
 """The `health.*` settings (conf/config.yaml, docs/health.md) checked once, before anything
 runs: bad input is one line (a ValueError, which points.validate turns into its
 ConfigError), never a health step that fails later."""
-from frameworks.common import nodechecks
+from healthchecks import nodechecks
 
 
 def _number(value) -> bool:

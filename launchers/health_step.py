@@ -7,10 +7,10 @@ srun step inside it (Slurm) or as processes here (local), then the verdict.
     local.run_health(point, hdir)                       the local launcher: one node
                                                         (launchers/local.py)
 
-Each rank runs frameworks/common/health_rank.py in the PyTorch framework's Python: the
+Each rank runs healthchecks/rank.py in the PyTorch framework's Python: the
 suite's own here (it has torch), the site's PyTorch container where cluster.containers
 names one (NCCL for the links on GPUs). The folder `hdir` gets the spec, the ranks'
-records and logs, srun.log and the verdict (layout.HEALTH_FILE, launchers/health_verdict.py).
+records and logs, srun.log and the verdict (paths.HEALTH_FILE, launchers/health_verdict.py).
 """
 import math
 import os
@@ -18,11 +18,12 @@ import subprocess
 import sys
 import time
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers import driver, health_verdict, points, srun_step
 from launchers.step_watch import StepWatch
 
-MODULE = "frameworks.common.health_rank"
+MODULE = "healthchecks.rank"
 FAILURE_GRACE_S = 10  # after one rank fails, the others' time to write their records
 POLL_S = 0.5
 
@@ -37,10 +38,10 @@ def settings(point: dict) -> dict:
 
 def write_spec(point: dict, hdir: str) -> str:
     os.makedirs(hdir, exist_ok=True)
-    path = os.path.join(hdir, layout.SPEC_FILE)
+    path = os.path.join(hdir, paths.SPEC_FILE)
     timeout = float(point["health"]["timeout_s"])
     records.write_json_atomic(path, {
-        "schema": layout.HEALTH_SPEC_SCHEMA, "version": layout.SCHEMA_VERSION,
+        "schema": paths.HEALTH_SPEC_SCHEMA, "version": paths.SCHEMA_VERSION,
         "point": point.get("point"), "nodes": point["nodes"], "gpus_per_node": point["gpus_per_node"],
         "device": point.get("device", "auto"), "settings": settings(point), "record_dir": hdir,
         # the links' collectives give up a little before the step does, so that ranks say why
@@ -76,12 +77,12 @@ def finish(point: dict, hdir: str, hosts: list, ended_by: str = None, rank_ends=
                                    rank_ends, stopped)
     verdict.update(point=point.get("point"), nodes_requested=point["nodes"], ended_by=ended_by,
                    ended_unix=time.time())
-    records.write_json_atomic(os.path.join(hdir, layout.HEALTH_FILE), verdict)
+    records.write_json_atomic(os.path.join(hdir, paths.HEALTH_FILE), verdict)
     return verdict
 
 
 def read_verdict(hdir: str):
-    return records.read_json(os.path.join(hdir, layout.HEALTH_FILE))
+    return records.read_json(os.path.join(hdir, paths.HEALTH_FILE))
 
 
 def run_slurm(point: dict, hdir: str, hosts: list, job_id: str, job_number: str, log=print) -> dict:
@@ -92,7 +93,7 @@ def run_slurm(point: dict, hdir: str, hosts: list, job_id: str, job_number: str,
     port = srun_step.master_port(point, job_number)
     env = srun_step.step_env(point, hosts[0], port)
     log(f"health step on {', '.join(hosts)}: {' '.join(argv)}")
-    with open(os.path.join(hdir, layout.SRUN_LOG), "w") as out:
+    with open(os.path.join(hdir, paths.SRUN_LOG), "w") as out:
         proc = subprocess.Popen(argv, cwd=points.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
     watch = StepWatch(hdir, point["world_size"])

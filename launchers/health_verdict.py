@@ -1,7 +1,7 @@
 """The health verdict, written once: from one health step's rank records to each node's
 checks, each link's bandwidth, and which nodes and links are sick (docs/health.md).
 
-- A check its node's rank found sick is sick (frameworks/common/nodechecks.py).
+- A check its node's rank found sick is sick (healthchecks/nodechecks.py).
 - A node one of whose ranks left no record is sick (how srun saw it end, where it did);
   so is one whose rank failed, unless a rank elsewhere left none (the others then fail
   waiting on it: not their fault), and unless the step's own stop ended it after a rank
@@ -11,7 +11,7 @@ checks, each link's bandwidth, and which nodes and links are sick (docs/health.m
 - A node whose value of a median check (clock, InfiniBand rate, free memory, /dev/shm,
   matrix multiply) is below health.min_fraction of the allocation's median is sick. The
   matrix multiply: the node's slowest device against the median of every device.
-- A link below health.min_fraction of the median link is slow; frameworks/common/linktest.py
+- A link below health.min_fraction of the median link is slow; healthchecks/linktest.py
   tells a slow node (sick) from a slow link (named on its own line).
 
 `exclude` is what preflight leaves out: every sick node, and for each slow link that no
@@ -22,7 +22,10 @@ and, once each, why the checks that did not apply were skipped.
 import statistics
 from collections import Counter
 
-from frameworks.common import layout, linktest, nodechecks, statuses
+from healthchecks import linktest
+from healthchecks import nodechecks
+from contract import statuses
+from contract import paths
 
 
 def below(value, median, fraction: float) -> bool:
@@ -209,7 +212,7 @@ def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_
         if line["src"] not in exclude and line["dst"] not in exclude:
             exclude[line["src"]] = [f"links: its link to {line['dst']} is slow ({line['gbytes_s']:.3g} "
                                     f"GB/s, median {line['median']:.3g} GB/s)"]
-    return {"schema": layout.HEALTH_SCHEMA, "version": layout.SCHEMA_VERSION,
+    return {"schema": paths.HEALTH_SCHEMA, "version": paths.SCHEMA_VERSION,
             "ok": not sick and not links["slow"], "min_fraction": fraction,
             "gpus_per_node": gpus_per_node, "hosts": [row["node"] for row in rows],
             "recorded_ranks": sum(rec is not None for row in rows for rec in row["ranks"].values()),

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from frameworks.common import layout
+from contract import paths
 from launchers import driver, health_step, points, ports, preflight, search
 
 GRACE_S = 5  # how long ranks may outlive a failed peer, and SIGTERM may take, before SIGKILL
@@ -93,7 +93,7 @@ def start_repeat(point: dict, spec_path: str, rdir: str):
     port = ports.free_block(point["world_size"])
     procs = []
     for rank in range(point["world_size"]):
-        with open(os.path.join(rdir, layout.rank_log_name(rank)), "w") as log:
+        with open(os.path.join(rdir, paths.rank_log_name(rank)), "w") as log:
             try:
                 procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
                                               stdout=log, stderr=subprocess.STDOUT,
@@ -111,7 +111,7 @@ def run_health(point: dict, hdir: str) -> dict:
     port = ports.free_block(point["world_size"])
     procs = []
     for rank in range(point["world_size"]):
-        with open(os.path.join(hdir, layout.rank_log_name(rank)), "w") as log:
+        with open(os.path.join(hdir, paths.rank_log_name(rank)), "w") as log:
             procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     timeout = float(point["health"]["timeout_s"])
@@ -124,7 +124,7 @@ def run_health(point: dict, hdir: str) -> dict:
 
 def submit(point: dict, dry_run: bool = False) -> None:
     if dry_run:
-        argv = points.worker_argv(point, os.path.join(points.repeat_dir(point, 0), layout.SPEC_FILE),
+        argv = points.worker_argv(point, os.path.join(points.repeat_dir(point, 0), paths.SPEC_FILE),
                                   sys.executable)
         print(f"{point['point']}: {point['world_size']} local rank(s) x {point['repeats']} "
               f"repeat(s): {' '.join(argv)}")

@@ -15,11 +15,15 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from frameworks.common import datafiles, layout, modes, parallel, records
+from frameworks.common import datafiles
+from contract import parallel
+from contract import modes
+from contract import records
+from contract import paths
 from launchers import auto, health_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-POINT_SCHEMA = layout.POINT_SCHEMA
+POINT_SCHEMA = paths.POINT_SCHEMA
 
 
 class ConfigError(ValueError):
@@ -115,7 +119,7 @@ def compile_setting(cfg):
 
 def compiled(cfg) -> bool:
     """Whether the point runs its framework's compiled mode: `compile=auto` resolved by
-    frameworks/common/modes.py (the framework's recommended mode)."""
+    contract/modes.py (the framework's recommended mode)."""
     return modes.compiled(cfg.framework.name, compile_setting(cfg))
 
 
@@ -130,7 +134,7 @@ def resolve_model(model_cfg) -> dict:
 
 
 def check_layout(cfg, model: dict):
-    """(layout, notes) of a point (frameworks/common/parallel.py): its grid and batch sizes,
+    """(layout, notes) of a point (contract/parallel.py): its grid and batch sizes,
     every relation checked; `model` (resolved) gets the vocabulary a tensor-parallel split
     holds, padded as Megatron pads it where tp does not divide it, and `notes` says so.
     ConfigError names every relation the point breaks, each with its values."""
@@ -232,14 +236,14 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
     def part(key):
         return copy.deepcopy(config.get(key))
     return {
-        "schema": POINT_SCHEMA, "version": layout.SCHEMA_VERSION,
+        "schema": POINT_SCHEMA, "version": paths.SCHEMA_VERSION,
         "point": name, "num": num,
-        "dir": str(Path(layout.point_dir(sweep_dir, name)).resolve()),
+        "dir": str(Path(paths.point_dir(sweep_dir, name)).resolve()),
         "bench": config["bench"]["name"],
         "bench_options": part("bench"),
         "framework": part("framework"),
         "model": model,
-        "parallel": lay.as_dict(),        # the grid and batch sizes (frameworks/common/parallel.py)
+        "parallel": lay.as_dict(),        # the grid and batch sizes (contract/parallel.py)
         "notes": notes,                   # what was changed to fit the layout, said at submission
         "case": config.get("case"),       # a published case's name (gpt_case=...), or None
         "precision": config["precision"]["name"],
@@ -267,21 +271,21 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
 
 def write_point(point: dict) -> None:
     os.makedirs(point["dir"], exist_ok=True)
-    records.write_json_atomic(os.path.join(point["dir"], layout.POINT_FILE), point)
+    records.write_json_atomic(os.path.join(point["dir"], paths.POINT_FILE), point)
 
 
 def read_point(point_dir) -> dict:
-    with open(os.path.join(point_dir, layout.POINT_FILE)) as f:
+    with open(os.path.join(point_dir, paths.POINT_FILE)) as f:
         return json.load(f)
 
 
 def repeat_dir(point: dict, repeat: int) -> str:
-    return layout.repeat_dir(point["dir"], repeat)
+    return paths.repeat_dir(point["dir"], repeat)
 
 
 def recorded(point: dict) -> int:
     """How many of the point's repeats are recorded (their run.json exists)."""
-    return sum(os.path.exists(os.path.join(repeat_dir(point, r), layout.RUN_FILE))
+    return sum(os.path.exists(os.path.join(repeat_dir(point, r), paths.RUN_FILE))
                for r in range(point["repeats"]))
 
 
@@ -291,7 +295,7 @@ def run_spec(point: dict, repeat: int) -> dict:
             "batch_size", "warmup_steps", "measure_steps", "device", "seed", "rendezvous_timeout_s",
             "suite_commit", "config")
     optional = ("parallel",)  # points written before layouts have none
-    spec = {"schema": layout.SPEC_SCHEMA, "version": layout.SCHEMA_VERSION}
+    spec = {"schema": paths.SPEC_SCHEMA, "version": paths.SCHEMA_VERSION}
     spec.update({k: point[k] for k in keep})
     spec.update({k: point[k] for k in optional if k in point})
     # A point written before compile=auto existed has neither: its compile was explicit.

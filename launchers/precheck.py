@@ -16,7 +16,7 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from frameworks.common import modes
+from contract import modes
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 MINIMUM = {"nodes": 1, "gpus_per_node": 1, "batch_size": 1, "measure_steps": 1,

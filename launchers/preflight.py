@@ -13,30 +13,32 @@ and `launch status` and the report say which nodes were left out and why.
 Locally (launchers/local.py) the node checks that apply run here and the rest say they are
 skipped; a sick node cannot be left out, so the point ends `unhealthy`.
 
-SWEEP/points/<p>/preflight.json (layout.PREFLIGHT_FILE) keeps each attempt (its job, nodes,
-verdict and folder, layout.health_attempt_dir), the nodes left out and why, the
+SWEEP/points/<p>/preflight.json (paths.PREFLIGHT_FILE) keeps each attempt (its job, nodes,
+verdict and folder, paths.health_attempt_dir), the nodes left out and why, the
 resubmissions and the outcome: "ok", "resubmitted" or "unhealthy" (with its error). A
 submission of the sweep by hand starts a new round; the earlier ones stay in `rounds`.
 """
 import os
 import time
 
-from frameworks.common import layout, records, statuses
+from contract import statuses
+from contract import records
+from contract import paths
 from launchers import health_step, health_verdict, points, slurm_nodes, slurm_job
 
 
 def read(point_dir: str):
-    return records.read_json(os.path.join(point_dir, layout.PREFLIGHT_FILE))
+    return records.read_json(os.path.join(point_dir, paths.PREFLIGHT_FILE))
 
 
 def _fresh(point: dict) -> dict:
-    return {"schema": layout.PREFLIGHT_SCHEMA, "version": layout.SCHEMA_VERSION,
+    return {"schema": paths.PREFLIGHT_SCHEMA, "version": paths.SCHEMA_VERSION,
             "point": point.get("point"), "attempts": [], "excluded": {}, "resubmissions": 0,
             "outcome": None, "error": None, "rounds": []}
 
 
 def _write(point_dir: str, state: dict) -> None:
-    records.write_json_atomic(os.path.join(point_dir, layout.PREFLIGHT_FILE), state)
+    records.write_json_atomic(os.path.join(point_dir, paths.PREFLIGHT_FILE), state)
 
 
 def new_round(point_dir: str) -> None:
@@ -56,7 +58,7 @@ def _all_attempts(state: dict) -> int:
 def _attempt(point: dict, state: dict, run, where: dict) -> dict:
     """One health step (`run(hdir) -> verdict`), recorded in the state."""
     n = _all_attempts(state)
-    hdir = layout.health_attempt_dir(point["dir"], n)
+    hdir = paths.health_attempt_dir(point["dir"], n)
     verdict = run(hdir)
     state["attempts"].append({**where, "attempt": n, "dir": os.path.relpath(hdir, point["dir"]),
                               "ok": verdict["ok"], "sick": verdict["sick"],
@@ -95,7 +97,7 @@ def on_slurm(drv, log) -> bool:
         {"job_id": drv.job_id, "nodes": drv.hosts})
     log("preflight:\n" + health_verdict.render(verdict))
     if not verdict["recorded_ranks"]:  # the step itself did not run: no node to blame
-        where = os.path.join(state["attempts"][-1]["dir"], layout.SRUN_LOG)
+        where = os.path.join(state["attempts"][-1]["dir"], paths.SRUN_LOG)
         return _unhealthy(point, state, f"the health step left no record on any node (see {where}; "
                           f"{verdict.get('ended_by') or 'no cause known'})", log)
     if verdict["ok"]:

@@ -28,10 +28,13 @@ import os
 import time
 from pathlib import Path
 
-from frameworks.common import layout, parallel, records, statuses
+from contract import parallel
+from contract import statuses
+from contract import records
+from contract import paths
 from launchers import driver, points
 
-SCHEMA = layout.SEARCH_SCHEMA
+SCHEMA = paths.SEARCH_SCHEMA
 DEFAULTS = {"start": None, "max": None, "tolerance": 0.05}
 
 
@@ -162,13 +165,13 @@ def outcome(point: dict, ended: list) -> str:
 
 
 def ledger_path(base: dict) -> str:
-    return layout.search_ledger(layout.sweep_of(base["dir"]), base["point"])
+    return paths.search_ledger(paths.sweep_of(base["dir"]), base["point"])
 
 
 def new_ledger(base: dict) -> dict:
     """A search's ledger before its first try."""
     s = settings(base)
-    return {"schema": SCHEMA, "version": layout.SCHEMA_VERSION, "point": base["point"], "key": s["key"],
+    return {"schema": SCHEMA, "version": paths.SCHEMA_VERSION, "point": base["point"], "key": s["key"],
             "start": s["start"], "max": s["max"], "tolerance": s["tolerance"],
             "framework": base["framework"]["name"], "model": base["model"]["name"],
             "model_size": base["model"].get("size"), "precision": base["precision"],

@@ -24,7 +24,7 @@ import os
 import shlex
 import sys
 
-from frameworks.common import layout
+from contract import paths
 from launchers import (health_step, points, preflight, sacct, slurm_driver, slurm_job, slurm_nodes,
                        slurm_search, srun_step)
 
@@ -63,14 +63,14 @@ def dry_run_text(point: dict, script: bool = True) -> str:
     adds["PYTHONPATH"] = f"{points.ROOT}:$PYTHONPATH"
     out += [f"#   {k}={v}" for k, v in adds.items()]
     if point.get("preflight"):
-        hdir = layout.health_attempt_dir(point["dir"], 0)
-        spec = os.path.join(hdir, layout.SPEC_FILE)
+        hdir = paths.health_attempt_dir(point["dir"], 0)
+        spec = os.path.join(hdir, paths.SPEC_FILE)
         out += ["# preflight=true: first the health checks, one step (docs/health.md):",
                 shlex.join(health_step.srun_argv(point, spec, hdir))]
     for repeat in range(point["repeats"]):
         rdir = points.repeat_dir(point, repeat)
         try:
-            argv = srun_step.srun_argv(point, os.path.join(rdir, layout.SPEC_FILE), rdir,
+            argv = srun_step.srun_argv(point, os.path.join(rdir, paths.SPEC_FILE), rdir,
                                        sys.executable, job_min)
             line = shlex.join(argv)
         except points.WorkerUnavailable as exc:
@@ -106,7 +106,7 @@ def array_name(group: list) -> str:
     first = group[0]
     if len(group) == 1:
         return f"dlbench-{first['point']}"
-    sweep = os.path.basename(layout.sweep_of(first["dir"]))
+    sweep = os.path.basename(paths.sweep_of(first["dir"]))
     return f"dlbench-{sweep}-{first['nodes']}x{first['gpus_per_node']}"
 
 
@@ -134,7 +134,7 @@ def _to_queue(pts: list) -> list:
         if prev and live.get(str(prev["job_id"])) in ("PENDING", "RUNNING"):
             print(f"{point['point']}: already queued as Slurm job {prev['job_id']}")
             continue
-        fresh = not os.path.exists(os.path.join(point["dir"], layout.POINT_FILE))
+        fresh = not os.path.exists(os.path.join(point["dir"], paths.POINT_FILE))
         points.write_point(point)
         preflight.new_round(point["dir"])  # exclusions of an earlier submission do not carry over
         if points.recorded(point) == point["repeats"]:

@@ -38,7 +38,8 @@ import time
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers import driver, points, preflight, slurm_nodes, srun_output, srun_step
 from launchers.step_watch import StepWatch
 
@@ -99,7 +100,7 @@ class PointDriver(Checkpointable):
         bad = [f"repeat {r}: {s}" for r, s in enumerate(statuses) if s != "ok"]
         if bad:  # the job's own state then says the point did not complete ok
             raise RuntimeError(f"{len(bad)} of {len(statuses)} repeat(s) not ok ({', '.join(bad)}); "
-                               f"see {layout.RUN_FILE} in the repeat folders")
+                               f"see {paths.RUN_FILE} in the repeat folders")
         return statuses
 
     def _on_sigterm(self, signum, frame):
@@ -118,12 +119,12 @@ class PointDriver(Checkpointable):
         argv = srun_step.srun_argv(point, spec_path, rdir, sys.executable, job_min)
         port = srun_step.master_port(point, self.job_number)
         env = srun_step.step_env(point, self.master, port)
-        records.write_json_atomic(os.path.join(rdir, layout.STEP_FILE), {
+        records.write_json_atomic(os.path.join(rdir, paths.STEP_FILE), {
             "argv": argv, "env": srun_step.step_env_additions(point, self.master, port),
             "job_id": self.job_id, "restarts": self.restarts, "nodelist": self.nodelist,
             "started_unix": time.time()})
         log(f"repeat {repeat}: {shlex.join(argv)}")
-        srun_log = os.path.join(rdir, layout.SRUN_LOG)
+        srun_log = os.path.join(rdir, paths.SRUN_LOG)
         with open(srun_log, "w") as out:
             proc = subprocess.Popen(argv, cwd=points.ROOT, env=env, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

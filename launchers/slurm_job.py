@@ -13,7 +13,8 @@ import shutil
 import sys
 import time
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers import points, srun_step
 
 # Variables of an outer job or step that must not reach a nested submission (sbatch exports
@@ -24,7 +25,7 @@ KEEP = ("SLURM_CONF",)  # which cluster to talk to: the submitter's choice, not 
 
 def submitit_folder(point) -> str:
     """One folder per sweep: a job array's tasks share submitit's folder."""
-    return layout.submitit_dir(layout.sweep_of(point["dir"]))
+    return paths.submitit_dir(paths.sweep_of(point["dir"]))
 
 
 def executor_parameters(point) -> dict:
@@ -105,7 +106,7 @@ def submission_environ():
 
 
 def read_slurm_json(point_dir: str):
-    return records.read_json(os.path.join(point_dir, layout.SLURM_FILE))
+    return records.read_json(os.path.join(point_dir, paths.SLURM_FILE))
 
 
 def preflight(pts: list) -> None:
@@ -113,7 +114,7 @@ def preflight(pts: list) -> None:
     for point in pts:
         if not srun_step.container_image(point):
             try:
-                points.worker_argv(point, layout.SPEC_FILE, sys.executable)
+                points.worker_argv(point, paths.SPEC_FILE, sys.executable)
             except points.WorkerUnavailable as exc:
                 raise points.ConfigError(str(exc)) from None
     if shutil.which("sbatch") is None or shutil.which("srun") is None:
@@ -142,11 +143,11 @@ def submit_group(group: list, make_driver, job_name: str = None, exclude=()) -> 
         raise points.ConfigError(f"sbatch refused {names}: {message[-400:]}") from None
     now = time.time()
     for (point, prev, _), job in zip(group, jobs):
-        info = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION,
+        info = {"schema": paths.SLURM_SCHEMA, "version": paths.SCHEMA_VERSION,
                 "point": point["point"], "job_id": str(job.job_id),
                 "submitit_folder": submitit_folder(point), "log": str(job.paths.stdout),
                 "submitted_unix": now, "time_min": srun_step.time_limit_min(point),
                 "previous_jobs": ([prev["job_id"]] + prev.get("previous_jobs", [])) if prev else [],
                 **({"exclude": sorted(exclude)} if exclude else {})}
-        records.write_json_atomic(os.path.join(point["dir"], layout.SLURM_FILE), info)
+        records.write_json_atomic(os.path.join(point["dir"], paths.SLURM_FILE), info)
         print(f"{point['point']}: queued as Slurm job {job.job_id}")

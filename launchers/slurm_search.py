@@ -23,7 +23,8 @@ import time
 
 from submitit.helpers import DelayedSubmission
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers import points, sacct, search, slurm_driver, slurm_job, srun_step
 
 
@@ -64,7 +65,7 @@ class SearchDriver(slurm_driver.PointDriver):
         not an earlier search job's whose allocation ended in this try)."""
         rec = self.try_record(point)
         if (slurm_job.read_slurm_json(point["dir"]) or {}).get("job_id") != rec["job_id"]:
-            records.write_json_atomic(os.path.join(point["dir"], layout.SLURM_FILE), rec)
+            records.write_json_atomic(os.path.join(point["dir"], paths.SLURM_FILE), rec)
         return super().start(point, spec_path, rdir)
 
     def try_record(self, point: dict) -> dict:
@@ -74,7 +75,7 @@ class SearchDriver(slurm_driver.PointDriver):
         job = self.job_id
         if not rec or rec.get("job_id") != job:
             from submitit import JobEnvironment
-            rec = {"schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION, "job_id": job,
+            rec = {"schema": paths.SLURM_SCHEMA, "version": paths.SCHEMA_VERSION, "job_id": job,
                    "submitit_folder": slurm_job.submitit_folder(self.base),
                    "log": str(JobEnvironment().paths.stdout), "previous_jobs": []}
         return dict(rec, point=point["point"], search=self.base["point"])
@@ -106,8 +107,8 @@ def submit(base: dict, dry_run: bool = False) -> None:
         message = " ".join(str(exc).split())
         raise points.ConfigError(f"sbatch refused {base['point']}: {message[-400:]}") from None
     search.begin(base)  # the ledger, so that `launch status` shows the search before its first try
-    records.write_json_atomic(os.path.join(base["dir"], layout.SLURM_FILE), {
-        "schema": layout.SLURM_SCHEMA, "version": layout.SCHEMA_VERSION, "point": base["point"],
+    records.write_json_atomic(os.path.join(base["dir"], paths.SLURM_FILE), {
+        "schema": paths.SLURM_SCHEMA, "version": paths.SCHEMA_VERSION, "point": base["point"],
         "job_id": str(job.job_id), "submitit_folder": slurm_job.submitit_folder(base),
         "log": str(job.paths.stdout),
         "submitted_unix": time.time(), "time_min": srun_step.time_limit_min(sized),

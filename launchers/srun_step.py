@@ -9,7 +9,7 @@ import math
 import os
 import subprocess
 
-from frameworks.common import layout
+from contract import paths
 from launchers import points, ports
 
 # Per-rank variables a worker prefers over Slurm's (frameworks/common/distenv.py): a stale
@@ -97,14 +97,14 @@ def srun_argv(point, spec_path: str, rdir: str, python: str, job_min: int, comma
     argv = ["srun", f"--nodes={point['nodes']}", f"--ntasks={point['world_size']}",
             f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=0",
             f"--time={time_min or step_time_min(point, job_min)}",
-            f"--output={os.path.join(rdir, layout.RANK_LOG_SRUN)}", f"--chdir={points.ROOT}"]
+            f"--output={os.path.join(rdir, paths.RANK_LOG_SRUN)}", f"--chdir={points.ROOT}"]
     if cl.get("cpus_per_task"):
         argv.append(f"--cpus-per-task={int(cl['cpus_per_task'])}")
     if cl.get("gpus"):
         argv.append(f"--gpus-per-node={gpn}")
     image = container_image(point)
     if image:  # pyxis
-        root, sweep = str(points.ROOT), layout.sweep_of(point["dir"])
+        root, sweep = str(points.ROOT), paths.sweep_of(point["dir"])
         mounts = [f"{root}:{root}"]
         if not (sweep + os.sep).startswith(root + os.sep):
             mounts.append(f"{sweep}:{sweep}")

@@ -15,7 +15,7 @@ in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
     INCOMPLETE                        a local-launcher point with repeats missing (the local
                                       launcher runs synchronously: nothing more will come)
 
-The records' reading is statuses.point_status's (frameworks/common/statuses.py), mapped to
+The records' reading is statuses.point_status's (contract/statuses.py), mapped to
 Slurm's words here. A point with preflight=true says which nodes its preflight left out and
 why (SWEEP/points/<p>/preflight.json, launchers/preflight.py).
 Points of local-launcher sweeps have no slurm.json: their state comes from the records alone.
@@ -44,14 +44,15 @@ try:
 except ImportError:
     from json import loads as _loads
 
-from frameworks.common import layout, statuses
+from contract import statuses
+from contract import paths
 from launchers import sacct
 
 # A point's status (statuses.point_status) in Slurm's words.
 STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
          "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED", statuses.UNHEALTHY: "UNHEALTHY"}
 FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED", "UNHEALTHY")
-POINT_FILES = os.path.join("SWEEP", layout.POINTS_DIR, "*", layout.POINT_FILE)  # in messages
+POINT_FILES = os.path.join("SWEEP", paths.POINTS_DIR, "*", paths.POINT_FILE)  # in messages
 TAIL_LINES = 5  # of a failed point's log shown under the table (-v: all that run.json keeps)
 
 
@@ -67,7 +68,7 @@ def read_points(sweep: str) -> list:
     """Every point of the sweep with its records: [{name, dir, expected, slurm, runs,
     running, try_of}] (try_of: the search a try belongs to, else None)."""
     out = []
-    for pfile in sorted(glob.glob(os.path.join(sweep, layout.POINTS_DIR, "*", layout.POINT_FILE))):
+    for pfile in sorted(glob.glob(os.path.join(sweep, paths.POINTS_DIR, "*", paths.POINT_FILE))):
         pdir = os.path.dirname(pfile)
         point = _json(pfile) or {}
         repeats = int(point.get("repeats") or 0)
@@ -75,17 +76,17 @@ def read_points(sweep: str) -> list:
             names = set(os.listdir(pdir))
         except OSError:
             names = set()
-        begun = {r for r in range(repeats) if layout.repeat_name(r) in names}
+        begun = {r for r in range(repeats) if paths.repeat_name(r) in names}
         runs = {}
         for r in sorted(begun):  # only where the repeat's folder is: 1,000 points stay fast
-            run = _json(os.path.join(layout.repeat_dir(pdir, r), layout.RUN_FILE))
+            run = _json(os.path.join(paths.repeat_dir(pdir, r), paths.RUN_FILE))
             if run is not None:
                 runs[r] = run
         search = point.get("search")
         out.append({"name": os.path.basename(pdir), "dir": pdir, "expected": repeats,
-                    "slurm": _json(os.path.join(pdir, layout.SLURM_FILE)), "runs": runs,
-                    "preflight": _json(os.path.join(pdir, layout.PREFLIGHT_FILE))
-                    if layout.PREFLIGHT_FILE in names else None,
+                    "slurm": _json(os.path.join(pdir, paths.SLURM_FILE)), "runs": runs,
+                    "preflight": _json(os.path.join(pdir, paths.PREFLIGHT_FILE))
+                    if paths.PREFLIGHT_FILE in names else None,
                     "running": sorted(begun - set(runs)),
                     "try_of": search.get("base") if isinstance(search, dict) else None,
                     "try_value": search.get("value") if isinstance(search, dict) else None})
@@ -95,18 +96,18 @@ def read_points(sweep: str) -> list:
 def read_searches(sweep: str) -> list:
     """Every search of the sweep: [{name, ledger, slurm}] (slurm: its job, None locally)."""
     out = []
-    for path in layout.search_files([sweep]):
+    for path in paths.search_files([sweep]):
         ledger = _json(path)
         if isinstance(ledger, dict) and isinstance(ledger.get("point"), str):
-            pdir = layout.point_dir(sweep, ledger["point"])
+            pdir = paths.point_dir(sweep, ledger["point"])
             out.append({"name": ledger["point"], "ledger": ledger,
-                        "slurm": _json(os.path.join(pdir, layout.SLURM_FILE))})
+                        "slurm": _json(os.path.join(pdir, paths.SLURM_FILE))})
     return out
 
 
 def is_sweep(sweep: str) -> bool:
-    return bool(glob.glob(os.path.join(sweep, layout.POINTS_DIR, "*", layout.POINT_FILE))
-                or layout.search_files([sweep]))
+    return bool(glob.glob(os.path.join(sweep, paths.POINTS_DIR, "*", paths.POINT_FILE))
+                or paths.search_files([sweep]))
 
 
 def search_state(s: dict, slurm_state, reason=None):

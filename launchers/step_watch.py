@@ -5,7 +5,7 @@ parsed by launchers/srun_output.py)."""
 import json
 import os
 
-from frameworks.common import layout
+from contract import paths
 from launchers import srun_output
 
 
@@ -21,7 +21,7 @@ class StepWatch:
         except OSError:
             names = []
         for name in names:
-            m = layout.RANK_RECORD_RE.match(name)
+            m = paths.RANK_RECORD_RE.match(name)
             rank = int(m.group(1)) if m else None
             if rank is not None and rank not in self.records and rank < self.world:
                 try:
@@ -30,7 +30,7 @@ class StepWatch:
                 except (OSError, ValueError):
                     pass  # not there after all: the next look reads it
         try:
-            with open(os.path.join(self.rdir, layout.SRUN_LOG), "rb") as f:
+            with open(os.path.join(self.rdir, paths.SRUN_LOG), "rb") as f:
                 f.seek(self._seen)
                 new = f.read()
         except OSError:

@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional
 
 import pytest
 
-from frameworks.common import modes
+from contract import modes
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_CONF = ROOT / "conf" / "model"
@@ -152,7 +152,7 @@ class Framework:
         return env
 
 
-# The recipe's environment values (frameworks/common/modes.py: recipe_environment) of the
+# The recipe's environment values (contract/modes.py: recipe_environment) of the
 # smoke preset's models, whatever the framework: the tiny BERT gathers 20 positions per
 # sequence and clips at 1.0, as conf/model/bert_base.yaml says; ResNet does not clip.
 RECIPES = {"bert_base": {"max_predictions_per_seq": 20, "clip_grad": True, "clip_norm": 1.0},
@@ -363,7 +363,7 @@ def assert_trained(name: str, point: Point, world: int = 1) -> list:
         assert rec["world_size"] == world
         assert rec["framework"] == {"name": name, "version": fw.version}
         spec = rec["spec"]
-        # The mode the point resolved (frameworks/common/modes.py), in the spec and the record.
+        # The mode the point resolved (contract/modes.py), in the spec and the record.
         assert rec["mode"] == spec["mode"] == modes.mode_name(name, spec["compile"]), rec["mode"]
         assert spec["compile"] == modes.compiled(name, spec["compile_setting"])
         measured = [s for s in rec["steps"] if s["phase"] == "measure"]

@@ -1,7 +1,9 @@
 """Builds sweep folders by hand, through the suite's own writers, for analysis tests."""
 import os
 
-from frameworks.common import layout, records, statuses
+from contract import statuses
+from contract import records
+from contract import paths
 from frameworks.common.distenv import DistEnv
 
 
@@ -10,9 +12,9 @@ def write_point(sweep, name, *, framework="pytorch", model="resnet50", precision
                 settings=None, amp_dtype=None, config=None):
     """A point.json; `settings`: the model's own (layers, hidden, ...), `config`: the
     resolved config's keys the analysis reads (peak_tflops)."""
-    pdir = layout.point_dir(sweep, name)
+    pdir = paths.point_dir(sweep, name)
     os.makedirs(pdir, exist_ok=True)
-    point = {"schema": layout.POINT_SCHEMA, "version": layout.SCHEMA_VERSION, "point": name,
+    point = {"schema": paths.POINT_SCHEMA, "version": paths.SCHEMA_VERSION, "point": name,
              "num": 0, "dir": pdir, "bench": "train", "framework": {"name": framework},
              "precision": precision, "model": {"name": model, "size": size, **(settings or {})},
              "amp_dtype": amp_dtype,
@@ -21,7 +23,7 @@ def write_point(sweep, name, *, framework="pytorch", model="resnet50", precision
              "world_size": nodes * gpus_per_node, "repeats": repeats}
     if config is not None:
         point["config"] = dict(config)
-    records.write_json_atomic(os.path.join(pdir, layout.POINT_FILE), point)
+    records.write_json_atomic(os.path.join(pdir, paths.POINT_FILE), point)
     return point
 
 
@@ -32,7 +34,7 @@ def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, r
     steps of those durations, back to back, each rank's window their sum (windows: None).
     `samples(rank)`: the samples a rank counts a step (default the point's batch);
     `fields(rank)`: more of a rank's record (a layout's `parallel`, a pipeline's bubble)."""
-    rdir = layout.repeat_dir(point["dir"], repeat)
+    rdir = paths.repeat_dir(point["dir"], repeat)
     os.makedirs(rdir, exist_ok=True)
     if step_times is not None:
         windows = [sum(t) for t in step_times]
@@ -59,12 +61,12 @@ def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, r
                           "end": edges[i + 1], "samples": n, "loss": 1.0}
                          for i in range(len(edges) - 1)]
         rec.update(fields(rank) if fields is not None else {})
-        records.write_json_atomic(os.path.join(rdir, layout.rank_record_name(rank)), rec)
+        records.write_json_atomic(os.path.join(rdir, paths.rank_record_name(rank)), rec)
         ranks[rank] = rec
     if run_json:
         st, err = statuses.run_status(ranks, world)
-        records.write_json_atomic(os.path.join(rdir, layout.RUN_FILE), {
-            "schema": layout.RUN_SCHEMA, "version": layout.SCHEMA_VERSION, "point": point["point"],
+        records.write_json_atomic(os.path.join(rdir, paths.RUN_FILE), {
+            "schema": paths.RUN_SCHEMA, "version": paths.SCHEMA_VERSION, "point": point["point"],
             "repeat": repeat, "status": st, "error": err, "world_size": world,
             "exit_codes": [0] * world})
     return rdir

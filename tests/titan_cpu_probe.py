@@ -21,7 +21,7 @@ import torchtitan.tools.utils as titan_utils  # noqa: E402
 
 titan_utils.device_type, titan_utils.device_module, parallel_dims.device_type = "cpu", torch.cpu, "cpu"
 
-from frameworks.common import parallel  # noqa: E402
+from contract import parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402
 from frameworks.pytorch import parallelize, titan  # noqa: E402
 from tests.frameworks_env import model_cfg  # noqa: E402

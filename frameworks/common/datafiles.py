@@ -11,7 +11,8 @@ import hashlib
 import os
 import random
 
-from . import capability, layout
+from . import capability
+from contract import paths
 
 SYNTHETIC, FILES = "synthetic", "files"
 BACKENDS = {"pytorch": ("torch", "dali")}   # where a framework has several; else "default"
@@ -89,25 +90,25 @@ def require(spec: dict, framework: str, backends=None, dist=None) -> dict:
 def image_files(root: str):
     """(paths, labels, class names) of ROOT/train/<class>/<file>: classes sorted by name
     and numbered from 0 (ImageNet's rule), files sorted within their class."""
-    top = os.path.join(root, layout.IMAGES_DIR)
+    top = os.path.join(root, paths.IMAGES_DIR)
     classes = sorted(d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d)))
-    paths, labels = [], []
+    files, labels = [], []
     for label, name in enumerate(classes):
         folder = os.path.join(top, name)
         for f in sorted(os.listdir(folder)):
-            if f.lower().endswith(layout.IMAGE_SUFFIXES):
-                paths.append(os.path.join(folder, f))
+            if f.lower().endswith(paths.IMAGE_SUFFIXES):
+                files.append(os.path.join(folder, f))
                 labels.append(label)
-    return paths, labels, classes
+    return files, labels, classes
 
 
 def bert_shards(root: str) -> list:
-    folder = os.path.join(root, layout.BERT_DIR)
+    folder = os.path.join(root, paths.BERT_DIR)
     try:
         names = os.listdir(folder)
     except OSError:
         return []
-    return sorted(os.path.join(folder, n) for n in names if layout.BERT_SHARD_RE.match(n))
+    return sorted(os.path.join(folder, n) for n in names if paths.BERT_SHARD_RE.match(n))
 
 
 def load_bert(root: str, model_cfg: dict) -> dict:
@@ -122,7 +123,7 @@ def load_bert(root: str, model_cfg: dict) -> dict:
         except (OSError, ValueError, KeyError) as exc:
             raise CorruptFile(f"cannot read {path}: {exc}") from None
     if not parts:
-        raise CorruptFile(f"no BERT shard under {os.path.join(root, layout.BERT_DIR)}")
+        raise CorruptFile(f"no BERT shard under {os.path.join(root, paths.BERT_DIR)}")
     arrays = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     seq, p = arrays["input_ids"].shape[1], arrays["masked_positions"].shape[1]
     if seq != model_cfg["seq_len"] or p != int(model_cfg["max_predictions_per_seq"]):
@@ -140,10 +141,10 @@ def has_samples(root: str, model: str) -> bool:
     (ImageNet's train/ has 1.28 million files)."""
     if model == "bert_base":
         return bool(bert_shards(root))
-    top = os.path.join(root, layout.IMAGES_DIR)
+    top = os.path.join(root, paths.IMAGES_DIR)
     try:
         for entry in os.scandir(top):
-            if entry.is_dir() and any(f.lower().endswith(layout.IMAGE_SUFFIXES)
+            if entry.is_dir() and any(f.lower().endswith(paths.IMAGE_SUFFIXES)
                                       for f in os.listdir(entry.path)):
                 return True
     except OSError:

@@ -18,9 +18,12 @@ import socket
 import sys
 import time
 
-from . import capability, datafiles, distenv, environment, layout, memory, modes, records
+from . import capability, datafiles, distenv, environment, memory
+from contract import modes
+from contract import records
+from contract import paths
 from . import profile  # profile=true: a trace after the timed window (common/profile.py)
-from .statuses import Cancelled  # SIGTERM's exception (harness.Cancelled to the adapters)
+from contract.statuses import Cancelled  # SIGTERM's exception (harness.Cancelled to the adapters)
 
 
 class Session:
@@ -267,7 +270,7 @@ def main(argv=None, build=None) -> int:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
     record, session = run(build, spec, dist)
-    path = os.path.join(spec["record_dir"], layout.rank_record_name(dist.rank))
+    path = os.path.join(spec["record_dir"], paths.rank_record_name(dist.rank))
     records.write_json_atomic(path, record)  # saved before teardown, which can hang
     if record["status"] != "ok":
         print(f"worker rank {dist.rank}: {record['status']}: {record['error']}", file=sys.stderr)

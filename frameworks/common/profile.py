@@ -1,5 +1,5 @@
 """A trace on demand (`profile=true`): a few training steps recorded with the framework's own
-profiler, beside the records, in repeat-00/profile/rank-00000/ (layout.profile_dir).
+profiler, beside the records, in repeat-00/profile/rank-00000/ (paths.profile_dir).
 
 When: after the timed window of the first repeat (and after its parameter checksum), as
 STEPS extra steps. So the trace never skews a figure: its steps are in no window and no
@@ -23,8 +23,8 @@ import glob
 import os
 import time
 
-from . import layout
-from .statuses import Cancelled
+from contract import paths
+from contract.statuses import Cancelled
 
 STEPS = 5
 TRACING_RANK = 0
@@ -64,7 +64,7 @@ def after_window(session, spec, record, rank: int) -> None:
 
     info = {"status": "untraced", "steps": STEPS, "error": None}
     if rank == TRACING_RANK:
-        folder = layout.profile_dir(spec["record_dir"], rank)
+        folder = paths.profile_dir(spec["record_dir"], rank)
         os.makedirs(folder, exist_ok=True)
         t0 = time.perf_counter()
         try:
@@ -81,7 +81,7 @@ def after_window(session, spec, record, rank: int) -> None:
 
 def _torch(folder, steps, session) -> dict:
     from torch.profiler import ProfilerActivity, profile, schedule
-    path = os.path.join(folder, layout.TORCH_TRACE)
+    path = os.path.join(folder, paths.TORCH_TRACE)
     cuda = getattr(session, "cuda", False)   # the PyTorch session's: a rank on a GPU
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=STEPS - 1),
@@ -109,7 +109,7 @@ def _jax(folder, steps, session) -> dict:
     with jax.profiler.trace(folder, create_perfetto_trace=True):
         steps(STEPS)
     found = sorted(glob.glob(os.path.join(folder, "plugins", "profile", "*",
-                                          layout.JAX_PERFETTO_TRACE)))
+                                          paths.JAX_PERFETTO_TRACE)))
     if found:
         return {"tool": "jax.profiler", "format": "Perfetto trace (ui.perfetto.dev), in a "
                 "TensorBoard logdir", "path": found[-1], "traced_steps": STEPS}

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import flax.linen as nn
 import numpy as np
 import optax
-from frameworks.common import modes, registry, synthetic
+from frameworks.common import registry, synthetic
+from contract import modes
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------

@@ -11,7 +11,7 @@ collectives go through gloo (the `cpu_collectives` option), NCCL on GPUs. Each
 rank's record carries a parameter checksum, so that ranks can be compared.
 
 `compile` is XLA on or off (`compile=auto`, the default, is on: JAX's recommended way
-to train, frameworks/common/modes.py), as DLPerf's and TensorFlow's switch: on, the whole
+to train, contract/modes.py), as DLPerf's and TensorFlow's switch: on, the whole
 training step (forward, backward, all-reduce, optimizer) is one `jax.jit`
 program that XLA fuses; off, the same Python step runs un-jitted, op by op, each
 primitive dispatched as its own small XLA computation (JAX's eager mode, like
@@ -35,7 +35,8 @@ import jaxlib
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from frameworks.common import capability, datafiles, harness, modes
+from frameworks.common import capability, datafiles, harness
+from contract import modes
 from frameworks.common.device import use_gpu
 from frameworks.common.rendezvous import rendezvous
 from frameworks.jax import models

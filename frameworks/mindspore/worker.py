@@ -4,7 +4,7 @@ A functional training step: `mindspore.value_and_grad` over the network and
 loss, then the optimizer. `compile` selects GRAPH_MODE with the whole step under
 `mindspore.jit` (one compiled graph: forward, backward, all-reduce, update);
 without it the step runs op by op in PYNATIVE_MODE. `compile=auto` (the default) is
-GRAPH_MODE, as MindSpore's model_zoo trains (frameworks/common/modes.py). BERT's gradients
+GRAPH_MODE, as MindSpore's model_zoo trains (contract/modes.py). BERT's gradients
 are clipped by global norm (ops.clip_by_global_norm) after the all-reduce. AMP is
 `mindspore.amp.auto_mixed_precision` at level O2 in the spec's amp_dtype, with a
 dynamic loss scaler for fp16. MindSpore 2.10's CPU kernels have no bfloat16
@@ -32,7 +32,8 @@ try:
 except ImportError:  # before 2.7 it lived in mindspore.common.api
     from mindspore.common.api import _pynative_executor
 
-from frameworks.common import capability, datafiles, device as devices, harness, modes
+from frameworks.common import capability, datafiles, device as devices, harness
+from contract import modes
 from frameworks.mindspore import models
 
 # The scheduler process of the dynamic cluster: it only networks the workers. It lives

@@ -3,7 +3,7 @@
 Gluon HybridBlocks trained imperatively (autograd.record). `compile` is
 `hybridize(static_alloc=True, static_shape=True)`: MXNet's graph mode, which turns
 the forward pass and the loss into one cached symbolic graph; `compile=auto` (the
-default) hybridizes, as gluon-nlp's and gluon-cv's scripts do (frameworks/common/modes.py).
+default) hybridizes, as gluon-nlp's and gluon-cv's scripts do (contract/modes.py).
 BERT's gradients are clipped by global norm after the push/pull (clip_global_norm). AMP is
 `mxnet.contrib.amp` with target bf16 on a CPU (oneDNN kernels); on a GPU fp16 with
 its dynamic loss scaling (bf16 AMP in MXNet 1.9 is CPU-only).
@@ -35,7 +35,8 @@ import time
 
 import numpy as np
 
-from frameworks.common import capability, datafiles, device, harness, modes
+from frameworks.common import capability, datafiles, device, harness
+from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")

@@ -12,7 +12,8 @@ import math
 import oneflow as flow
 from oneflow import nn
 import oneflow.nn.functional as F
-from frameworks.common import modes, registry, synthetic
+from frameworks.common import registry, synthetic
+from contract import modes
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------

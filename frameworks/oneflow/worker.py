@@ -3,7 +3,7 @@
 OneFlow's eager API mirrors PyTorch's, so the step is the reference's: zero_grad,
 forward, loss, backward, optimizer step. `compile` runs the step as a
 `oneflow.nn.Graph` (OneFlow's static-graph compiler, its counterpart of XLA), which
-`compile=auto` (the default) picks, as OneFlow-Benchmark trains (frameworks/common/modes.py).
+`compile=auto` (the default) picks, as OneFlow-Benchmark trains (contract/modes.py).
 BERT's gradients are clipped by global norm: clip_grad_norm_ in eager steps, the optimizer
 parameter group's clip_grad_max_norm in nn.Graph.
 
@@ -29,7 +29,8 @@ nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
 """
 import os
 
-from frameworks.common import capability, datafiles, device, harness, modes
+from frameworks.common import capability, datafiles, device, harness
+from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
 

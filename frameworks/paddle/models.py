@@ -15,7 +15,8 @@ import paddle
 from paddle import nn
 import paddle.nn.functional as F
 
-from frameworks.common import modes, registry, synthetic
+from frameworks.common import registry, synthetic
+from contract import modes
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------

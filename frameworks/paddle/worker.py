@@ -1,7 +1,7 @@
 """PaddlePaddle adapter: `build(spec, dist)` for the harness (stdlib + numpy + paddle only).
 
 Dynamic graph (eager) training, which `compile=auto` (the default) keeps, as PaddleClas
-and PaddleNLP train (frameworks/common/modes.py). `compile` converts the forward pass and the loss to
+and PaddleNLP train (contract/modes.py). `compile` converts the forward pass and the loss to
 a static program with `paddle.jit.to_static` (Paddle's graph mode; the backward
 runs as that program's gradient, the optimizer update stays eager). AMP is
 `paddle.amp.auto_cast` at level O1: on a GPU fp16 with a GradScaler, or bf16, as the
@@ -25,7 +25,8 @@ import warnings
 
 import numpy as np
 
-from frameworks.common import capability, datafiles, device, harness, modes
+from frameworks.common import capability, datafiles, device, harness
+from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
 os.environ.setdefault("GLOG_minloglevel", "1")  # Paddle's C++ INFO lines drown the rank log

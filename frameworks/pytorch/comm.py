@@ -6,7 +6,7 @@ out-of-place variant: `warmup_iters` untimed iterations, a device sync and a
 barrier, `iters` timed iterations with a device sync only after the last, then
 one more run on freshly filled inputs whose output is checked element by element
 against the value computed from the known per-rank inputs. Each measurement goes
-to `record["comm"]`; the formulas are frameworks/common/busbw.py. gloo on CPU,
+to `record["comm"]`; the formulas are contract/busbw.py. gloo on CPU,
 NCCL on GPUs. Standard library and torch only.
 
 The checks run after every op of every size, so that all ranks take part in every
@@ -18,7 +18,7 @@ import time
 import torch
 import torch.distributed as torch_dist
 
-from frameworks.common import busbw
+from contract import busbw
 from frameworks.pytorch.session import TorchSession, setup_device
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,

@@ -11,7 +11,7 @@ ranks by DTensor (Shard(seq) -> Replicate; the gathered tensor's gradient is Par
 backward is a reduce-scatter). No collective here is written by hand.
 
 A sequence is cut into 2 x cp equal chunks and rank cp_i holds chunks cp_i and 2 cp - 1 - cp_i
-(frameworks/common/parallel.py's cp_chunks), so each rank does as much causal attention
+(contract/parallel.py's cp_chunks), so each rank does as much causal attention
 (torchtitan's and Megatron-LM's load balancing); its causal mask comes from the positions, not
 from the order of the gathered keys. The ranks of a cp group train on the same samples, so
 gradients are averaged over dp x cp (frameworks/pytorch/parallelize.py).
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
-from frameworks.common import parallel
+from contract import parallel
 
 
 def positions(seq_len: int, layout, cp_i: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ its `Model` with `embed`, `layers` (a ModuleDict) and `head`, `keep` and `tie`; 
 `full_value`; its tensor-parallel plan is PLANS[family name] here.
 
 - DeviceMesh holds the grid (pp, dp, cp, tp), tensor parallel innermost
-  (frameworks/common/parallel.py says why and checks the sizes).
+  (contract/parallel.py says why and checks the sizes).
 - Context parallelism (Llama 3): each layer attends over the cp ranks' parts of the sequence
   (frameworks/pytorch/context_parallel.py); the cp ranks train on the same samples, so the
   gradients are averaged over dp x cp, one flattened mesh dimension ("dp_cp"), as torchtitan

@@ -16,7 +16,8 @@ import torch
 import torch._dynamo  # noqa: F401
 import torch.distributed as torch_dist
 
-from frameworks.common import capability, device as devices, harness, modes
+from frameworks.common import capability, device as devices, harness
+from contract import modes
 from frameworks.pytorch import models
 
 # A CPU allocation refused (e.g. under the harness's memory_limit_mb) is out of memory too.

@@ -39,7 +39,8 @@ import tempfile
 
 import torch
 
-from frameworks.common import capability, parallel
+from frameworks.common import capability
+from contract import parallel
 from frameworks.pytorch import gpt, models, parallelize
 from frameworks.pytorch.session import TorchSession, setup_device
 

@@ -4,7 +4,7 @@ Data parallel with DistributedDataParallel when WORLD_SIZE > 1: gloo on CPU,
 NCCL on GPUs. AMP is bf16 autocast on CPU; on a GPU fp16 with a gradient
 scaler, or bf16, as the spec's amp_dtype says. `compile` wraps the model in
 torch.compile, PyTorch's counterpart of XLA; `compile=auto` (the default) is eager, as
-PyTorch's own examples and NVIDIA's DeepLearningExamples train (frameworks/common/modes.py).
+PyTorch's own examples and NVIDIA's DeepLearningExamples train (contract/modes.py).
 BERT's gradients are clipped by global norm (clip_grad_norm_, after the GradScaler's
 unscale) while model.clip_grad is on. The session is
 frameworks/pytorch/session.py; this module maps a model name to its session.

@@ -23,7 +23,8 @@ import numpy as np
 import tensorflow as tf
 import keras
 from keras import layers as kl
-from frameworks.common import modes, registry, synthetic
+from frameworks.common import registry, synthetic
+from contract import modes
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 A custom training step: GradientTape inside a tf.function; `compile` turns on XLA
 with `jit_compile=True` (off: a plain graph-mode tf.function, which `compile=auto`, the
-default, picks as TF Model Garden trains: frameworks/common/modes.py). BERT's gradients
+default, picks as TF Model Garden trains: contract/modes.py). BERT's gradients
 are clipped by global norm after the all-reduce (models.clipped). AMP is the Keras
 mixed-precision policy: 'mixed_bfloat16' (float32 variables, bfloat16 compute) on
 CPU; on a GPU the spec's amp_dtype picks 'mixed_bfloat16' or 'mixed_float16' with
@@ -30,7 +30,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-from frameworks.common import capability, datafiles, device, harness, modes  # noqa: E402
+from frameworks.common import capability, datafiles, device, harness  # noqa: E402
+from contract import modes
 from frameworks.common.rendezvous import rendezvous  # noqa: E402
 from frameworks.tensorflow import models  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 
 from analysis import load, plot, plot_data
 from analysis.comm import load_comm, render_comm
-from frameworks.common import busbw
+from contract import busbw
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["bench.min_bytes=1024", "bench.max_bytes=16384", "bench.warmup_iters=1", "bench.iters=2",

@@ -10,7 +10,8 @@ import pytest
 
 import analysis
 from analysis import report
-from frameworks.common import datafiles, layout
+from frameworks.common import datafiles
+from contract import paths
 from tests.launching import launch
 
 pytestmark = pytest.mark.e2e
@@ -22,8 +23,8 @@ IMAGES = 24
 def records(sweep, name):
     """The rank records of repeat 0 of the point named NNN-<name>."""
     [pdir] = [p for p in glob.glob(f"{sweep}/points/*") if os.path.basename(p)[4:] == name]
-    return [json.load(open(f)) for f in sorted(glob.glob(f"{pdir}/{layout.repeat_name(0)}/"
-                                                         f"{layout.rank_record_name(0)[:5]}*.json"))]
+    return [json.load(open(f)) for f in sorted(glob.glob(f"{pdir}/{paths.repeat_name(0)}/"
+                                                         f"{paths.rank_record_name(0)[:5]}*.json"))]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +89,7 @@ def test_the_pipeline_alone_measures_a_rate_and_the_report_compares(sweep):
 def test_a_corrupt_jpeg_fails_the_rank_with_the_file_named(data, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(data, broken)
-    bad = sorted(glob.glob(f"{broken}/{layout.IMAGES_DIR}/*/*.JPEG"))[5]
+    bad = sorted(glob.glob(f"{broken}/{paths.IMAGES_DIR}/*/*.JPEG"))[5]
     with open(bad, "r+b") as f:  # a torn file: its header is kept, the rest is gone
         f.truncate(600)
     res = launch("bench=input", "data=files", f"data.path={broken}", "data.workers=1", "preset=smoke",

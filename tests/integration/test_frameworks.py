@@ -4,7 +4,7 @@ For each framework whose environment is built (`make env-<name>`; skips otherwis
 models' parameter counts equal PyTorch's; the smoke sweep of both models in fp32 and AMP
 (compile=false) trains, AMP where the capability check says it runs and `unsupported` with
 its one line where it does not; compile=true trains; the default, compile=auto, runs the
-framework's recommended mode (frameworks/common/modes.py); and two CPU ranks, each training
+framework's recommended mode (contract/modes.py); and two CPU ranks, each training
 on its own batch (seed + rank), end with equal parameter checksums in their records (the
 gradients were all-reduced) while their losses differ. Every trained record names its
 `mode`; every BERT one says that its MLM head gathered 20 positions per sequence and that
@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from frameworks.common import harness, modes
+from frameworks.common import harness
+from contract import modes
 from frameworks.common.distenv import DistEnv
 from tests.frameworks_env import (  # noqa: F401  (sweeps: a fixture)
     COUNT_CASES, FRAMEWORKS, MODELS, assert_amp, assert_trained, auto_sweep, checksums,

@@ -8,7 +8,8 @@ import stat
 import subprocess
 import sys
 
-from frameworks.common import layout, nodechecks
+from healthchecks import nodechecks
+from contract import paths
 from launchers import points
 
 
@@ -25,8 +26,8 @@ def failing_check(tmp_path):
 
 
 def verdict_of(out_root):
-    (run,) = [d for d in os.listdir(out_root) if d.startswith(layout.HEALTH_RUN_PREFIX)]
-    with open(os.path.join(out_root, run, layout.HEALTH_FILE)) as f:
+    (run,) = [d for d in os.listdir(out_root) if d.startswith(paths.HEALTH_RUN_PREFIX)]
+    with open(os.path.join(out_root, run, paths.HEALTH_FILE)) as f:
         return json.load(f), os.path.join(out_root, run)
 
 
@@ -42,7 +43,7 @@ def test_launch_health_here_says_what_it_checked_and_why_it_skipped_the_rest(tmp
     assert node["checks"]["links"]["reason"] == "one node: no link between nodes"
     assert node["checks"]["memory"]["status"] == node["checks"]["matmul"]["status"] == "ok"
     assert sorted(f for f in os.listdir(folder) if f.endswith(".json")) == \
-        [layout.HEALTH_FILE, layout.rank_record_name(0), layout.rank_record_name(1), layout.SPEC_FILE]
+        [paths.HEALTH_FILE, paths.rank_record_name(0), paths.rank_record_name(1), paths.SPEC_FILE]
     assert "links skipped on every node: one node: no link between nodes" in r.stdout
     assert r.stdout.strip().splitlines()[-1].startswith("health: ok in ")
 
@@ -63,15 +64,15 @@ def sweep(tmp_path, *overrides):
     r = launch("-m", "preset=smoke", "repeats=1", "preflight=true", "launcher=local",
                f"hydra.sweep.dir={sdir}", *overrides)
     assert r.returncode == 0, r.stdout + r.stderr
-    (pdir,) = (sdir / layout.POINTS_DIR).iterdir()
-    return r, sdir, pdir, json.loads((pdir / layout.PREFLIGHT_FILE).read_text())
+    (pdir,) = (sdir / paths.POINTS_DIR).iterdir()
+    return r, sdir, pdir, json.loads((pdir / paths.PREFLIGHT_FILE).read_text())
 
 
 def test_preflight_here_checks_then_runs_the_repeats(tmp_path):
     r, sdir, pdir, pre = sweep(tmp_path)
     assert pre["outcome"] == "ok" and [a["ok"] for a in pre["attempts"]] == [True]
-    assert (pdir / pre["attempts"][0]["dir"] / layout.HEALTH_FILE).exists()
-    assert json.loads((pdir / layout.repeat_name(0) / layout.RUN_FILE).read_text())["status"] == "ok"
+    assert (pdir / pre["attempts"][0]["dir"] / paths.HEALTH_FILE).exists()
+    assert json.loads((pdir / paths.repeat_name(0) / paths.RUN_FILE).read_text())["status"] == "ok"
     assert "ecc, rows, throttle, clocks, power, persistence skipped on every node: no GPU" in r.stdout
 
 
@@ -79,7 +80,7 @@ def test_a_sick_machine_ends_the_point_unhealthy_without_a_training_run(tmp_path
     script = failing_check(tmp_path)
     _, sdir, pdir, pre = sweep(tmp_path, f"health.site_checks=[{script}]")
     assert pre["outcome"] == "unhealthy" and "the local launcher has no other node" in pre["error"]
-    assert not (pdir / layout.repeat_name(0)).exists()
+    assert not (pdir / paths.repeat_name(0)).exists()
     status = launch("status", str(sdir))
     line = next(l for l in status.stdout.splitlines() if l.startswith(pdir.name))
     assert line.split()[1] == "UNHEALTHY" and "7 uncorrectable ECC errors" in line

@@ -16,7 +16,8 @@ import sys
 
 import pytest
 
-from frameworks.common import layout, nodechecks
+from healthchecks import nodechecks
+from contract import paths
 from launchers import points
 from tests.slurm_cluster import LocalSlurmCluster, config, skip_reason
 
@@ -53,8 +54,8 @@ def launch(*args, timeout=240):
 
 def health(tmp_path, *overrides):
     r = launch("health", "launcher=slurm", "cluster=localtest", f"output_root={tmp_path}", *FAST, *overrides)
-    found = [os.path.join(tmp_path, d, layout.HEALTH_FILE) for d in os.listdir(tmp_path)
-             if d.startswith(layout.HEALTH_RUN_PREFIX)]
+    found = [os.path.join(tmp_path, d, paths.HEALTH_FILE) for d in os.listdir(tmp_path)
+             if d.startswith(paths.HEALTH_RUN_PREFIX)]
     verdict = json.load(open(found[0])) if found and os.path.exists(found[0]) else None
     return r, verdict
 
@@ -105,8 +106,8 @@ def sweep(tmp_path, *overrides):
                "cluster=localtest", f"hydra.sweep.dir={sdir}", *FAST, PREFLIGHT_CHECKS, *overrides)
     assert r.returncode == 0, r.stdout + r.stderr
     wait = launch("status", str(sdir), "--wait", "--interval", "1", "--timeout", "200")
-    pdir = next((sdir / layout.POINTS_DIR).iterdir())
-    pre = json.loads((pdir / layout.PREFLIGHT_FILE).read_text())
+    pdir = next((sdir / paths.POINTS_DIR).iterdir())
+    pre = json.loads((pdir / paths.PREFLIGHT_FILE).read_text())
     return wait, pdir, pre
 
 
@@ -121,14 +122,14 @@ def test_preflight_runs_a_two_node_point_on_two_healthy_nodes(cluster, tmp_path)
     assert first["nodes"] == ["node1", "node2"] and not first["ok"]
     assert "node1" not in second["nodes"] and second["ok"]
     assert pre["outcome"] == "ok" and pre["resubmissions"] == 1 and list(pre["excluded"]) == ["node1"]
-    step = json.loads((pdir / layout.repeat_name(0) / layout.STEP_FILE).read_text())
-    run = json.loads((pdir / layout.repeat_name(0) / layout.RUN_FILE).read_text())
+    step = json.loads((pdir / paths.repeat_name(0) / paths.STEP_FILE).read_text())
+    run = json.loads((pdir / paths.repeat_name(0) / paths.RUN_FILE).read_text())
     assert step["nodelist"] == f"node[{second['nodes'][0][-1]}-{second['nodes'][1][-1]}]"
     assert run["status"] == "ok"
-    slurm = json.loads((pdir / layout.SLURM_FILE).read_text())
+    slurm = json.loads((pdir / paths.SLURM_FILE).read_text())
     assert slurm["exclude"] == ["node1"] and len(slurm["previous_jobs"]) == 1
     for a in pre["attempts"]:  # each attempt's health step is kept whole
-        assert (pdir / a["dir"] / layout.HEALTH_FILE).exists()
+        assert (pdir / a["dir"] / paths.HEALTH_FILE).exists()
 
 
 def test_preflight_leaves_a_node_with_a_degraded_link_out(cluster, tmp_path):
@@ -144,7 +145,7 @@ def test_preflight_leaves_a_node_with_a_degraded_link_out(cluster, tmp_path):
     assert wait.returncode == 0, wait.stdout + wait.stderr
     assert pre["excluded"]["node1"][0].startswith("links: sends slowly: ")
     assert [a["nodes"] for a in pre["attempts"]] == [["node1", "node2", "node3"], ["node2", "node3", "node4"]]
-    step = json.loads((pdir / layout.repeat_name(0) / layout.STEP_FILE).read_text())
+    step = json.loads((pdir / paths.repeat_name(0) / paths.STEP_FILE).read_text())
     assert step["nodelist"] == "node[2-4]"
 
 
@@ -156,7 +157,7 @@ def test_a_point_that_cannot_find_enough_healthy_nodes_is_unhealthy(cluster, tmp
     assert "needs 4 healthy node(s); partition debug has 3 once node1 (devices: 1 GPU(s), 2 " \
         "requested (Slurm's gres of the node (no CUDA runtime here))) is left out" in line
     assert pre["outcome"] == "unhealthy" and len(pre["attempts"]) == 1
-    assert not (pdir / layout.repeat_name(0)).exists()  # no training run, failed or otherwise
+    assert not (pdir / paths.repeat_name(0)).exists()  # no training run, failed or otherwise
 
 
 def test_a_rank_that_dies_costs_its_node_seconds_not_the_timeout(cluster, tmp_path):
@@ -177,7 +178,7 @@ def test_a_rank_that_dies_costs_its_node_seconds_not_the_timeout(cluster, tmp_pa
                                         "rank 1 on node2: SIGKILL)"]
     assert [n.get("notes") for n in verdict["nodes"]][0] == [
         "rank 0 stopped waiting on a rank that ended first (not judged)"]
-    (spec,) = out.glob(f"{layout.HEALTH_RUN_PREFIX}*/{layout.SPEC_FILE}")
+    (spec,) = out.glob(f"{paths.HEALTH_RUN_PREFIX}*/{paths.SPEC_FILE}")
     assert verdict["ended_unix"] - spec.stat().st_mtime < 60  # not health.timeout_s=200
 
 
@@ -187,6 +188,6 @@ def test_a_health_step_that_cannot_start_blames_no_node(cluster, tmp_path):
     wait, pdir, pre = sweep(tmp_path, "nodes=2", "gpus_per_node=1", "+cluster.containers.pytorch=nowhere")
     assert pre["outcome"] == "unhealthy" and pre["excluded"] == {} and pre["resubmissions"] == 0
     assert pre["error"].startswith("the health step left no record on any node (see health/attempt-00/")
-    srun_log = os.path.join(layout.health_attempt_dir(pdir, 0), layout.SRUN_LOG)
+    srun_log = os.path.join(paths.health_attempt_dir(pdir, 0), paths.SRUN_LOG)
     assert "unrecognized option '--container-image=nowhere'" in open(srun_log).read()
-    assert not (pdir / layout.repeat_name(0)).exists()
+    assert not (pdir / paths.repeat_name(0)).exists()

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from frameworks.common import parallel
+from contract import parallel
 from tests.launching import launch
 
 pytestmark = pytest.mark.e2e

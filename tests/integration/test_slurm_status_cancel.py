@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers.points import ROOT
 from tests import sweepfiles
 from tests.integration.test_slurm_launcher import (SMOKE, jload, launch, point_dirs, slurm,
@@ -48,8 +49,8 @@ def test_held_array_tasks_status_and_cancel_by_point(slurm_cluster, tmp_path, co
     try:
         for i, job in enumerate(jobs):
             p = sweepfiles.write_point(sweep, f"{i:03d}-pytorch-resnet50-fp32-1x1-bs4", repeats=1)
-            records.write_json_atomic(os.path.join(p["dir"], layout.SLURM_FILE),
-                                      {"schema": layout.SLURM_SCHEMA, "job_id": job, "log": "L"})
+            records.write_json_atomic(os.path.join(p["dir"], paths.SLURM_FILE),
+                                      {"schema": paths.SLURM_SCHEMA, "job_id": job, "log": "L"})
         res, calls = counted("status", str(sweep))
         assert res.returncode == 0, res.stderr
         assert calls == {"squeue": 1, "sacct": 0, "scancel": 0}  # squeue knew every job

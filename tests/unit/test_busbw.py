@@ -1,10 +1,10 @@
-"""The nccl-tests arithmetic (frameworks/common/busbw.py) against hand-computed figures,
+"""The nccl-tests arithmetic (contract/busbw.py) against hand-computed figures,
 and the correctness check of the comm bench (frameworks/pytorch/comm.py) against a
 collective simulated in plain Python."""
 import pytest
 import torch
 
-from frameworks.common import busbw
+from contract import busbw
 from frameworks.pytorch import comm
 
 GiB = 1 << 30

@@ -1,9 +1,9 @@
-"""Context parallelism in the layout (frameworks/common/parallel.py): where cp sits in the grid,
+"""Context parallelism in the layout (contract/parallel.py): where cp sits in the grid,
 its relation sequence % (2 x cp) = 0 and the grouped-query relation kv_heads % tp = 0, against
 figures worked by hand, each broken relation one line naming its values."""
 import pytest
 
-from frameworks.common import parallel
+from contract import parallel
 
 
 def test_context_parallel_sits_between_data_and_tensor_parallel():

@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 
 import launch
-from frameworks.common import datafiles, layout
+from frameworks.common import datafiles
+from contract import paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -21,7 +22,7 @@ def digest(folder) -> str:
     for top, dirs, files in sorted(os.walk(folder)):
         dirs.sort()
         for f in sorted(files):
-            if f != layout.DATASET_FILE:  # it records the seconds the build took
+            if f != paths.DATASET_FILE:  # it records the seconds the build took
                 h.update(f.encode())
                 h.update(open(os.path.join(top, f), "rb").read())
     return h.hexdigest()
@@ -36,13 +37,13 @@ def made(tmp_path_factory):
 
 
 def test_layout_count_and_decodable_jpegs(made):
-    paths, labels, classes = datafiles.image_files(str(made))
-    assert classes == ["n00000000", "n00000001", "n00000002"] and len(paths) == 24
+    images, labels, classes = datafiles.image_files(str(made))
+    assert classes == ["n00000000", "n00000001", "n00000002"] and len(images) == 24
     assert sorted(set(labels)) == [0, 1, 2] and labels.count(0) == 8
     assert all(p.endswith(".JPEG") and os.path.dirname(os.path.dirname(p))
-               == str(made / layout.IMAGES_DIR) for p in paths)
+               == str(made / paths.IMAGES_DIR) for p in images)
     sizes = []
-    for p in paths:
+    for p in images:
         with Image.open(p) as im:
             assert im.format == "JPEG" and im.mode == "RGB"
             im.load()
@@ -51,8 +52,8 @@ def test_layout_count_and_decodable_jpegs(made):
             assert len(np.unique(np.asarray(im)[..., 0])) > 100
         assert os.path.getsize(p) > 20_000
     assert 300 <= min(sizes) and max(sizes) <= 500
-    manifest = json.loads((made / layout.DATASET_FILE).read_text())
-    assert manifest["schema"] == layout.DATASET_SCHEMA and manifest["images"] == 24
+    manifest = json.loads((made / paths.DATASET_FILE).read_text())
+    assert manifest["schema"] == images.DATASET_SCHEMA and manifest["images"] == 24
 
 
 def test_bert_shard_follows_the_synthetic_rules(made):

@@ -3,7 +3,8 @@ attempt is set aside whole."""
 import json
 import os
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers import driver, points
 from tests.unit.test_points import cfg_of
 
@@ -19,7 +20,7 @@ def writer(calls, status="ok"):
     def start(point, spec_path, rdir):
         spec = records.read_spec(spec_path)
         calls.append(spec["repeat"])
-        records.write_json_atomic(os.path.join(rdir, layout.rank_record_name(0)),
+        records.write_json_atomic(os.path.join(rdir, paths.rank_record_name(0)),
                                   {"status": status, "error": None if status == "ok" else "x"})
         return {0: {"exit_code": 0}}, None
     return start

@@ -8,7 +8,7 @@ import pytest
 
 import analysis
 from analysis import metrics, special
-from frameworks.common import parallel
+from contract import parallel
 from tests.sweepfiles import write_point, write_repeat
 
 DLPERF_SHAPE = {"layers": 16, "hidden": 1536, "heads": 16, "seq_len": 2048, "vocab_size": 50257,

@@ -4,13 +4,14 @@ import os
 
 import analysis
 from analysis import report
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from tests.sweepfiles import write_point, write_repeat
 
 
 def preflight(point, **state):
-    records.write_json_atomic(os.path.join(point["dir"], layout.PREFLIGHT_FILE),
-                              {"schema": layout.PREFLIGHT_SCHEMA, "version": 1, **state})
+    records.write_json_atomic(os.path.join(point["dir"], paths.PREFLIGHT_FILE),
+                              {"schema": paths.PREFLIGHT_SCHEMA, "version": 1, **state})
 
 
 def test_the_nodes_left_out_and_why_and_the_points_that_could_not_run(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import launch
-from frameworks.common import nodechecks
+from healthchecks import nodechecks
 from launchers import points
 
 CONF = str(points.ROOT / "conf")

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from frameworks.common import nodechecks
+from healthchecks import nodechecks
 from launchers import health_verdict
 
 HOSTS = ["n1", "n2", "n3"]

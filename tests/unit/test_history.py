@@ -6,7 +6,8 @@ import pytest
 
 import analysis
 from analysis import history
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from tests.sweepfiles import write_point, write_repeat
 
 
@@ -17,7 +18,7 @@ def sweep(root, name, created, commit, windows_per_repeat):
     point = write_point(folder, "000-pytorch-resnet50-fp32-1x1-bs8", repeats=len(windows_per_repeat))
     for k, window in enumerate(windows_per_repeat):
         write_repeat(point, k, [window])
-    path = os.path.join(point["dir"], layout.POINT_FILE)
+    path = os.path.join(point["dir"], paths.POINT_FILE)
     with open(path) as f:
         data = json.load(f)
     records.write_json_atomic(path, dict(data, created_unix=created, suite_commit=commit))

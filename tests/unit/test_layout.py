@@ -1,4 +1,4 @@
-"""The sweep's layout and schema names live in frameworks/common/layout.py and nowhere else;
+"""The sweep's layout and schema names live in contract/paths.py and nowhere else;
 the record files the suite writes are as readable as any file of their user's."""
 import ast
 import json
@@ -8,7 +8,8 @@ import stat
 
 import pytest
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from tests.sweepfiles import write_point, write_repeat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,7 +27,7 @@ def code_files():
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
         for name in sorted(files):
             path = os.path.relpath(os.path.join(folder, name), ROOT)
-            if name.endswith(".py") and path != "frameworks/common/layout.py":
+            if name.endswith(".py") and path != "contract/paths.py":
                 yield path
 
 
@@ -48,7 +49,7 @@ def layout_literals(source: str):
 def test_the_layout_is_spelled_out_only_in_layout_py():
     found = [f"{path}:{line}: {text!r}" for path in code_files()
              for line, text in layout_literals(open(os.path.join(ROOT, path)).read())]
-    assert not found, "layout literals outside frameworks/common/layout.py (use its names):\n" \
+    assert not found, "layout literals outside contract/paths.py (use its names):\n" \
         + "\n".join(found)
 
 
@@ -61,14 +62,14 @@ def test_the_check_sees_literals_and_leaves_prose():
 
 
 def test_names():
-    assert layout.repeat_name(3) == "repeat-03" and layout.REPEAT_RE.match("repeat-03")
-    assert not layout.REPEAT_RE.match("repeat-03.interrupted-1700000000")
-    assert layout.INTERRUPTED_RE.match(os.path.basename(layout.interrupted_dir("/s/repeat-03", 17.4)))
-    assert layout.rank_record_name(7) == "rank-00007.json" and layout.RANK_RECORD_RE.match("rank-00007.json")
-    assert layout.rank_log_name(7) == "rank-00007.log"
-    assert layout.search_ledger("/s", "000-x") == "/s/searches/000-x.json"
-    assert layout.sweep_of(layout.point_dir("/a/s", "000-x")) == "/a/s"
-    assert records.RECORD_SCHEMA == layout.RANK_SCHEMA == "dlbench.rank"
+    assert paths.repeat_name(3) == "repeat-03" and paths.REPEAT_RE.match("repeat-03")
+    assert not paths.REPEAT_RE.match("repeat-03.interrupted-1700000000")
+    assert paths.INTERRUPTED_RE.match(os.path.basename(paths.interrupted_dir("/s/repeat-03", 17.4)))
+    assert paths.rank_record_name(7) == "rank-00007.json" and paths.RANK_RECORD_RE.match("rank-00007.json")
+    assert paths.rank_log_name(7) == "rank-00007.log"
+    assert paths.search_ledger("/s", "000-x") == "/s/searches/000-x.json"
+    assert paths.sweep_of(paths.point_dir("/a/s", "000-x")) == "/a/s"
+    assert records.RECORD_SCHEMA == paths.RANK_SCHEMA == "dlbench.rank"
 
 
 def test_point_files_of_a_folder_of_sweeps(tmp_path):
@@ -77,7 +78,7 @@ def test_point_files_of_a_folder_of_sweeps(tmp_path):
         write_repeat(pt, 0, [1.0])
     os.makedirs(tmp_path / ".hidden" / "points" / "000-y")
     (tmp_path / ".hidden" / "points" / "000-y" / "point.json").write_text("{}")
-    assert layout.point_files(tmp_path) == [str(tmp_path / s / "points" / "000-x" / "point.json")
+    assert paths.point_files(tmp_path) == [str(tmp_path / s / "points" / "000-x" / "point.json")
                                             for s in ("a", "b/c")]
 
 

@@ -1,10 +1,10 @@
-"""The link test's schedule and what it says about slow links (frameworks/common/linktest.py),
+"""The link test's schedule and what it says about slow links (healthchecks/linktest.py),
 at the scale it is for: 1,000 nodes in two rounds, not half a million pairs."""
 import random
 
 import pytest
 
-from frameworks.common import linktest
+from healthchecks import linktest
 
 N = 1000
 

@@ -97,7 +97,7 @@ def test_same_weights_give_torchtitans_logits():
 
 # ---- the GPU path's settings (torchtitan runs on GPUs; its configs and checks run here) ------
 def _spec(parallel_settings, devices, micro, glob, **over):
-    from frameworks.common import parallel
+    from contract import parallel
     lay, bad = parallel.resolve(parallel_settings, devices, micro, None, glob)
     assert bad == []
     spec = {"model": dict(model_cfg("llama3", "tiny"), **over.pop("model", {})), "precision": "amp",

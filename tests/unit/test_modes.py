@@ -1,8 +1,8 @@
-"""frameworks/common/modes.py: each framework's modes, what compile=auto picks, and the
+"""contract/modes.py: each framework's modes, what compile=auto picks, and the
 recipe's switches (clipping, BERT's gathered positions) every adapter records."""
 import pytest
 
-from frameworks.common import modes
+from contract import modes
 
 # framework -> (compile=false, compile=true, compile=auto): each framework's official
 # benchmark or example scripts' way to train for throughput (docs/frameworks/<name>.md).

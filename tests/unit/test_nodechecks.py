@@ -1,11 +1,11 @@
-"""The node checks (frameworks/common/nodechecks.py) on files laid out as the kernel lays them
+"""The node checks (healthchecks/nodechecks.py) on files laid out as the kernel lays them
 out, real scripts and this machine: each says ok, sick with its reason, or skipped with why."""
 import os
 import stat
 
 import pytest
 
-from frameworks.common import nodechecks
+from healthchecks import nodechecks
 
 SETTINGS = {"min_fraction": 0.8, "gpus_per_node": 2, "checks": list(nodechecks.CHECKS),
             "cpu_governor": "performance", "site_checks": [], "nccl_env": {}}

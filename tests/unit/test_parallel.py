@@ -1,8 +1,8 @@
-"""The layout relations (frameworks/common/parallel.py) against figures worked by hand, and
+"""The layout relations (contract/parallel.py) against figures worked by hand, and
 a point refused in one line that names each relation it breaks (launchers/points.py)."""
 import pytest
 
-from frameworks.common import parallel
+from contract import parallel
 from launchers import points
 from tests.unit.test_points import cfg_of
 

@@ -2,7 +2,7 @@
 import pytest
 from hydra import compose, initialize_config_dir
 
-from frameworks.common import records
+from contract import records
 from launchers import points
 
 CONF = str(points.ROOT / "conf")

@@ -7,7 +7,8 @@ import os
 
 import analysis
 from analysis import report
-from frameworks.common import harness, layout, profile
+from frameworks.common import harness, profile
+from contract import paths
 from frameworks.common.distenv import DistEnv
 from tests.sweepfiles import write_point, write_repeat
 from tests.unit.test_harness import SPEC, Counting
@@ -50,7 +51,7 @@ def test_steps_after_the_window_traced_on_rank_0_only(tmp_path, monkeypatch):
     monkeypatch.setitem(profile.TRACERS, "none", tracer)
     rec, calls = run(tmp_path)
     assert calls == 2 + 5 + profile.STEPS and rec["status"] == "ok"
-    assert rec["profile"]["status"] == "ok" and seen == [layout.profile_dir(tmp_path, 0)]
+    assert rec["profile"]["status"] == "ok" and seen == [paths.profile_dir(tmp_path, 0)]
     assert rec["profile"]["path"] == os.path.relpath(os.path.join(seen[0], "t.json"), tmp_path)
     # the timed window and the step list are the measured steps', the trace's are not in them
     assert len(rec["steps"]) == 2 + 5
@@ -75,7 +76,7 @@ def test_the_report_links_each_trace(tmp_path):
     for rank, info in ((0, {"status": "ok", "tool": "torch.profiler", "format": "Chrome trace",
                             "path": "profile/rank-00000/trace.json", "traced_steps": 4}),
                        (1, {"status": "untraced", "steps": 5})):
-        path = os.path.join(rdir, layout.rank_record_name(rank))
+        path = os.path.join(rdir, paths.rank_record_name(rank))
         rec = json.load(open(path))
         rec["profile"] = info
         json.dump(rec, open(path, "w"))

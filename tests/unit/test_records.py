@@ -1,10 +1,11 @@
-"""Run status rules (frameworks/common/statuses.py) and crash-safe writing of records."""
+"""Run status rules (contract/statuses.py) and crash-safe writing of records."""
 import json
 import os
 
 import pytest
 
-from frameworks.common import records, statuses
+from contract import statuses
+from contract import records
 
 
 def rec(status, error=None):

@@ -11,7 +11,8 @@ import pytest
 import analysis
 from analysis import __main__ as cli
 from analysis import report, summary
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from tests.sweepfiles import write_point, write_repeat
 
 ONE_TABLE_HEAD = ["framework", "precision", "batch/dev", "mode", "nodes x dev", "samples/s",
@@ -85,10 +86,10 @@ def sweep(tmp_path):
         write_repeat(bert, r, [2.0])                                      # 40 samples/s
     bad = write_point(s, "005-pytorch-resnet50-fp32-1x4-bs8", gpus_per_node=4, repeats=1)
     rdir = write_repeat(bad, 0, [1.0] * 4, status="failed", error="RuntimeError: tensor <lost>")
-    with open(os.path.join(rdir, layout.RUN_FILE)) as f:
+    with open(os.path.join(rdir, paths.RUN_FILE)) as f:
         run = json.load(f)
     run["log_tail"] = {"rank": 2, "lines": ["step 3", "RuntimeError: tensor <lost>"]}
-    records.write_json_atomic(os.path.join(rdir, layout.RUN_FILE), run)
+    records.write_json_atomic(os.path.join(rdir, paths.RUN_FILE), run)
     write_point(s, "006-pytorch-resnet50-fp32-2x4-bs8", nodes=2, gpus_per_node=4, repeats=1)
     return s
 

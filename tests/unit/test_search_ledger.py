@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers import points, search, slurm_search
 from tests.unit.test_points import cfg_of
 
@@ -27,7 +28,7 @@ def fake_start(tried):
     def start(point, spec_path, rdir):
         tried.append((point["batch_size"], records.read_spec(spec_path)["repeat"]))
         ok = point["batch_size"] <= FITS
-        records.write_json_atomic(os.path.join(rdir, layout.rank_record_name(0)), {
+        records.write_json_atomic(os.path.join(rdir, paths.rank_record_name(0)), {
             "status": "ok" if ok else "oom", "error": None if ok else "out of memory"})
         return {0: {"exit_code": 0 if ok else 1, "signal": None, "node": None, "stopped": False}}, None
     return start

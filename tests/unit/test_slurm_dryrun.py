@@ -79,7 +79,7 @@ def test_preflight_runs_the_health_step_first_in_the_pytorch_container(tmp_path)
     assert line.startswith("srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --kill-on-bad-exit=0 --time=5 ")
     assert "--output=<SWEEP>/points/000-tensorflow-resnet50-fp32-2x8-bs8/health/attempt-00/rank-%5t.log" in line
     assert "'--container-image=nvcr.io#nvidia/pytorch:24.05-py3'" in line
-    assert line.endswith(" python -m frameworks.common.health_rank --spec "
+    assert line.endswith(" python -m healthchecks.rank --spec "
                          "<SWEEP>/points/000-tensorflow-resnet50-fp32-2x8-bs8/health/attempt-00/spec.json")
     assert rest.index("# repeat 0:") > 0  # then the repeats
 

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from frameworks.common import layout, records
+from contract import records
+from contract import paths
 from launchers import cancel, sacct, status
 from tests import sweepfiles
 
@@ -47,8 +48,8 @@ def slurm_point(sweep, name, job, repeats=2, recorded=0, **extra):
     p = sweepfiles.write_point(sweep, name, repeats=repeats)
     for r in range(recorded):
         sweepfiles.write_repeat(p, r, [1.0])
-    records.write_json_atomic(os.path.join(p["dir"], layout.SLURM_FILE),
-                              {"schema": layout.SLURM_SCHEMA, "job_id": job, "log": "L", **extra})
+    records.write_json_atomic(os.path.join(p["dir"], paths.SLURM_FILE),
+                              {"schema": paths.SLURM_SCHEMA, "job_id": job, "log": "L", **extra})
     return p
 
 
@@ -63,20 +64,20 @@ def test_a_cancelled_point_stays_cancelled_when_slurm_forgets_it(tmp_path):
 
 def search_sweep(tmp_path, done=False, job="77"):
     base = "000-pytorch-resnet50-fp32-1x1-bs4"
-    ledger = {"schema": layout.SEARCH_SCHEMA, "point": base, "key": "batch_size", "done": done,
+    ledger = {"schema": paths.SEARCH_SCHEMA, "point": base, "key": "batch_size", "done": done,
               "tries": [{"value": 8, "outcome": "ok"}, {"value": 16, "outcome": "oom"}],
               "largest_ok": 8 if done else None, "smallest_oom": 16 if done else None, "stopped": None}
-    os.makedirs(tmp_path / layout.SEARCHES_DIR)
-    records.write_json_atomic(layout.search_ledger(tmp_path, base), ledger)
+    os.makedirs(tmp_path / paths.SEARCHES_DIR)
+    records.write_json_atomic(paths.search_ledger(tmp_path, base), ledger)
     if job:
-        os.makedirs(layout.point_dir(tmp_path, base))
-        records.write_json_atomic(os.path.join(layout.point_dir(tmp_path, base), layout.SLURM_FILE),
+        os.makedirs(paths.point_dir(tmp_path, base))
+        records.write_json_atomic(os.path.join(paths.point_dir(tmp_path, base), paths.SLURM_FILE),
                                   {"job_id": job, "log": "L"})
     for value, st in ((16, "oom"), (8, "ok")):
         p = slurm_point(tmp_path, f"{base}-batch_size={value}", job, repeats=1) if job else \
             sweepfiles.write_point(tmp_path, f"{base}-batch_size={value}", repeats=1)
         p["search"] = {"base": base, "value": value}
-        records.write_json_atomic(os.path.join(p["dir"], layout.POINT_FILE), p)
+        records.write_json_atomic(os.path.join(p["dir"], paths.POINT_FILE), p)
         sweepfiles.write_repeat(p, 0, [1.0], status=st)
     return base
 
@@ -136,8 +137,8 @@ def test_status_says_when_slurm_knows_none_of_the_jobs(tmp_path, monkeypatch, ca
 
 
 def preflight(p, outcome, excluded, error=None):
-    records.write_json_atomic(os.path.join(p["dir"], layout.PREFLIGHT_FILE), {
-        "schema": layout.PREFLIGHT_SCHEMA, "outcome": outcome, "error": error, "excluded": excluded})
+    records.write_json_atomic(os.path.join(p["dir"], paths.PREFLIGHT_FILE), {
+        "schema": paths.PREFLIGHT_SCHEMA, "outcome": outcome, "error": error, "excluded": excluded})
 
 
 def test_a_point_without_healthy_nodes_is_unhealthy_and_says_which_were_left_out(tmp_path):
@@ -161,7 +162,7 @@ def test_a_point_without_healthy_nodes_is_unhealthy_and_says_which_were_left_out
 
 
 def test_the_point_status_rule_names_unhealthy_only_without_repeats():
-    from frameworks.common import statuses
+    from contract import statuses
     assert statuses.point_status([], 3, preflight="unhealthy") == "unhealthy"
     assert statuses.point_status(["ok"], 3, preflight="unhealthy") == "partial"
     assert statuses.point_status([], 3, preflight="ok") == "missing"

@@ -38,7 +38,7 @@ SEARCH_SCHEMA = "dlbench.search"
 REFERENCE_SCHEMA = "dlbench.reference"  # a regression gate's reference (analysis/compare.py)
 PEAKS_SCHEMA = "dlbench.peaks"          # device peak TFLOP/s, as data (analysis/peaks.yaml)
 HEALTH_SPEC_SCHEMA = "dlbench.health_spec"  # what a health step's ranks read (launchers/health_step.py)
-HEALTH_RANK_SCHEMA = "dlbench.health_rank"  # one rank's checks (frameworks/common/health_rank.py)
+HEALTH_RANK_SCHEMA = "dlbench.health_rank"  # one rank's checks (healthchecks/rank.py)
 HEALTH_SCHEMA = "dlbench.health"            # a health step's verdict (launchers/health_verdict.py)
 PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/preflight.py)
 

@@ -5,14 +5,14 @@ A check that cannot apply here says why it is skipped; it never passes silently.
 
 NVML comes from nvidia-ml-py (`pynvml`), imported only when a check asks for it.
 Standard library only otherwise, plus torch where a device is counted or multiplied on:
-this runs in the health step's Python (frameworks/common/health_rank.py).
+this runs in the health step's Python (healthchecks/rank.py).
 """
 import glob
 import os
 import subprocess
 import time
 
-from . import environment
+from frameworks.common import environment
 
 # The checks, by where they run: once per node, on every device, between nodes.
 NVML_CHECKS = ("ecc", "rows", "throttle", "clocks", "power", "persistence")

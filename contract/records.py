@@ -8,12 +8,12 @@ import json
 import os
 import secrets
 
-from . import layout
+from . import paths
 
-SPEC_SCHEMA = layout.SPEC_SCHEMA
-RECORD_SCHEMA = layout.RANK_SCHEMA
-RUN_SCHEMA = layout.RUN_SCHEMA
-SCHEMA_VERSION = layout.SCHEMA_VERSION
+SPEC_SCHEMA = paths.SPEC_SCHEMA
+RECORD_SCHEMA = paths.RANK_SCHEMA
+RUN_SCHEMA = paths.RUN_SCHEMA
+SCHEMA_VERSION = paths.SCHEMA_VERSION
 
 SPEC_KEYS = ("point", "repeat", "framework", "model", "precision", "batch_size",
              "warmup_steps", "measure_steps", "record_dir")

@@ -1,11 +1,11 @@
-"""`python -m frameworks.common.health_rank --spec SPEC`: one rank of a health step.
+"""`python -m healthchecks.rank --spec SPEC`: one rank of a health step.
 
 Started like a worker (srun on Slurm, processes on the local launcher), one rank per device
 with the same distributed environment (frameworks/common/distenv.py). Every rank times a
 matrix multiply on its device; the node's first rank runs the node's checks
-(frameworks/common/nodechecks.py); then the node leaders test the links between nodes in
-two rings (frameworks/common/linktest.py) over torch.distributed: gloo on CPU, NCCL on GPUs.
-Each rank writes its record (layout.rank_record_name) into the spec's record_dir, whole or
+(healthchecks/nodechecks.py); then the node leaders test the links between nodes in
+two rings (healthchecks/linktest.py) over torch.distributed: gloo on CPU, NCCL on GPUs.
+Each rank writes its record (paths.rank_record_name) into the spec's record_dir, whole or
 not at all, however it ends; launchers/health_verdict.py judges them together.
 Standard library and torch: this runs in the suite's Python, or the PyTorch container.
 """
@@ -18,7 +18,9 @@ import socket
 import sys
 import time
 
-from . import distenv, layout, linktest, nodechecks, records
+from contract import paths, records
+from frameworks.common import distenv
+from healthchecks import linktest, nodechecks
 
 
 def device_of(spec: dict, local_rank: int) -> str:
@@ -61,7 +63,7 @@ def run(spec: dict, dist, record: dict) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m frameworks.common.health_rank")
+    parser = argparse.ArgumentParser(prog="python -m healthchecks.rank")
     parser.add_argument("--spec", required=True)
     args = parser.parse_args(argv)
     with open(args.spec) as f:
@@ -69,7 +71,7 @@ def main(argv=None) -> int:
     # A cancel or the step's timeout: the record still says how the rank ended.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("SIGTERM: the health step was stopped"))
     dist = distenv.from_env()
-    record = {"schema": layout.HEALTH_RANK_SCHEMA, "version": layout.SCHEMA_VERSION,
+    record = {"schema": paths.HEALTH_RANK_SCHEMA, "version": paths.SCHEMA_VERSION,
               "rank": dist.rank, "local_rank": dist.local_rank,
               "node": dist.rank // spec["gpus_per_node"], "host": socket.gethostname(),
               "started_unix": time.time(), "status": "ok", "error": None}
@@ -80,7 +82,7 @@ def main(argv=None) -> int:
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         code = 1
     record["ended_unix"] = time.time()
-    records.write_json_atomic(os.path.join(spec["record_dir"], layout.rank_record_name(dist.rank)),
+    records.write_json_atomic(os.path.join(spec["record_dir"], paths.rank_record_name(dist.rank)),
                               record)
     return code
 
