@@ -53,7 +53,7 @@ def test_layout_count_and_decodable_jpegs(made):
         assert os.path.getsize(p) > 20_000
     assert 300 <= min(sizes) and max(sizes) <= 500
     manifest = json.loads((made / paths.DATASET_FILE).read_text())
-    assert manifest["schema"] == images.DATASET_SCHEMA and manifest["images"] == 24
+    assert manifest["schema"] == paths.DATASET_SCHEMA and manifest["images"] == 24
 
 
 def test_bert_shard_follows_the_synthetic_rules(made):
