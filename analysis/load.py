@@ -31,8 +31,7 @@ import pandas as pd
 from analysis import figures, method, record_file
 from analysis.record_file import CorruptFile, RecordError
 from analysis.results import COMM_COLUMNS, FLOP_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
-from contract import statuses
-from contract import paths
+from contract import paths, statuses
 
 __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
 

@@ -22,8 +22,7 @@ import subprocess
 import sys
 import time
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers import sacct, status
 
 # scancel's words for a job that ended between our squeue and its call: nothing to do.

@@ -11,9 +11,7 @@ import os
 import shutil
 import time
 
-from contract import statuses
-from contract import records
-from contract import paths
+from contract import paths, records, statuses
 from launchers import points
 
 

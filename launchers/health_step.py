@@ -18,8 +18,7 @@ import subprocess
 import sys
 import time
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers import driver, health_verdict, points, srun_step
 from launchers.step_watch import StepWatch
 

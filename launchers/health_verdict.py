@@ -24,8 +24,7 @@ from collections import Counter
 
 from healthchecks import linktest
 from healthchecks import nodechecks
-from contract import statuses
-from contract import paths
+from contract import paths, statuses
 
 
 def below(value, median, fraction: float) -> bool:

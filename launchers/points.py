@@ -16,10 +16,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from frameworks.common import datafiles
-from contract import parallel
-from contract import modes
-from contract import records
-from contract import paths
+from contract import modes, parallel, paths, records
 from launchers import auto, health_settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,9 +21,7 @@ submission of the sweep by hand starts a new round; the earlier ones stay in `ro
 import os
 import time
 
-from contract import statuses
-from contract import records
-from contract import paths
+from contract import paths, records, statuses
 from launchers import health_step, health_verdict, points, slurm_nodes, slurm_job
 
 

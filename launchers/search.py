@@ -28,10 +28,7 @@ import os
 import time
 from pathlib import Path
 
-from contract import parallel
-from contract import statuses
-from contract import records
-from contract import paths
+from contract import parallel, paths, records, statuses
 from launchers import driver, points
 
 SCHEMA = paths.SEARCH_SCHEMA

@@ -38,8 +38,7 @@ import time
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers import driver, points, preflight, slurm_nodes, srun_output, srun_step
 from launchers.step_watch import StepWatch
 

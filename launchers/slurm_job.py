@@ -13,8 +13,7 @@ import shutil
 import sys
 import time
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers import points, srun_step
 
 # Variables of an outer job or step that must not reach a nested submission (sbatch exports

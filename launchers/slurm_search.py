@@ -23,8 +23,7 @@ import time
 
 from submitit.helpers import DelayedSubmission
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers import points, sacct, search, slurm_driver, slurm_job, srun_step
 
 

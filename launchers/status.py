@@ -44,8 +44,7 @@ try:
 except ImportError:
     from json import loads as _loads
 
-from contract import statuses
-from contract import paths
+from contract import paths, statuses
 from launchers import sacct
 
 # A point's status (statuses.point_status) in Slurm's words.

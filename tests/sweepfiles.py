@@ -1,9 +1,7 @@
 """Builds sweep folders by hand, through the suite's own writers, for analysis tests."""
 import os
 
-from contract import statuses
-from contract import records
-from contract import paths
+from contract import paths, records, statuses
 from frameworks.common.distenv import DistEnv
 
 

@@ -19,9 +19,7 @@ import sys
 import time
 
 from . import capability, datafiles, distenv, environment, memory
-from contract import modes
-from contract import records
-from contract import paths
+from contract import modes, paths, records
 from . import profile  # profile=true: a trace after the timed window (common/profile.py)
 from contract.statuses import Cancelled  # SIGTERM's exception (harness.Cancelled to the adapters)
 

@@ -23,8 +23,7 @@ import torch.distributed as torch_dist
 from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import capability, device as devices
-from contract import parallel
-from contract import modes
+from contract import modes, parallel
 from frameworks.pytorch import context_parallel, models, parallelize
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers.points import ROOT
 from tests import sweepfiles
 from tests.integration.test_slurm_launcher import (SMOKE, jload, launch, point_dirs, slurm,

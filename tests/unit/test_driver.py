@@ -3,8 +3,7 @@ attempt is set aside whole."""
 import json
 import os
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers import driver, points
 from tests.unit.test_points import cfg_of
 

@@ -4,8 +4,7 @@ import os
 
 import analysis
 from analysis import report
-from contract import records
-from contract import paths
+from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat
 
 

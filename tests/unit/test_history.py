@@ -6,8 +6,7 @@ import pytest
 
 import analysis
 from analysis import history
-from contract import records
-from contract import paths
+from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat
 
 

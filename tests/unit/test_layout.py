@@ -8,8 +8,7 @@ import stat
 
 import pytest
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

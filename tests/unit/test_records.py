@@ -4,8 +4,7 @@ import os
 
 import pytest
 
-from contract import statuses
-from contract import records
+from contract import records, statuses
 
 
 def rec(status, error=None):

@@ -11,8 +11,7 @@ import pytest
 import analysis
 from analysis import __main__ as cli
 from analysis import report, summary
-from contract import records
-from contract import paths
+from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat
 
 ONE_TABLE_HEAD = ["framework", "precision", "batch/dev", "mode", "nodes x dev", "samples/s",

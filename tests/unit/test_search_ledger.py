@@ -7,8 +7,7 @@ import os
 
 import pytest
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers import points, search, slurm_search
 from tests.unit.test_points import cfg_of
 

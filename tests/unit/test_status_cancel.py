@@ -6,8 +6,7 @@ import os
 
 import pytest
 
-from contract import records
-from contract import paths
+from contract import paths, records
 from launchers import cancel, sacct, status
 from tests import sweepfiles
 

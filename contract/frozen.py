@@ -1,0 +1,75 @@
+"""Read-only values for the typed point and run spec: a JSON tree frozen (mappings become
+Settings, lists tuples) and thawed back for writing, and `Settings`, a frozen mapping whose
+keys also read as attributes (a model's or a bench's settings, whose keys differ per model).
+Standard library only."""
+from collections.abc import Mapping
+
+
+def freeze(value):
+    """A JSON value made read-only, all the way down."""
+    if isinstance(value, Settings):
+        return value
+    if isinstance(value, Mapping):
+        return Settings(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value):
+    """A frozen value back to plain dicts and lists (what json writes)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    if hasattr(value, "as_dict"):  # a dataclass of the contract (the parallel Layout)
+        return value.as_dict()
+    return value
+
+
+class Settings(Mapping):
+    """A read-only mapping whose keys read as attributes too: `model.hidden`,
+    `model["hidden"]`, `model.get("kv_heads")`. A missing key is an AttributeError for an
+    attribute and a KeyError for an item, as on any object and mapping."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, values=None, **more):
+        d = dict(values or {}, **more)
+        object.__setattr__(self, "_d", {k: freeze(v) for k, v in d.items()})
+
+    def __getitem__(self, key):
+        return self._d[key]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+    def __getattr__(self, key):
+        try:
+            return self._d[key]
+        except KeyError:
+            raise AttributeError(f"no setting {key!r} (has: {', '.join(self._d)})") from None
+
+    def __setattr__(self, key, value):
+        raise AttributeError("settings are read-only; use .replace(...)")
+
+    def __repr__(self):
+        return f"Settings({thaw(self._d)!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Mapping) and thaw(self._d) == thaw(dict(other))
+
+    def __hash__(self):
+        return hash(repr(self))
+
+    def __reduce__(self):  # pickles (submitit sends a search's point to its driver)
+        return (Settings, (thaw(self._d),))
+
+    def replace(self, **changes) -> "Settings":
+        return Settings({**self._d, **changes})
+
+    def as_dict(self) -> dict:
+        return thaw(self._d)

@@ -1,0 +1,48 @@
+"""The one rule for a setting's type: an integer is an int and not a bool, a number is an
+int or a float and not a bool (JSON and YAML's `true` is a Python bool, and bool is an int).
+
+Each check returns the value or raises `error` (ValueError by default; a caller passes its
+own, e.g. points.ConfigError) with one line that names the setting and what it got.
+Standard library only: workers use it too.
+"""
+import math
+
+
+def is_integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """An int or a float, finite, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def integer(value, name: str, minimum: int = 1, error=ValueError) -> int:
+    if not is_integer(value) or value < minimum:
+        raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def number(value, name: str, above=None, at_most=None, error=ValueError) -> float:
+    """A number > above (when given) and <= at_most (when given)."""
+    if not is_number(value) or (above is not None and value <= above) \
+            or (at_most is not None and value > at_most):
+        if above is not None and at_most is not None:
+            want = f"a number in ({above:g}, {at_most:g}]"
+        elif above is not None:
+            want = f"a number > {above:g}"
+        else:
+            want = "a number"
+        raise error(f"{name} must be {want}, got {value!r}")
+    return value
+
+
+def boolean(value, name: str, error=ValueError) -> bool:
+    if value not in (True, False) or not isinstance(value, bool):
+        raise error(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def optional(check, value, name: str, *args, **kwargs):
+    """`check` of a setting that may be null."""
+    return None if value is None else check(value, name, *args, **kwargs)
