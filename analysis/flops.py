@@ -159,14 +159,6 @@ def gpt_flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=Fal
     return (4 if recompute else 3) * forward_layers + 3 * logits
 
 
-def megatron_formula(batch, seq_len, layers, hidden, vocab, recompute=False) -> float:
-    """The paper's factored form, for checking the count above."""
-    B, s, l, h, V = batch, seq_len, layers, hidden, vocab
-    if recompute:
-        return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
-    return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
-
-
 def _gpt(model):
     """One sequence; with activation recomputation (`model.recompute`) the paper's extra
     forward pass of the layers counts too, as Narayanan et al. count it."""

@@ -12,7 +12,7 @@ docs/method.md), tested against hand-computed figures (tests/unit/test_method.py
   P(j <= B <= n-j), B ~ Binomial(n, 1/2), is at least 95% (`median_ci`). It exists
   from 6 repeats on (j = 1: min..max covers 1 - 2^(1-n) = 96.9% at n = 6); with
   fewer no interval reaches 95% and none is given: the report shows the min..max
-  range instead, in parentheses, with its coverage 1 - 2^(1-n) (75% at 3 repeats).
+  range instead, in parentheses (it covers the median only 1 - 2^(1-n): 75% at 3 repeats).
 - Flags (`point_flags`; MARKS): C spread too wide (CV above MAX_CV, 5%), N fewer than
   MIN_OK_REPEATS (3) ok repeats, D drift inside the timed window (the first and second
   halves of the timed steps differ by more than MAX_DRIFT, 5%: warm-up too short, or a
@@ -108,11 +108,6 @@ def median_ci(values, level: float = CI_LEVEL) -> dict:
         return {"lo": None, "hi": None, "coverage": None, "j": None}
     j, coverage = found
     return {"lo": xs[j - 1], "hi": xs[len(xs) - j], "coverage": coverage, "j": j}
-
-
-def range_coverage(n: int):
-    """How often min..max of n values covers the median: 1 - 2^(1-n) (None for n = 0)."""
-    return 1 - 2.0 ** (1 - n) if n else None
 
 
 def summarize(values) -> dict:

@@ -16,7 +16,7 @@ import pandas as pd
 from analysis import comm, environment, health, method, published, special, summary, tables, traces
 from analysis import input as input_section  # data=files and bench=input (docs/data.md)
 from analysis.figures import amp_ratios
-from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
+from analysis.tables import table
 from contract import paths
 
 SECTIONS = (("Throughput (samples/s, median of ok repeats)", "throughput", ".1f", None),

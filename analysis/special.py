@@ -11,15 +11,14 @@
   with every size tried and its outcome.
 
 The per-point figures these sections show are analysis/metrics.py's `metrics(results)`,
-which the regression gate (analysis/compare.py) reads too (`special.metrics` is the same
-function, kept under its old name). Everything here is a function of what analysis.load
+which the regression gate (analysis/compare.py) reads too. Everything here is a function of what analysis.load
 read (the points' settings: Results.manifests; the searches: Results.searches).
 """
 import pandas as pd
 from tabulate import tabulate
 
 from analysis import published, published_layouts, tables
-from analysis.metrics import MODEL_KEYS, metrics  # noqa: F401 (special.MODEL_KEYS, special.metrics)
+from analysis.metrics import metrics
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
 

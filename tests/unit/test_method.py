@@ -82,8 +82,9 @@ def test_median_ci_values():
     assert (ci["lo"], ci["hi"]) == (9.0, 15.0) and ci["coverage"] == pytest.approx(0.96875)
     # 5 values: none (the report shows min..max, which covers 1 - 2^-4 = 93.75%)
     assert method.median_ci([1.0, 2.0, 3.0, 4.0, 5.0])["lo"] is None
-    assert method.range_coverage(5) == pytest.approx(0.9375)
-    assert method.range_coverage(3) == pytest.approx(0.75)
+    # min..max (j = 1) of n values covers 1 - 2 P(B <= 0) = 1 - 2^(1-n)
+    assert 1 - 2 * method.binomial_cdf_half(0, 5) == pytest.approx(0.9375)
+    assert 1 - 2 * method.binomial_cdf_half(0, 3) == pytest.approx(0.75)
     s = method.summarize([100.0, 110.0, 90.0, 120.0, 80.0, 105.0])
     assert (s["ci_lo"], s["ci_hi"]) == (80.0, 120.0) and s["ci_coverage"] == pytest.approx(0.96875)
     assert method.summarize([100.0, 110.0])["ci_lo"] is None
