@@ -44,7 +44,7 @@ from analysis import devices, load, published
 from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
 from analysis.terminal import say
-from contract import paths
+from contract import paths, values
 
 SCHEMA = paths.REFERENCE_SCHEMA
 # metric -> (column of analysis.metrics.metrics, unit, lower is better)
@@ -96,7 +96,7 @@ def read_reference(path, system=None, tolerance=None) -> tuple:
             data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
         except (ValueError, yaml.YAMLError) as exc:
             raise _bad(path, str(exc).splitlines()[0]) from None
-    if tolerance is not None and (isinstance(tolerance, bool) or not 0 <= tolerance < 1):
+    if tolerance is not None and not (values.is_number(tolerance) and 0 <= tolerance < 1):
         raise RecordError(f"--tolerance must be a fraction in [0, 1), got {tolerance}")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise _bad(path, f"not a {SCHEMA} file")
@@ -121,7 +121,7 @@ def read_reference(path, system=None, tolerance=None) -> tuple:
             raise _bad(path, f"entry {n}: unknown config key(s) {', '.join(unknown)}")
         for key in ("value", "tolerance"):
             v = e.get(key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            if not values.is_number(v) or v < 0:
                 raise _bad(path, f"entry {n}: {key} must be a number >= 0, got {v!r}")
         e.setdefault("lower_is_better", METRICS[e["metric"]][2])
         e.setdefault("unit", METRICS[e["metric"]][1])

@@ -74,7 +74,7 @@ import os
 import yaml
 
 from analysis import devices
-from contract import paths
+from contract import paths, values
 
 PEAKS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peaks.yaml")
 DEFAULT_MAX_PREDICTIONS = 20   # masked positions per sequence at seq 128 (conf/model/bert_base.yaml)
@@ -228,7 +228,7 @@ def peaks(path: str = PEAKS_FILE) -> tuple:
             raise ValueError(f"{path}: entry {n}: form {e['form']!r}")
         for d in DTYPES:
             v = e.get(d)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+            if v is not None and not (values.is_number(v) and v > 0):
                 raise ValueError(f"{path}: entry {n}: {d} must be a positive number, got {v!r}")
         out.append(dict(e, family=str(e["family"]).upper()))
     return tuple(out)

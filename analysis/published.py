@@ -29,7 +29,6 @@ iteration and memory per device by vocabulary size): `wide_deep_rows()` reads it
 report's wide_deep section; the throughput readers above leave it out.
 """
 import glob
-import math
 import os
 
 import pandas as pd
@@ -37,6 +36,7 @@ import yaml
 from tabulate import tabulate
 
 from analysis import devices, flops
+from contract import values
 
 PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
 # What a file may say once for all of its rows (a row's own value wins).
@@ -77,8 +77,9 @@ def names(folder: str = PUBLISHED_DIR, figure: str = THROUGHPUT) -> list:
                   for p in glob.glob(os.path.join(folder, "*.yaml")) if _figure(p) == figure)
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+def positive(v) -> bool:
+    """A figure as a published file must give it: a number (contract/values.py) above 0."""
+    return values.is_number(v) and v > 0
 
 
 def read_source(path) -> dict:
@@ -99,15 +100,13 @@ def read_source(path) -> dict:
         for key in ("device", "framework", "model", "precision"):
             if not isinstance(row.get(key), str) or not row[key]:
                 raise PublishedError(f"published file {path}: row {n} has no {key}")
-        if not isinstance(row.get("devices"), int) or isinstance(row["devices"], bool) \
-                or row["devices"] < 1:
+        if not values.is_integer(row.get("devices")) or row["devices"] < 1:
             raise PublishedError(f"published file {path}: row {n}: devices {row.get('devices')!r}")
-        if not _number(row.get("throughput")):
+        if not positive(row.get("throughput")):
             raise PublishedError(f"published file {path}: row {n}: throughput {row.get('throughput')!r}")
-        if row["batch_size"] is not None and (not isinstance(row["batch_size"], int)
-                                              or isinstance(row["batch_size"], bool)):
+        if row["batch_size"] is not None and not values.is_integer(row["batch_size"]):
             raise PublishedError(f"published file {path}: row {n}: batch_size {row['batch_size']!r}")
-        if row.get("speedup") is not None and not _number(row["speedup"]):
+        if row.get("speedup") is not None and not positive(row["speedup"]):
             raise PublishedError(f"published file {path}: row {n}: speedup {row['speedup']!r}")
         out.append(row)
         if row.get("speedup") is not None and row["devices"] > 1:
@@ -281,12 +280,12 @@ def wide_deep_rows(folder: str = PUBLISHED_DIR) -> list:
             if not isinstance(row.get("framework"), str) or not row["framework"]:
                 raise PublishedError(f"published file {path}: row {n} has no framework")
             vocab = row.get("deep_vocab_size")
-            if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1:
+            if not values.is_integer(vocab) or vocab < 1:
                 raise PublishedError(f"published file {path}: row {n}: deep_vocab_size {vocab!r}")
             if row["status"] not in ("ok", "oom"):
                 raise PublishedError(f"published file {path}: row {n}: status {row['status']!r}")
             for key in ("latency_ms", "memory_mb"):
-                if row["status"] == "ok" and not _number(row[key]):
+                if row["status"] == "ok" and not positive(row[key]):
                     raise PublishedError(f"published file {path}: row {n}: {key} {row[key]!r}")
             out.append(row)
     return out

@@ -25,7 +25,8 @@ device (analysis/devices.py) wherever both state them.
 import os
 
 from analysis import devices
-from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, _number, names
+from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, names, positive
+from contract import values
 
 FIGURE = "layouts"
 LAYOUT = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "micro_batch_size",
@@ -44,10 +45,6 @@ FIGURES = ("latency_ms", "step_time_s", "memory_mib", "memory_gib", "samples_per
 FILE_KEYS = DEFAULTS + LAYOUT + SETTINGS + ("vocab_size", "vocab_multiple")
 CASE_KEYS = FILE_KEYS + ("case", "group", "size", "local_batch_size", "accumulation")
 IMPLEMENTATION_KEYS = ("implementation", "software", "url")
-
-
-def _int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 def _derive(row: dict, where: str) -> dict:
@@ -117,7 +114,7 @@ def read_layouts(path) -> list:
             if not isinstance(figures, dict) or not figures or set(figures) - set(FIGURES):
                 raise PublishedError(f"{where}: {impl}'s figures must be a mapping of "
                                      f"{', '.join(FIGURES)}")
-            bad = [k for k, v in figures.items() if not _number(v)]
+            bad = [k for k, v in figures.items() if not positive(v)]
             if bad or figures.get("peak_percent", 1) > 100 or figures.get("mfu_percent", 1) > 100:
                 raise PublishedError(f"{where}: {impl}'s {', '.join(bad) or 'percentage'} is not a "
                                      "positive number (at most 100 for a percentage)")
@@ -127,7 +124,8 @@ def read_layouts(path) -> list:
                                    "layers", "seq_len", "precision", "device") if row.get(k) is None]
             if missing:
                 raise PublishedError(f"{where}: no {', '.join(missing)}")
-            bad = [k for k in INTS if row.get(k) is not None and not _int(row[k])]
+            bad = [k for k in INTS if row.get(k) is not None
+                   and not (values.is_integer(row[k]) and row[k] > 0)]
             if bad:
                 raise PublishedError(f"{where}: {', '.join(f'{k} {row[k]!r}' for k in bad)} "
                                      "(a positive integer)")

@@ -8,7 +8,7 @@ analysis.load read (this module reads no file).
 import os
 
 from analysis import method, tables
-from contract import paths
+from contract import paths, values
 
 REASON_CHARS = 240   # a reason longer than this is cut here (the failures section has it whole)
 
@@ -35,7 +35,7 @@ def _method(manifests) -> list:
     """Each distinct (warm-up, timed steps, repeats) of the points' settings, as words."""
     seen = set()
     for point in manifests.values():
-        if all(isinstance(point.get(k), int) for k in ("warmup_steps", "measure_steps", "repeats")):
+        if all(values.is_integer(point.get(k)) for k in ("warmup_steps", "measure_steps", "repeats")):
             seen.add((point["warmup_steps"], point["measure_steps"], point["repeats"]))
     return [f"{w} warm-up + {m} timed steps, {r} repeat{'s' if r != 1 else ''}"
             for w, m, r in sorted(seen)]
