@@ -28,7 +28,7 @@ point did not finish ok, fails too. Exit 0: all pass; 1: one fails; 2: bad input
 `--reference published:NAME` takes the entries from analysis/published/NAME.yaml
 (analysis/published.py): one throughput entry per published row (and per 1-device row a
 stated speedup implies), keyed by the row's device (the same device by
-analysis/devices.py's rule), framework, model (full size), precision, device count
+analysis/matching.py's rule), framework, model (full size), precision, device count
 (`devices`) and batch per device where the row names one. A published row that no point
 of the run matches is NOT RUN, which is not a failure; when no row matches at all the
 comparison is bad input (exit 2). `--tolerance` replaces every entry's tolerance.
@@ -40,7 +40,7 @@ import sys
 import yaml
 from tabulate import tabulate
 
-from analysis import devices, load, published
+from analysis import load, matching, published
 from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
 from analysis.terminal import say
@@ -64,7 +64,7 @@ MODEL_KEY = {"wide_deep": ("deep_vocab_size", "embedding"), "gpt": ("seq_len",),
 CONFIG_KEYS = {"framework": "framework", "model": "model", "size": "model_size",
                "precision": "precision", "amp_dtype": "amp_dtype", "batch_size": "batch_size",
                "nodes": "nodes", "gpus_per_node": "gpus_per_node", "compile": "compile",
-               "devices": "devices", "device": "device"}   # device: analysis/devices.py's rule
+               "devices": "devices", "device": "device"}   # device: analysis/matching.py's rule
 
 
 def _bad(path, why):
@@ -165,24 +165,16 @@ def _matches(row: dict, config: dict) -> bool:
         if key == "search":
             have = row.get("search")
         elif key == "device":
-            if not devices.same_device(row.get("device"), want):
+            if not matching.same_device(row.get("device"), want):
                 return False
             continue
         elif key.startswith("model."):
             have = row.get(key[len("model."):])
         else:
             have = row.get(CONFIG_KEYS[key])
-        if have is None or (isinstance(have, float) and math.isnan(have)) or not _same(have, want):
+        if have is None or (isinstance(have, float) and math.isnan(have)) or not matching.same(have, want):
             return False
     return True
-
-
-def _same(have, want) -> bool:
-    """Equal as numbers where both are (1000.0 from a table is 1000), else as text."""
-    if hasattr(have, "item"):
-        have = have.item()
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (have, want))
-    return have == want if numbers else str(have).lower() == str(want).lower()
 
 
 def _describe(config: dict) -> str:

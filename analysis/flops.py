@@ -63,7 +63,7 @@ wide) + 2h (RMSNorms), a final RMSNorm h, the embedding V h and an untied output
 figures for 8B at 8192: docs/flops.md.
 
 Peaks: analysis/peaks.yaml (dense datasheet figures, each with its source), keyed by the
-device's normalised name (analysis/devices.py) and the dtype the math ran in
+device's normalised name (analysis/matching.py) and the dtype the math ran in
 (`math_dtype`): AMP against its bf16 or fp16 peak; fp32 against the TF32 peak on devices
 that have TF32 (Ampere and newer, where every framework here runs fp32 matrix maths as
 TF32 by default: PyTorch's session sets it), else against the fp32 peak.
@@ -73,7 +73,7 @@ import os
 
 import yaml
 
-from analysis import devices
+from analysis import matching
 from contract import paths, values
 
 PEAKS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peaks.yaml")
@@ -235,8 +235,8 @@ def peaks(path: str = PEAKS_FILE) -> tuple:
 
 
 def peak_entry(device):
-    """The peaks.yaml entry of a device name, or None (analysis/devices.py's rule)."""
-    key = devices.device_key(device)
+    """The peaks.yaml entry of a device name, or None (analysis/matching.py's rule)."""
+    key = matching.device_key(device)
     if key.family is None:
         return None
     mine = [e for e in peaks() if e["family"] == key.family]

@@ -12,10 +12,11 @@ throughput / speedup: `rows()` adds it, marked `derived` (with the arithmetic in
 A point matches a row (`matches`) when
 - the point finished (ok or partial) with a throughput, of a full-size model (published
   figures are of the full models: a `tiny` point matches nothing);
-- its device is the row's (analysis/devices.py: same family, and form factor and memory
+- its device is the row's (analysis/matching.py: same family, and form factor and memory
   where both names state them: "NVIDIA A100-SXM4-40GB" matches "A100 40GB");
 - framework, model and precision are the row's, its device count is the row's `devices`,
-  and its batch per device is the row's batch_size where the row names one;
+  and its batch per device is the row's batch_size where the row names one (values by
+  analysis/matching.py's rule, the regression gate's and the layouts' too);
 - a row with `mode: xla` matches compiled points only, `mode: tf.function` uncompiled ones.
 
 The report's section "Published figures beside ours" lists every match with ours /
@@ -35,7 +36,7 @@ import pandas as pd
 import yaml
 from tabulate import tabulate
 
-from analysis import devices, flops
+from analysis import flops, matching
 from contract import values
 
 PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
@@ -134,10 +135,6 @@ def rows(folder: str = PUBLISHED_DIR) -> list:
     return out
 
 
-def _same(a, b) -> bool:
-    return str(a).lower() == str(b).lower()
-
-
 def matches(point, row: dict, batch: bool = True) -> bool:
     """Whether a point (a row of Results.points: needs device, framework, model, model_size,
     precision, devices, batch_size, compile, status, throughput) is the row's setting; with
@@ -148,13 +145,11 @@ def matches(point, row: dict, batch: bool = True) -> bool:
         return False
     if get("model_size") not in (None, "full") and get("model_size") == get("model_size"):
         return False
-    if not devices.same_device(get("device"), row["device"]):
+    if not matching.same_device(get("device"), row["device"]):
         return False
-    if not all(_same(get(k), row[k]) for k in ("framework", "model", "precision")):
+    if not all(matching.same(get(k), row[k]) for k in ("framework", "model", "precision", "devices")):
         return False
-    if int(get("devices")) != row["devices"]:
-        return False
-    if batch and row.get("batch_size") is not None and int(get("batch_size")) != row["batch_size"]:
+    if batch and row.get("batch_size") is not None and not matching.same(get("batch_size"), row["batch_size"]):
         return False
     mode = _COMPILE_MODES.get(str(row.get("mode")).lower())
     return mode is None or bool(get("compile")) == mode
@@ -202,7 +197,7 @@ def section(results, folder: str = PUBLISHED_DIR) -> str:
         return ""
     train = p[(p.bench == "train") & p.throughput.notna()]
     # published figures are of GPUs: no file is read for points whose device has no family
-    train = train[[devices.device_key(d).family is not None for d in train.device]]
+    train = train[[matching.device_key(d).family is not None for d in train.device]]
     if not len(train):
         return ""
     lines, published = [], []
