@@ -40,7 +40,7 @@ import sys
 import yaml
 from tabulate import tabulate
 
-from analysis import load, matching, published
+from analysis import load, matching, published, tables
 from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
 from analysis.terminal import say
@@ -156,7 +156,7 @@ def figures(results) -> list:
     rows = m.to_dict("records")
     for r in rows:
         r["kind"] = "point"
-        r["peak_memory_gib"] = r["peak_memory_bytes"] / 2**30 if r["peak_memory_bytes"] else None
+        r["peak_memory_gib"] = tables.gib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else None
     return rows + _search_rows(results)
 
 
@@ -172,7 +172,7 @@ def _matches(row: dict, config: dict) -> bool:
             have = row.get(key[len("model."):])
         else:
             have = row.get(CONFIG_KEYS[key])
-        if have is None or (isinstance(have, float) and math.isnan(have)) or not matching.same(have, want):
+        if tables.missing(have) or not matching.same(have, want):
             return False
     return True
 
@@ -226,7 +226,7 @@ def verdicts_of(e: dict, row: dict) -> list:
     value = row.get(METRICS[e["metric"]][0])
     if row["status"] == "unsupported":
         return [(e, None, None, "UNSUPPORTED")]
-    if row["status"] not in ("ok", "partial") or value is None or value != value:
+    if row["status"] not in ("ok", "partial") or tables.missing(value):
         return [(e, None, None, f"FAIL ({row['status']})")]
     ref = e["value"]
     delta = (value - ref) / ref if ref else (0.0 if value == ref else math.inf)
@@ -305,7 +305,7 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
                     config[f"model.{k}"] = v if isinstance(v, str) else int(v)
             metric = DEFAULT_METRIC.get(r["model"], "throughput")
         value = r.get(METRICS[metric][0])
-        if value is None or value != value:
+        if tables.missing(value):
             continue
         key = json.dumps(config, sort_keys=True, default=str) + metric
         if key in seen:

@@ -67,11 +67,10 @@ def pipeline_rates(results, points: pd.DataFrame) -> dict:
 
 
 def _figure(row, value) -> str:
+    """A point's samples/s per device: "-" without the point, its status where it failed."""
     if row is None:
         return "-"
-    if row.status in tables.LABELS:
-        return tables.label(row.status)
-    return "n/a" if value is None or value != value else f"{value:.1f}"
+    return tables.label(row.status) if row.status in tables.LABELS else tables.number(value, ".1f")
 
 
 def section(results) -> str:
@@ -115,10 +114,9 @@ def verdict(files, syn, pipe) -> str:
     f = files.per_device if files.status in ("ok", "partial") else None
     s = syn.per_device if syn is not None and syn.status in ("ok", "partial") else None
     p = pipe.per_device if pipe is not None and pipe.status in ("ok", "partial") else None
-    if f is None or s is None or p is None or f != f or s != s or p != p:
+    if any(tables.missing(v) for v in (f, s, p)):
         return "n/a: needs " + " and ".join(
-            n for n, v in (("files", f), ("synthetic", s), ("pipeline alone", p))
-            if v is None or v != v)
+            n for n, v in (("files", f), ("synthetic", s), ("pipeline alone", p)) if tables.missing(v))
     bound = f >= (1 - INPUT_BOUND) * p and f <= (1 - INPUT_BOUND) * s
     return f"{'input-bound' if bound else 'not input-bound'} ({f / s:.0%} of synthetic)"
 

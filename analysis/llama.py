@@ -19,10 +19,6 @@ from analysis import published, published_layouts, tables
 MODEL = "llama3"
 
 
-def _number(v, fmt, empty="n/a") -> str:
-    return empty if v is None or v != v else format(v, fmt)
-
-
 def point_layout(manifest: dict, device=None) -> dict:
     """The point as analysis/published_layouts.py's `matches` reads it (its module says)."""
     lay, model = manifest.get("parallel") or {}, manifest.get("model") or {}
@@ -56,17 +52,16 @@ def _ours(r, manifest) -> list:
     per_device = r.tokens_per_s / r.devices if ok and r.tokens_per_s else None
     batches = f"{lay.get('micro_batch_size', r.batch_size)} / {lay.get('accumulation', 1)} / {r.global_batch_size}"
     latency = r.latency_ms if ok else None   # one iteration of the global batch (analysis/metrics.py)
-    memory = r.peak_memory_bytes / 2**30 if ok and r.peak_memory_bytes == r.peak_memory_bytes \
-        and r.peak_memory_bytes is not None else None
+    memory = tables.gib(r.peak_memory_bytes) if ok and not tables.missing(r.peak_memory_bytes) else None
     status = "" if r.status == "ok" else f" ({tables.label(r.status)})"
     return [r.point + status, f"{model.get('size', '?')}, seq {model.get('seq_len', '?')}",
             layout_label(lay), f"{r.nodes}x{r.gpus_per_node}", batches,
             r.precision + (f" {r.amp_dtype}" if r.precision == "amp" and r.amp_dtype else "")
             + (", recompute" if model.get("recompute") else ""),
-            _number(latency, ",.1f"), _number(memory, ".2f"),
-            _number(r.tokens_per_s if ok else None, ",.0f"), _number(per_device, ",.0f"),
-            _number(r.tflops_per_device if ok else None, ".4g"),
-            _number(r.mfu if ok else None, ".1%")]
+            tables.number(latency, ",.1f"), tables.number(memory, ".2f"),
+            tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
+            tables.number(r.tflops_per_device if ok else None, ".4g"),
+            tables.number(r.mfu if ok else None, ".1%")]
 
 
 def _published(row: dict) -> list:
@@ -80,8 +75,8 @@ def _published(row: dict) -> list:
             f"{row.get('micro_batch_size') or row.get('local_batch_size') or '-'} / "
             f"{row.get('accumulation') or '-'} / {row.get('global_batch_size') or '-'}",
             row["precision"] + (f" {row['amp_dtype']}" if row.get("amp_dtype") else ""),
-            _number(step * 1e3 if step else None, ",.0f", "-"), _number(memory, ".1f", "-"),
-            _number(per_gpu, ",.0f", "-") + mark, _number(row.get("mfu_percent"), ".2f", "-")
+            tables.number(step * 1e3 if step else None, ",.0f", "-"), tables.number(memory, ".1f", "-"),
+            tables.number(per_gpu, ",.0f", "-") + mark, tables.number(row.get("mfu_percent"), ".2f", "-")
             + ("%" if row.get("mfu_percent") else ""), row.get("date") or "undated"]
 
 

@@ -25,7 +25,6 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from analysis import plot_style as style
 from analysis import tables
-from analysis.comm import human_bytes
 from analysis.figures import amp_ratios
 from analysis.plot_data import MAX_BOXES, Plot
 from analysis.plot_data import numeric as _num
@@ -246,7 +245,7 @@ def busbw_figures(data):
                                 alpha=0.12)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: human_bytes(x) if x >= 1 else ""))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tables.human_bytes(x) if x >= 1 else ""))
         ax.tick_params(axis="x", labelrotation=45)
         ax.set(xlabel="message size", title=f"{nodes} node{'s' if nodes > 1 else ''}")
         ax.legend()

@@ -36,7 +36,7 @@ import pandas as pd
 import yaml
 from tabulate import tabulate
 
-from analysis import flops, matching
+from analysis import flops, matching, tables
 from contract import values
 
 PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
@@ -140,8 +140,7 @@ def matches(point, row: dict, batch: bool = True) -> bool:
     precision, devices, batch_size, compile, status, throughput) is the row's setting; with
     batch=False, whatever batch the row names."""
     get = point.get if isinstance(point, dict) else lambda k, d=None: getattr(point, k, d)
-    tp = get("throughput")
-    if get("status") not in ("ok", "partial") or tp is None or tp != tp:
+    if get("status") not in ("ok", "partial") or tables.missing(get("throughput")):
         return False
     if get("model_size") not in (None, "full") and get("model_size") == get("model_size"):
         return False

@@ -30,7 +30,7 @@ def _ms(seconds) -> str:
 
 
 def _steps(row) -> str:
-    if row.step_p50 is None or row.step_p50 != row.step_p50:
+    if tables.missing(row.step_p50):
         return "n/a"
     return " / ".join(_ms(getattr(row, f"step_p{q}")) for q in method.PERCENTILES)
 
@@ -154,7 +154,7 @@ def _main_tables(model: str, pts: pd.DataFrame, limits: dict) -> str:
     parts += flops_sections(pts)
     if pts.peak_device_bytes.notna().any():
         parts.append("### Peak device memory per rank (GiB)\n"
-                     + table(pts.assign(mem=pts.peak_device_bytes / 2**30), "mem", ".2f"))
+                     + table(pts.assign(mem=tables.gib(pts.peak_device_bytes)), "mem", ".2f"))
     if (pts.status == "partial").any():
         parts.append("`*` some repeats of this point did not finish ok; see the failures.")
     return "\n\n".join(parts)

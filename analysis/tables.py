@@ -2,6 +2,8 @@
 compile, columns = nodes x devices per node, cells = one figure of each point, formatted.
 Points that failed or have not run show their status (LABELS), never a blank; a partial
 point's figure carries `*`, and a flagged figure its marks (analysis/method.py, MARKS).
+And what every section formats with: a figure or "n/a" (`number`, `missing`), bytes in
+GiB (`gib`) or in words (`human_bytes`).
 
 A leaf of the analysis: it imports no other analysis module, so the report and its
 special sections (analysis/report.py, analysis/special.py) both build on it.
@@ -29,7 +31,34 @@ def layout_columns(points: pd.DataFrame) -> list:
 
 
 def missing(value) -> bool:
+    """Whether a figure is not there: None or NaN."""
     return value is None or (not isinstance(value, str) and pd.isna(value))
+
+
+def number(value, spec: str, empty: str = "n/a") -> str:
+    """A figure formatted by `spec`, or `empty` where there is none (None or NaN)."""
+    return empty if missing(value) else format(value, spec)
+
+
+GIB = 1 << 30
+
+
+def gib(n_bytes):
+    """Bytes (a number or a column) in GiB."""
+    return n_bytes / GIB
+
+
+def human_bytes(n) -> str:
+    """1048576 -> "1 MiB"; a size that is no whole number of its unit gets a "~"."""
+    n = int(n)
+    if n <= 0:
+        return f"{n} B"
+    for unit, size in (("GiB", GIB), ("MiB", GIB >> 10), ("KiB", GIB >> 20)):
+        if n % size == 0:
+            return f"{n // size} {unit}"
+        if n >= size * 0.99:  # 1048572 (1 MiB in whole chunks of 3 ranks) reads "~1 MiB"
+            return f"~{n / size:.3g} {unit}"
+    return f"{n} B"
 
 
 def cell(row, column: str, fmt, marks: str = None) -> str:
@@ -75,7 +104,7 @@ def one_table(points: pd.DataFrame) -> list:
     is unknown), `status`, `error` (why it has no figure, or its first bad repeat's),
     `partial` and `marks` (its flags, the speedup's B included), by configuration and
     device count."""
-    pts = points.assign(memory=points.peak_device_bytes / 2**30)
+    pts = points.assign(memory=gib(points.peak_device_bytes))
     order = sorted(pts.itertuples(), key=lambda r: (
         str(r.framework), str(r.precision), int(r.batch_size), mode_of(r), int(r.devices),
         int(r.nodes), str(r.sweep)))
