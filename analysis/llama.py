@@ -88,15 +88,13 @@ PUBLISHED_HEADERS = ["source", "case", "implementation", "device", "nodes x gpus
                      "tokens/s per GPU", "MFU", "date"]
 
 
-def section(m: pd.DataFrame, results, rows=None) -> str:
+def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     """The Llama 3 section of the metrics `m` (analysis/metrics.py) of llama3 points; `rows`:
-    the published layouts (default: analysis/published/'s, read here)."""
-    notes = []
+    the published layouts (default: analysis/published/'s, read here), `error`: why they
+    could not be read (published.rows_or_error)."""
     if rows is None:
-        try:
-            rows = published_layouts.rows()
-        except published.PublishedError as exc:
-            rows, notes = [], [f"- published layouts skipped: {exc}"]
+        rows, error = published.rows_or_error(published_layouts.rows)
+    notes = [f"- published layouts skipped: {error}"] if error else []
     rows = [r for r in rows if str(r.get("model", "")).startswith("llama3")]   # not DLPerf's GPT
     ours, beside = [], []
     peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()}) if "peak_tflops" in m else []

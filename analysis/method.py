@@ -27,6 +27,7 @@ docs/method.md), tested against hand-computed figures (tests/unit/test_method.py
 - Speedup is a point's median throughput over the 1-device point of the same
   configuration; scaling efficiency is speedup over the number of devices.
 """
+import collections
 import math
 import statistics
 
@@ -177,14 +178,8 @@ def straggler_host(windows, hosts, limit: float = STRAGGLER_LIMIT):
 def most_named(hosts):
     """(the host named most often, how often) among the repeats' straggler hosts (None: not
     named); the first named wins a tie; (None, 0) when none is named."""
-    counts = {}
-    for h in hosts:
-        if isinstance(h, str):
-            counts[h] = counts.get(h, 0) + 1
-    if not counts:
-        return None, 0
-    best = max(counts.values())
-    return next((h, n) for h, n in counts.items() if n == best)
+    counts = collections.Counter(h for h in hosts if isinstance(h, str))
+    return counts.most_common(1)[0] if counts else (None, 0)   # ties: the first counted
 
 
 def median_of(values):

@@ -120,6 +120,15 @@ def read_source(path) -> dict:
             "unit": data.get("unit", "samples/s"), "nodes_of": data.get("nodes_of"), "rows": out}
 
 
+def rows_or_error(read) -> tuple:
+    """(read(), None), or ([], the PublishedError) when a published file is bad: a report
+    section says so and goes on without the published figures."""
+    try:
+        return read(), None
+    except PublishedError as exc:
+        return [], exc
+
+
 def path_of(name: str, folder: str = PUBLISHED_DIR) -> str:
     path = os.path.join(folder, f"{name}.yaml")
     if "/" in name or not os.path.isfile(path):

@@ -17,7 +17,7 @@ read (the points' settings: Results.manifests; the searches: Results.searches).
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import published, published_layouts, tables
+from analysis import llama, published, published_layouts, tables
 from analysis.metrics import metrics
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
@@ -101,7 +101,7 @@ GPT_HEADERS = ["case", "hidden x layers", "dp x tp x pp", "micro", "accum", "glo
                "bubble ideal / measured", "framework", "precision", "status"]
 
 
-def gpt_section(m: pd.DataFrame, published_rows=None) -> str:
+def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
     """DLPerf's GPT table, one row per point: the layout, the batch sizes, latency per
     iteration, memory per rank, samples/s and tokens/s, TFLOP/s per device (Megatron's
     formula, with the recompute term when model.recompute is on), percent of peak, aggregate
@@ -135,7 +135,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None) -> str:
             "PFLOP/s: all devices; bubble: the pipeline's idle fraction, ideal (pp-1)/(v m + pp-1) / "
             "measured (1 - a stage's forward and backward of its micro-batches alone / the iteration)\n\n"
             + tabulate(rows, headers=GPT_HEADERS, tablefmt="github", disable_numparse=True))
-    beside = gpt_published_section(m, published_rows)
+    beside = gpt_published_section(m, published_rows, error)
     return text + ("\n\n" + beside if beside else "")
 
 
@@ -149,13 +149,14 @@ def _match_keys(r) -> dict:
     return {k: (int(v) if isinstance(v, float) and v == int(v) else v) for k, v in keys.items() if not tables.missing(v)}
 
 
-def gpt_published_section(m: pd.DataFrame, published_rows=None) -> str:
-    """Each point beside the published cases of its layout and shape, with ours / theirs."""
+def gpt_published_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
+    """Each point beside the published cases of its layout and shape, with ours / theirs;
+    `published_rows`: the published layouts (default: read here), `error`: why they could
+    not be read (published.rows_or_error)."""
     if published_rows is None:
-        try:
-            published_rows = published_layouts.rows()
-        except published.PublishedError as exc:
-            return f"- published GPT figures skipped: {exc}"
+        published_rows, error = published.rows_or_error(published_layouts.rows)
+    if error:
+        return f"- published GPT figures skipped: {error}"
     gpt_rows, rows = [p for p in published_rows if p.get("model") == "gpt"], []
     for r in m.itertuples():
         if tables.missing(r.dp):
@@ -225,17 +226,17 @@ def render_special(results) -> str:
     m = metrics(results.with_points(special))
     parts = []
     if len(m) and (m.model == "wide_deep").any():
-        try:
-            wdl = published.wide_deep_rows()
-        except published.PublishedError as exc:
-            wdl = ()
-            parts.append(f"- published W&D figures skipped: {exc}")
+        wdl, error = published.rows_or_error(published.wide_deep_rows)
+        if error:
+            parts.append(f"- published W&D figures skipped: {error}")
         parts.append(wide_deep_section(m[m.model == "wide_deep"], wdl))
+    layouts, error = [], None   # read once for the GPT and the Llama 3 sections
+    if len(m) and m.model.isin(("gpt", "llama3")).any():
+        layouts, error = published.rows_or_error(published_layouts.rows)
     if len(m) and (m.model == "gpt").any():
-        parts.append(gpt_section(m[m.model == "gpt"]))
+        parts.append(gpt_section(m[m.model == "gpt"], layouts, error))
     if len(m) and (m.model == "llama3").any():   # a section of its own: analysis/llama.py
-        from analysis import llama
-        parts.append(llama.section(m[m.model == "llama3"], results))
+        parts.append(llama.section(m[m.model == "llama3"], results, layouts, error))
     if searches or (len(m) and (m.model == "insightface").any()):
         parts.append(insightface_section(m if len(m) else pd.DataFrame(columns=["model", "search"]),
                                          searches))
