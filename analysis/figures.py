@@ -26,13 +26,13 @@ def repeat_figures(ranks: dict, cols: dict):
     for r in sorted(ranks):
         c = cols[r]
         measure = c["phase"] == MEASURE
-        timings.append(method.window_timing(c["samples"][measure], ranks[r]["window"]))
+        timings.append(method.rank_timing(c["samples"][measure], ranks[r]["window"]))
         steps = c["end"][measure] - c["start"][measure]
         a, b = method.halves(steps)
         first, second = first + a, second + b
         timed.append(steps)
     windows = [w for _, w in timings]
-    return ({"throughput": method.throughput([s for s, _ in timings], windows),
+    return ({"throughput": method.repeat_throughput(timings),
              "samples": sum(s for s, _ in timings), "window_s": max(windows),
              "straggler": method.straggler_ratio(windows),
              "straggler_host": method.straggler_host(windows, hosts),

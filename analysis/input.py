@@ -5,9 +5,10 @@ side, in samples/s per device; and the pipeline alone by worker count.
 Training from files is called input-bound when it is within INPUT_BOUND (10%) of the
 pipeline alone and clearly below synthetic (at most 1 - INPUT_BOUND of it): the pipeline,
 not the model, sets its pace. A point's data settings come from its point.json
-(Results.manifests); a bench=input point's rate from its timed steps (analysis.load
-computes throughput for training only), by the method's rule: all ranks' samples over
-the longest rank's timed span, the median over ok repeats.
+(Results.manifests); a bench=input point's rate from its ranks' timed steps and windows
+(analysis.load computes throughput for training only) by the method's rule
+(method.repeat_throughput, a training repeat's too): all ranks' timed samples over the
+longest rank's timed window, the median over ok repeats.
 """
 import pandas as pd
 from tabulate import tabulate
@@ -50,20 +51,26 @@ def training_points(results) -> pd.DataFrame:
 
 
 def pipeline_rates(results, points: pd.DataFrame) -> dict:
-    """point -> the pipeline alone's median samples/s over its ok repeats."""
+    """point -> the pipeline alone's median samples/s over its ok repeats (a repeat with a
+    rank that recorded no timed window has no figure)."""
+    wanted, runs = set(points.point), results.runs
+    ok = {(p, r) for p, r, s in zip(runs.point, runs.repeat, runs.status) if s == "ok"}
+    windows = {(e["point"], e["repeat"], e["rank"]): e["window"] for e in results.environments
+               if e["point"] in wanted}
     steps = results.steps
-    ok = results.runs[results.runs.status == "ok"][["point", "repeat"]]
-    steps = steps[(steps.phase == "measure") & steps.point.isin(points.point)]
-    steps = steps.merge(ok, on=["point", "repeat"])
-    rates = {}
-    for point, s in steps.groupby("point"):
-        per_repeat = []
-        for _, r in s.groupby("repeat"):
-            ranks = r.groupby("rank").agg(samples=("samples", "sum"), start=("start", "min"),
-                                          end=("end", "max"))
-            per_repeat.append(method.throughput(list(ranks.samples), list(ranks.end - ranks.start)))
-        rates[point] = float(pd.Series(per_repeat).median())
-    return rates
+    steps = steps[(steps.phase == "measure") & steps.point.isin(wanted)]
+    repeats = {}
+    for (point, repeat, rank), samples in steps.groupby(["point", "repeat", "rank"],
+                                                        observed=True).samples:
+        if (point, repeat) in ok:
+            window = windows.get((point, repeat, rank))
+            repeats.setdefault((point, repeat), []).append(
+                None if window is None else method.rank_timing(samples.to_numpy(), window))
+    per_point = {}
+    for (point, _), timings in repeats.items():
+        if None not in timings:
+            per_point.setdefault(point, []).append(method.repeat_throughput(timings))
+    return {p: method.median_of(per_point[p]) for p in points.point if p in per_point}
 
 
 def _figure(row, value) -> str:

@@ -1,10 +1,12 @@
 """The measuring method's arithmetic, written once (docs/contract.md, "The method";
 docs/method.md), tested against hand-computed figures (tests/unit/test_method.py).
 
-- Throughput of one repeat: the global samples of its timed steps divided by
-  the longest rank's timed window. Never a mean of per-step rates: that mean
-  weights a fast step as much as a slow one and overstates throughput whenever
-  step times vary.
+- Throughput of one repeat (`repeat_throughput`, of each rank's `rank_timing`): the
+  global samples of its timed steps divided by the longest rank's timed window (the
+  record's `window`). Never a mean of per-step rates: that mean weights a fast step as
+  much as a slow one and overstates throughput whenever step times vary. A training
+  repeat's (analysis/figures.py) and the input pipeline's (analysis/input_pipeline.py)
+  both come from here.
 - A point's figure is the median over its ok repeats, with min, max and the
   coefficient of variation as its spread.
 - The median's 95% confidence interval is distribution-free: the order statistics
@@ -58,15 +60,9 @@ def throughput(samples_per_rank, window_s_per_rank) -> float:
     return sum(samples) / longest
 
 
-def rank_timing(record: dict):
-    """(timed samples, timed window in s) of one rank record."""
-    return window_timing([s["samples"] for s in record["steps"] if s["phase"] == "measure"],
-                         record["window"])
-
-
-def window_timing(timed_samples, window: dict):
-    """(timed samples, timed window in s) from the samples of a rank's timed steps (a list,
-    or a numpy array: the analysis reads steps column-wise) and its window."""
+def rank_timing(timed_samples, window: dict):
+    """(timed samples, timed window in s) of one rank: the samples of its timed steps (a
+    list, or a numpy array: the analysis reads steps column-wise) and its record's window."""
     if hasattr(timed_samples, "sum"):
         samples = timed_samples.sum().item()
     else:
@@ -74,8 +70,10 @@ def window_timing(timed_samples, window: dict):
     return samples, window["end"] - window["start"]
 
 
-def repeat_throughput(rank_records) -> float:
-    timings = [rank_timing(r) for r in rank_records]
+def repeat_throughput(timings) -> float:
+    """Samples per second of one repeat from each rank's (timed samples, timed window in s)
+    (`rank_timing`): its global samples over its longest rank's window."""
+    timings = list(timings)
     return throughput([s for s, _ in timings], [w for _, w in timings])
 
 
