@@ -76,10 +76,6 @@ def load_comm(path) -> pd.DataFrame:
     return comm_table(load(path))
 
 
-def _layout(nodes, gpn) -> str:
-    return f"{nodes}x{gpn}"
-
-
 def _op_table(rows: pd.DataFrame) -> str:
     """One op of one point as nccl-tests prints it: out-of-place, then in-place, columns."""
     places = [p for p in (False, True) if (rows.inplace == p).any()]
@@ -110,15 +106,15 @@ def avg_busbw(rows: pd.DataFrame) -> float:
 
 
 def render_comm(df: pd.DataFrame) -> str:
-    """Markdown: a summary of average bus bandwidth, then a table per collective and layout."""
+    """Markdown: a summary of average bus bandwidth, then a table per collective and allocation."""
     if not len(df):
         return ""
     parts = ["## Collective communication (nccl-tests method, GB/s = 1e9 bytes/s)"]
     data = df[df.op.notna()]
     if len(data):
-        layouts = (data[["nodes", "gpus_per_node", "ranks"]].drop_duplicates()
-                   .sort_values(["ranks", "nodes"]))
-        cols = [_layout(n, g) for n, g in zip(layouts.nodes, layouts.gpus_per_node)]
+        allocations = (data[["nodes", "gpus_per_node", "ranks"]].drop_duplicates()
+                       .sort_values(["ranks", "nodes"]))
+        cols = [tables.allocation(n, g) for n, g in zip(allocations.nodes, allocations.gpus_per_node)]
         grid = {}
         for (fw, dtype, op, nodes, gpn), g in data.groupby(
                 ["framework", "dtype", "op", "nodes", "gpus_per_node"], sort=False):
@@ -126,7 +122,7 @@ def render_comm(df: pd.DataFrame) -> str:
             cell = f"{sum(per_point) / len(per_point):.3f}"
             if (g.status != "ok").any():
                 cell += "!"
-            grid.setdefault((fw, dtype, op), {})[_layout(nodes, gpn)] = cell
+            grid.setdefault((fw, dtype, op), {})[tables.allocation(nodes, gpn)] = cell
         body = [[fw, dtype, op] + [cells.get(c, "-") for c in cols]
                 for (fw, dtype, op), cells in sorted(grid.items(), key=lambda kv: (
                     kv[0][0], kv[0][1], _OP_ORDER.get(kv[0][2], 99)))]

@@ -186,7 +186,7 @@ def _describe(config: dict) -> str:
     if "batch_size" in c:
         words.append(f"bs{c.pop('batch_size')}")
     if "nodes" in c and "gpus_per_node" in c:
-        words.append(f"{c.pop('nodes')}x{c.pop('gpus_per_node')}")
+        words.append(tables.allocation(c.pop("nodes"), c.pop("gpus_per_node")))
     if "compile" in c:
         words += ["compile"] if c.pop("compile") else []
     if "devices" in c:

@@ -55,7 +55,7 @@ def _ours(r, manifest) -> list:
     memory = tables.gib(r.peak_memory_bytes) if ok and not tables.missing(r.peak_memory_bytes) else None
     status = "" if r.status == "ok" else f" ({tables.label(r.status)})"
     return [r.point + status, f"{model.get('size', '?')}, seq {model.get('seq_len', '?')}",
-            layout_label(lay), f"{r.nodes}x{r.gpus_per_node}", batches,
+            layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node), batches,
             r.precision + (f" {r.amp_dtype}" if r.precision == "amp" and r.amp_dtype else "")
             + (", recompute" if model.get("recompute") else ""),
             tables.number(latency, ",.1f"), tables.number(memory, ".2f"),
@@ -71,7 +71,7 @@ def _published(row: dict) -> list:
     step = row.get("step_time_s")
     memory = row.get("memory_gib") or (row["memory_mib"] / 1024 if row.get("memory_mib") else None)
     return [row["file"], row["case"], row.get("implementation") or row["impl"], row["device"],
-            f"{row['nodes']}x{row['gpus_per_node']}",
+            tables.allocation(row["nodes"], row["gpus_per_node"]),
             f"{row.get('micro_batch_size') or row.get('local_batch_size') or '-'} / "
             f"{row.get('accumulation') or '-'} / {row.get('global_batch_size') or '-'}",
             row["precision"] + (f" {row['amp_dtype']}" if row.get("amp_dtype") else ""),

@@ -220,7 +220,7 @@ def section(results, folder: str = PUBLISHED_DIR) -> str:
     body = []
     for pt, row, ratio in found:
         body.append([pt.model, pt.framework, pt.precision + (" compile" if pt.compile else ""),
-                     str(pt.batch_size), f"{pt.nodes}x{pt.gpus_per_node}", str(pt.device),
+                     str(pt.batch_size), tables.allocation(pt.nodes, pt.gpus_per_node), str(pt.device),
                      f"{pt.throughput:.1f}" + ("*" if pt.status == "partial" else ""),
                      f"{row['throughput']:.1f}" + (" (derived)" if row["derived"] else "")
                      + (f" (bs {row['batch_size']})" if row.get("other_batch") else ""),

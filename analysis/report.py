@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from analysis import comm, environment, health, method, published, special, summary, tables, traces
-from analysis import input as input_section  # data=files and bench=input (docs/data.md)
+from analysis import (comm, environment, health, input_pipeline, method, published, special, summary,
+                      tables, traces)
 from analysis.figures import amp_ratios
 from analysis.tables import table
 from contract import paths
@@ -179,7 +179,7 @@ def _comm(results, comm_table) -> str:
 # A new section (node health, a special model) is one line here: the terminal and
 # report.html both show it, in this place.
 AFTER_TABLES = (("special", False, special.render_special),
-                ("input", False, input_section.section),
+                ("input", False, input_pipeline.section),   # data=files, bench=input (docs/data.md)
                 ("published", False, published.section))
 AFTER_DETAILS = (("traces", True, traces.section),
                  ("environment", True, environment.environment_block),
@@ -194,7 +194,7 @@ def sections(results, comm_table=None) -> list:
     are left out. `comm_table`: analysis.comm.comm_table(results), when there is one."""
     s = summary.summary(results)
     out = [Section("summary", summary.text(s), data=s)]
-    models = list(input_section.training_points(results).groupby("model", sort=True))
+    models = list(input_pipeline.training_points(results).groupby("model", sort=True))
     limits = limits_of(results)
     out += [Section(f"model:{m}", _main_tables(m, pts, limits), data=pts) for m, pts in models]
     out += [Section(key, make(results), fold) for key, fold, make in AFTER_TABLES]

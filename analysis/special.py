@@ -41,7 +41,7 @@ def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
         for r in pts.itertuples():
             # a spec from before model.embedding ran replicated
             key = (r.framework, getattr(r, "embedding", None) or "replicated", r.precision,
-                   r.batch_size, f"{r.nodes}x{r.gpus_per_node}")
+                   r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
             if r.status in ("ok", "partial") and r.latency_ms is not None:
                 mem = (f", {tables.gib(r.peak_memory_bytes):.2f} GiB"
                        if r.peak_memory_bytes is not None else "")
@@ -189,7 +189,7 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
             note = "" if s.get("done") else " (running or cut short)"
             if s.get("stopped"):
                 note = f" (stopped at {s['stopped']})"
-            rows.append([s["model"], s["framework"], s["precision"], f"{s['nodes']}x{s['gpus_per_node']}",
+            rows.append([s["model"], s["framework"], s["precision"], tables.allocation(s["nodes"], s["gpus_per_node"]),
                          s["batch_size"], s["key"],
                          "none" if s["largest_ok"] is None else s["largest_ok"],
                          s["smallest_oom"] if s["smallest_oom"] is not None else "-",
@@ -203,7 +203,7 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
         classes = sorted(int(v) for v in plain.num_classes.dropna().unique())
         grid = {}
         for r in plain.itertuples():
-            key = (r.framework, r.precision, r.batch_size, f"{r.nodes}x{r.gpus_per_node}")
+            key = (r.framework, r.precision, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
             cell = (f"{r.throughput:.1f}" + ("*" if r.status == "partial" else "")
                     if r.status in ("ok", "partial") else tables.label(r.status))
             grid.setdefault(key, {})[int(r.num_classes)] = cell

@@ -43,7 +43,7 @@ def _method(manifests) -> list:
 
 def summary(results) -> dict:
     """sweeps, launchers, method, frameworks (name -> versions), devices, hosts, models,
-    precisions, layouts, counts (status -> points), not_ok [(point, status, reason)],
+    precisions, allocations ("NxG"), counts (status -> points), not_ok [(point, status, reason)],
     unreadable (bad point.json files: points left out of every table), figures (points
     with a throughput), flagged (of those, the ones with a flag) and marks (mark -> points)."""
     p, runs = results.points, results.runs
@@ -56,8 +56,7 @@ def summary(results) -> dict:
     frameworks = {fw: sorted(versions.get(fw, ())) for fw in _names(p.framework)}
     models = [f"{m} ({', '.join(_names(p[p.model == m].model_size)) or 'full'})"
               for m in _names(p.model)]
-    layouts = (p[["nodes", "gpus_per_node", "devices"]].drop_duplicates()
-               .sort_values(["devices", "nodes"]) if len(p) else p)
+    allocations = tables.allocation_columns(p) if len(p) else []
     counts = p.status.value_counts().to_dict() if len(p) else {}
     not_ok = [(r.point, str(r.status), _reason(r)) for r in p.itertuples() if r.status != "ok"]
     marks = [m for m in p.marks if isinstance(m, str)] if "marks" in p else []
@@ -70,7 +69,7 @@ def summary(results) -> dict:
             "devices": _names(runs["device"]) if "device" in runs else [],
             "hosts": len({e["host"] for e in results.environments}),
             "models": models, "precisions": _names(p.precision),
-            "layouts": [f"{n}x{g}" for n, g in zip(layouts.nodes, layouts.gpus_per_node)],
+            "allocations": allocations,
             "counts": {str(k): int(v) for k, v in counts.items()},
             "not_ok": not_ok,
             "unreadable": [c for c in results.corrupt if c.get("repeat") is None
@@ -114,7 +113,7 @@ def facts(s: dict) -> list:
     hosts = f" ({s['hosts']} host{'s' if s['hosts'] != 1 else ''})" if s["hosts"] else ""
     out.append(("devices", (", ".join(s["devices"]) or "unknown") + hosts))
     out.append(("ran", "; ".join(x for x in (", ".join(s["models"]), ", ".join(s["precisions"]),
-                                             ", ".join(s["layouts"])) if x)))
+                                             ", ".join(s["allocations"])) if x)))
     return out
 
 

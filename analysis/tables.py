@@ -23,11 +23,17 @@ def label(status) -> str:
     return LABELS.get(status, status)
 
 
-def layout_columns(points: pd.DataFrame) -> list:
-    """The grid's columns, "NxG", by devices then nodes."""
+def allocation(nodes, gpus_per_node) -> str:
+    """A point's allocation as the tables name it: "NxG", nodes x devices per node (the
+    parallel layout inside it is contract/parallel.py's)."""
+    return f"{nodes}x{gpus_per_node}"
+
+
+def allocation_columns(points: pd.DataFrame) -> list:
+    """The grid's columns, one per allocation ("NxG"), by devices then nodes."""
     cols = (points[["nodes", "gpus_per_node", "devices"]].drop_duplicates()
             .sort_values(["devices", "nodes"]))
-    return [f"{n}x{g}" for n, g in zip(cols.nodes, cols.gpus_per_node)]
+    return [allocation(n, g) for n, g in zip(cols.nodes, cols.gpus_per_node)]
 
 
 def missing(value) -> bool:
@@ -124,7 +130,7 @@ def one_table(points: pd.DataFrame) -> list:
                 cells[key] = fmt(r) if callable(fmt) else format(value, fmt)
         marks = "".join(m if isinstance(m, str) else "" for m in (r.marks, r.speedup_marks))
         rows.append({"labels": [str(r.framework), str(r.precision), str(r.batch_size), mode_of(r),
-                                f"{r.nodes}x{r.gpus_per_node}"],
+                                allocation(r.nodes, r.gpus_per_node)],
                      "cells": cells, "status": str(r.status),
                      "error": r.error if isinstance(r.error, str) else None,
                      "partial": r.status == "partial",
@@ -134,11 +140,11 @@ def one_table(points: pd.DataFrame) -> list:
 
 def table(points: pd.DataFrame, column: str, fmt, marks: str = None) -> str:
     """One model's points as a grid of `column`, formatted with `fmt` (see `cell`)."""
-    columns = layout_columns(points)
+    columns = allocation_columns(points)
     grid = {}
     for row in points.itertuples():
         key = tuple(getattr(row, k) for k in ROW_KEY[:3]) + (mode_of(row),)
-        grid.setdefault(key, {})[f"{row.nodes}x{row.gpus_per_node}"] = cell(row, column, fmt, marks)
+        grid.setdefault(key, {})[allocation(row.nodes, row.gpus_per_node)] = cell(row, column, fmt, marks)
     rows = []
     for key in sorted(grid, key=lambda k: tuple(str(x) for x in k)):
         fw, prec, bs, comp = key

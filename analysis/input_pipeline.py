@@ -99,7 +99,7 @@ def section(results) -> str:
         syn = synthetic.get(tuple(getattr(r, k) for k in KEY))
         pipe = alone.get(tuple(getattr(r, k) for k in PIPELINE_KEY))
         rows.append([r.framework, r.model, r.precision, r.batch_size, r.mode,
-                     f"{r.nodes}x{r.gpus_per_node}", r.workers, _figure(syn, syn and syn.per_device),
+                     tables.allocation(r.nodes, r.gpus_per_node), r.workers, _figure(syn, syn and syn.per_device),
                      _figure(r, r.per_device), _figure(pipe, pipe and pipe.per_device),
                      verdict(r, syn, pipe)])
     parts = []
@@ -135,7 +135,7 @@ def workers_table(inputs: pd.DataFrame) -> str:
     counts = sorted(inputs.workers.unique(), key=lambda w: (w == "auto", int(w) if w != "auto" else 0))
     grid = {}
     for r in inputs.itertuples():
-        key = (r.framework, r.model, r.batch_size, f"{r.nodes}x{r.gpus_per_node}")
+        key = (r.framework, r.model, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
         grid.setdefault(key, {})[r.workers] = _figure(r, r.per_device)
     rows = [[*k, *(grid[k].get(w, "-") for w in counts)] for k in sorted(grid, key=str)]
     return ("### The pipeline alone (bench=input: samples/s per rank, by loader workers)\n"
