@@ -99,7 +99,8 @@ def section(results) -> str:
         syn = synthetic.get(tuple(getattr(r, k) for k in KEY))
         pipe = alone.get(tuple(getattr(r, k) for k in PIPELINE_KEY))
         rows.append([r.framework, r.model, r.precision, r.batch_size, r.mode,
-                     tables.allocation(r.nodes, r.gpus_per_node), r.workers, _figure(syn, syn and syn.per_device),
+                     tables.allocation(r.nodes, r.gpus_per_node), r.workers,
+                     _figure(syn, syn and syn.per_device),
                      _figure(r, r.per_device), _figure(pipe, pipe and pipe.per_device),
                      verdict(r, syn, pipe)])
     parts = []

@@ -63,7 +63,8 @@ def train_points(results) -> pd.DataFrame:
     if not len(train):
         return train
     return train.assign(mode=[tables.mode_of(r) for r in train.itertuples()],
-                        allocation=[tables.allocation(n, g) for n, g in zip(train.nodes, train.gpus_per_node)])
+                        allocation=[tables.allocation(n, g)
+                                    for n, g in zip(train.nodes, train.gpus_per_node)])
 
 
 def _by_rank_then_time(rank, ms, host):

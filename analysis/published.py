@@ -157,7 +157,8 @@ def matches(point, row: dict, batch: bool = True) -> bool:
         return False
     if not all(matching.same(get(k), row[k]) for k in ("framework", "model", "precision", "devices")):
         return False
-    if batch and row.get("batch_size") is not None and not matching.same(get("batch_size"), row["batch_size"]):
+    if batch and row.get("batch_size") is not None \
+            and not matching.same(get("batch_size"), row["batch_size"]):
         return False
     mode = _COMPILE_MODES.get(str(row.get("mode")).lower())
     return mode is None or bool(get("compile")) == mode

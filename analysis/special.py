@@ -11,8 +11,9 @@
   with every size tried and its outcome.
 
 The per-point figures these sections show are analysis/metrics.py's `metrics(results)`,
-which the regression gate (analysis/compare.py) reads too. Everything here is a function of what analysis.load
-read (the points' settings: Results.manifests; the searches: Results.searches).
+which the regression gate (analysis/compare.py) reads too. Everything here is a function
+of what analysis.load read (the points' settings: Results.manifests; the searches:
+Results.searches).
 """
 import pandas as pd
 from tabulate import tabulate
@@ -146,7 +147,11 @@ def _match_keys(r) -> dict:
             "micro_batch_size": r.micro_batch_size, "global_batch_size": r.global_batch_size,
             "hidden": r.hidden, "heads": r.heads, "layers": r.layers, "seq_len": r.seq_len,
             "precision": r.precision, "model": r.model, "recompute": bool(r.recompute), "fsdp": bool(r.fsdp)}
-    return {k: (int(v) if isinstance(v, float) and v == int(v) else v) for k, v in keys.items() if not tables.missing(v)}
+    return {k: (int(v) if isinstance(v, float) and v == int(v) else v) for k, v in keys.items()
+            if not tables.missing(v)}
+
+
+PUBLISHED_FIGURES = ("latency_ms", "memory_mib", "samples_per_s", "tflops_per_gpu", "peak_percent")
 
 
 def gpt_published_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
@@ -166,9 +171,7 @@ def gpt_published_section(m: pd.DataFrame, published_rows=None, error=None) -> s
             ratio = (f"{ours / pub['samples_per_s']:.2f}"
                      if not tables.missing(ours) and pub.get("samples_per_s") else "-")
             rows.append([r.point, pub["case"], pub.get("implementation") or pub["impl"], pub["device"],
-                         *(tables.number(pub.get(k), "g", "-") for k in ("latency_ms", "memory_mib",
-                                                                          "samples_per_s", "tflops_per_gpu",
-                                                                          "peak_percent")), ratio])
+                         *(tables.number(pub.get(k), "g", "-") for k in PUBLISHED_FIGURES), ratio])
     if not rows:
         return ""
     return ("### Published beside it: the same layout and shape\n"
@@ -189,7 +192,8 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
             note = "" if s.get("done") else " (running or cut short)"
             if s.get("stopped"):
                 note = f" (stopped at {s['stopped']})"
-            rows.append([s["model"], s["framework"], s["precision"], tables.allocation(s["nodes"], s["gpus_per_node"]),
+            rows.append([s["model"], s["framework"], s["precision"],
+                         tables.allocation(s["nodes"], s["gpus_per_node"]),
                          s["batch_size"], s["key"],
                          "none" if s["largest_ok"] is None else s["largest_ok"],
                          s["smallest_oom"] if s["smallest_oom"] is not None else "-",
