@@ -12,6 +12,7 @@ first) still gets one row, with op empty, so that it is never silently dropped.
 import pandas as pd
 from tabulate import tabulate
 
+from analysis import tables
 from contract import busbw
 
 COLUMNS = ["sweep", "point", "framework", "device", "backend", "nodes", "gpus_per_node", "ranks",
@@ -75,27 +76,6 @@ def load_comm(path) -> pd.DataFrame:
     return comm_table(load(path))
 
 
-def human_bytes(n) -> str:
-    """1048576 -> "1 MiB"; a size that is no whole number of its unit gets a "~"."""
-    n = int(n)
-    if n <= 0:
-        return f"{n} B"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n % size == 0:
-            return f"{n // size} {unit}"
-        if n >= size * 0.99:  # 1048572 (1 MiB in whole chunks of 3 ranks) reads "~1 MiB"
-            return f"~{n / size:.3g} {unit}"
-    return f"{n} B"
-
-
-def _layout(nodes, gpn) -> str:
-    return f"{nodes}x{gpn}"
-
-
-def _fmt(x, spec) -> str:
-    return "n/a" if x is None or pd.isna(x) else format(x, spec)
-
-
 def _op_table(rows: pd.DataFrame) -> str:
     """One op of one point as nccl-tests prints it: out-of-place, then in-place, columns."""
     places = [p for p in (False, True) if (rows.inplace == p).any()]
@@ -105,16 +85,17 @@ def _op_table(rows: pd.DataFrame) -> str:
         headers += [f"{tag} time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw min-max", "#wrong"]
     body = []
     for nbytes, g in rows.groupby("bytes", sort=True):
-        line = [human_bytes(nbytes), str(nbytes), str(g["count"].iloc[0])]
+        line = [tables.human_bytes(nbytes), str(nbytes), str(g["count"].iloc[0])]
         for p in places:
             r = g[g.inplace == p]
             if not len(r):
                 line += ["-"] * 5
                 continue
             r = r.iloc[0]
-            line += [_fmt(r.time_s * 1e6, ".1f"), _fmt(r.algbw_avg, ".3f"), _fmt(r.busbw_avg, ".3f"),
-                     f"{_fmt(r.busbw_min, '.3f')}-{_fmt(r.busbw_max, '.3f')}",
-                     "n/a" if r.wrong is None or pd.isna(r.wrong) else str(int(r.wrong))]
+            line += [tables.number(r.time_s * 1e6, ".1f"), tables.number(r.algbw_avg, ".3f"),
+                     tables.number(r.busbw_avg, ".3f"),
+                     f"{tables.number(r.busbw_min, '.3f')}-{tables.number(r.busbw_max, '.3f')}",
+                     "n/a" if tables.missing(r.wrong) else str(int(r.wrong))]
         body.append(line)
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
 
@@ -125,15 +106,15 @@ def avg_busbw(rows: pd.DataFrame) -> float:
 
 
 def render_comm(df: pd.DataFrame) -> str:
-    """Markdown: a summary of average bus bandwidth, then a table per collective and layout."""
+    """Markdown: a summary of average bus bandwidth, then a table per collective and allocation."""
     if not len(df):
         return ""
     parts = ["## Collective communication (nccl-tests method, GB/s = 1e9 bytes/s)"]
     data = df[df.op.notna()]
     if len(data):
-        layouts = (data[["nodes", "gpus_per_node", "ranks"]].drop_duplicates()
-                   .sort_values(["ranks", "nodes"]))
-        cols = [_layout(n, g) for n, g in zip(layouts.nodes, layouts.gpus_per_node)]
+        allocations = (data[["nodes", "gpus_per_node", "ranks"]].drop_duplicates()
+                       .sort_values(["ranks", "nodes"]))
+        cols = [tables.allocation(n, g) for n, g in zip(allocations.nodes, allocations.gpus_per_node)]
         grid = {}
         for (fw, dtype, op, nodes, gpn), g in data.groupby(
                 ["framework", "dtype", "op", "nodes", "gpus_per_node"], sort=False):
@@ -141,7 +122,7 @@ def render_comm(df: pd.DataFrame) -> str:
             cell = f"{sum(per_point) / len(per_point):.3f}"
             if (g.status != "ok").any():
                 cell += "!"
-            grid.setdefault((fw, dtype, op), {})[_layout(nodes, gpn)] = cell
+            grid.setdefault((fw, dtype, op), {})[tables.allocation(nodes, gpn)] = cell
         body = [[fw, dtype, op] + [cells.get(c, "-") for c in cols]
                 for (fw, dtype, op), cells in sorted(grid.items(), key=lambda kv: (
                     kv[0][0], kv[0][1], _OP_ORDER.get(kv[0][2], 99)))]
@@ -152,7 +133,7 @@ def render_comm(df: pd.DataFrame) -> str:
         for (op, nodes, ranks, point), rows in data.groupby(["op", "nodes", "ranks", "point"], sort=False):
             r0 = rows.iloc[0]
             where = ", ".join(str(x) for x in (r0["framework"], r0["backend"], r0["device"], r0["dtype"])
-                              if x is not None and not pd.isna(x))
+                              if not tables.missing(x))
             title = (f"### {op}: {nodes} node(s) x {r0.gpus_per_node} = {ranks} ranks ({where}; "
                      f"{r0.iters} iterations, {r0.repeats} repeat(s)) [{point}]")
             if r0.status != "ok":

@@ -28,7 +28,7 @@ point did not finish ok, fails too. Exit 0: all pass; 1: one fails; 2: bad input
 `--reference published:NAME` takes the entries from analysis/published/NAME.yaml
 (analysis/published.py): one throughput entry per published row (and per 1-device row a
 stated speedup implies), keyed by the row's device (the same device by
-analysis/devices.py's rule), framework, model (full size), precision, device count
+analysis/matching.py's rule), framework, model (full size), precision, device count
 (`devices`) and batch per device where the row names one. A published row that no point
 of the run matches is NOT RUN, which is not a failure; when no row matches at all the
 comparison is bad input (exit 2). `--tolerance` replaces every entry's tolerance.
@@ -40,11 +40,11 @@ import sys
 import yaml
 from tabulate import tabulate
 
-from analysis import devices, load, published
+from analysis import load, matching, published, tables
 from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
 from analysis.terminal import say
-from contract import paths
+from contract import paths, values
 
 SCHEMA = paths.REFERENCE_SCHEMA
 # metric -> (column of analysis.metrics.metrics, unit, lower is better)
@@ -64,7 +64,7 @@ MODEL_KEY = {"wide_deep": ("deep_vocab_size", "embedding"), "gpt": ("seq_len",),
 CONFIG_KEYS = {"framework": "framework", "model": "model", "size": "model_size",
                "precision": "precision", "amp_dtype": "amp_dtype", "batch_size": "batch_size",
                "nodes": "nodes", "gpus_per_node": "gpus_per_node", "compile": "compile",
-               "devices": "devices", "device": "device"}   # device: analysis/devices.py's rule
+               "devices": "devices", "device": "device"}   # device: analysis/matching.py's rule
 
 
 def _bad(path, why):
@@ -96,7 +96,7 @@ def read_reference(path, system=None, tolerance=None) -> tuple:
             data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
         except (ValueError, yaml.YAMLError) as exc:
             raise _bad(path, str(exc).splitlines()[0]) from None
-    if tolerance is not None and (isinstance(tolerance, bool) or not 0 <= tolerance < 1):
+    if tolerance is not None and not (values.is_number(tolerance) and 0 <= tolerance < 1):
         raise RecordError(f"--tolerance must be a fraction in [0, 1), got {tolerance}")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise _bad(path, f"not a {SCHEMA} file")
@@ -121,7 +121,7 @@ def read_reference(path, system=None, tolerance=None) -> tuple:
             raise _bad(path, f"entry {n}: unknown config key(s) {', '.join(unknown)}")
         for key in ("value", "tolerance"):
             v = e.get(key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            if not values.is_number(v) or v < 0:
                 raise _bad(path, f"entry {n}: {key} must be a number >= 0, got {v!r}")
         e.setdefault("lower_is_better", METRICS[e["metric"]][2])
         e.setdefault("unit", METRICS[e["metric"]][1])
@@ -156,7 +156,7 @@ def figures(results) -> list:
     rows = m.to_dict("records")
     for r in rows:
         r["kind"] = "point"
-        r["peak_memory_gib"] = r["peak_memory_bytes"] / 2**30 if r["peak_memory_bytes"] else None
+        r["peak_memory_gib"] = tables.gib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else None
     return rows + _search_rows(results)
 
 
@@ -165,24 +165,16 @@ def _matches(row: dict, config: dict) -> bool:
         if key == "search":
             have = row.get("search")
         elif key == "device":
-            if not devices.same_device(row.get("device"), want):
+            if not matching.same_device(row.get("device"), want):
                 return False
             continue
         elif key.startswith("model."):
             have = row.get(key[len("model."):])
         else:
             have = row.get(CONFIG_KEYS[key])
-        if have is None or (isinstance(have, float) and math.isnan(have)) or not _same(have, want):
+        if tables.missing(have) or not matching.same(have, want):
             return False
     return True
-
-
-def _same(have, want) -> bool:
-    """Equal as numbers where both are (1000.0 from a table is 1000), else as text."""
-    if hasattr(have, "item"):
-        have = have.item()
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (have, want))
-    return have == want if numbers else str(have).lower() == str(want).lower()
 
 
 def _describe(config: dict) -> str:
@@ -194,7 +186,7 @@ def _describe(config: dict) -> str:
     if "batch_size" in c:
         words.append(f"bs{c.pop('batch_size')}")
     if "nodes" in c and "gpus_per_node" in c:
-        words.append(f"{c.pop('nodes')}x{c.pop('gpus_per_node')}")
+        words.append(tables.allocation(c.pop("nodes"), c.pop("gpus_per_node")))
     if "compile" in c:
         words += ["compile"] if c.pop("compile") else []
     if "devices" in c:
@@ -234,7 +226,7 @@ def verdicts_of(e: dict, row: dict) -> list:
     value = row.get(METRICS[e["metric"]][0])
     if row["status"] == "unsupported":
         return [(e, None, None, "UNSUPPORTED")]
-    if row["status"] not in ("ok", "partial") or value is None or value != value:
+    if row["status"] not in ("ok", "partial") or tables.missing(value):
         return [(e, None, None, f"FAIL ({row['status']})")]
     ref = e["value"]
     delta = (value - ref) / ref if ref else (0.0 if value == ref else math.inf)
@@ -313,7 +305,7 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
                     config[f"model.{k}"] = v if isinstance(v, str) else int(v)
             metric = DEFAULT_METRIC.get(r["model"], "throughput")
         value = r.get(METRICS[metric][0])
-        if value is None or value != value:
+        if tables.missing(value):
             continue
         key = json.dumps(config, sort_keys=True, default=str) + metric
         if key in seen:

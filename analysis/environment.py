@@ -9,7 +9,8 @@ read it (Results.environments; this module reads no file).
 """
 import re
 
-GIB = 2**30
+from analysis import tables
+
 VERSIONS = (("nvidia_driver", "driver"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("nccl", "NCCL"))
 
 
@@ -76,7 +77,7 @@ def system_of(rec) -> dict:
     return {"device": (f"{device} x {count}" if count else device) if device else "unknown device",
             "versions": ", ".join(f"{label} {env[k]}" for k, label in VERSIONS if env.get(k)),
             "cpu": f"{env.get('cpu') or 'unknown CPU'} ({env.get('cpu_count') or '?'} cores"
-                   + (f", {env['memory_bytes'] / GIB:.0f} GiB)" if env.get("memory_bytes") else ")"),
+                   + (f", {tables.gib(env['memory_bytes']):.0f} GiB)" if env.get("memory_bytes") else ")"),
             "topology": topology_summary(env.get("gpu_topology")),
             "infiniband": infiniband_summary(env)}
 

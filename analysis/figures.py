@@ -26,13 +26,13 @@ def repeat_figures(ranks: dict, cols: dict):
     for r in sorted(ranks):
         c = cols[r]
         measure = c["phase"] == MEASURE
-        timings.append(method.window_timing(c["samples"][measure], ranks[r]["window"]))
+        timings.append(method.rank_timing(c["samples"][measure], ranks[r]["window"]))
         steps = c["end"][measure] - c["start"][measure]
         a, b = method.halves(steps)
         first, second = first + a, second + b
         timed.append(steps)
     windows = [w for _, w in timings]
-    return ({"throughput": method.throughput([s for s, _ in timings], windows),
+    return ({"throughput": method.repeat_throughput(timings),
              "samples": sum(s for s, _ in timings), "window_s": max(windows),
              "straggler": method.straggler_ratio(windows),
              "straggler_host": method.straggler_host(windows, hosts),
@@ -89,19 +89,19 @@ def add_speedup(points: pd.DataFrame) -> pd.DataFrame:
     flags = points["marks"] if "marks" in points else pd.Series([None] * len(points), dtype=object)
     base, base_flagged = {}, {}
     for o, cfg, devices, tp, f in zip(own, same, points.devices, points.throughput, flags):
-        if devices == 1 and not _nan(tp):
+        if devices == 1 and not tables.missing(tp):
             for k in (o, cfg):
                 base.setdefault(k, []).append(tp)
                 base_flagged[k] = base_flagged.get(k, False) or bool(isinstance(f, str) and f)
     base = {k: method.summarize(v)["median"] for k, v in base.items()}
     config = [o if o in base else cfg for o, cfg in zip(own, same)]
     points = points.copy()
-    points["speedup"] = [None if _nan(tp) else method.speedup(tp, base.get(cfg))
+    points["speedup"] = [None if tables.missing(tp) else method.speedup(tp, base.get(cfg))
                          for cfg, tp in zip(config, points.throughput)]
     points["efficiency"] = [method.efficiency(s, d) for s, d in zip(points.speedup, points.devices)]
-    points["flag_baseline"] = [bool(not _nan(s) and d != 1 and base_flagged.get(cfg))
+    points["flag_baseline"] = [bool(not tables.missing(s) and d != 1 and base_flagged.get(cfg))
                                for cfg, s, d in zip(config, points.speedup, points.devices)]
-    points["speedup_marks"] = [None if _nan(s) else
+    points["speedup_marks"] = [None if tables.missing(s) else
                                method.speedup_flags(f if isinstance(f, str) else "", b)
                                for s, f, b in zip(points.speedup, flags, points.flag_baseline)]
     return points
@@ -119,7 +119,7 @@ def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
         if per_sample is None:
             rows.append((None, None, None, None, None, None))
             continue
-        achieved = None if _nan(p.throughput) else flops.achieved_tflops_per_device(
+        achieved = None if tables.missing(p.throughput) else flops.achieved_tflops_per_device(
             p.throughput, per_sample, p.devices)
         device = p.device if isinstance(p.device, str) else None
         peak = flops.peak(device, p.precision, p.amp_dtype, config.get("peak_tflops"))
@@ -145,7 +145,3 @@ def amp_ratios(points: pd.DataFrame):
     return pd.DataFrame([{**dict(zip(key, k)), "precision": "amp/fp32", "status": "ok",
                           "ratio": amp[k] / fp32[k] if fp32[k] and amp[k] == amp[k] else None}
                          for k in both])
-
-
-def _nan(x) -> bool:
-    return x is None or (isinstance(x, float) and x != x)

@@ -63,7 +63,7 @@ wide) + 2h (RMSNorms), a final RMSNorm h, the embedding V h and an untied output
 figures for 8B at 8192: docs/flops.md.
 
 Peaks: analysis/peaks.yaml (dense datasheet figures, each with its source), keyed by the
-device's normalised name (analysis/devices.py) and the dtype the math ran in
+device's normalised name (analysis/matching.py) and the dtype the math ran in
 (`math_dtype`): AMP against its bf16 or fp16 peak; fp32 against the TF32 peak on devices
 that have TF32 (Ampere and newer, where every framework here runs fp32 matrix maths as
 TF32 by default: PyTorch's session sets it), else against the fp32 peak.
@@ -73,8 +73,8 @@ import os
 
 import yaml
 
-from analysis import devices
-from contract import paths
+from analysis import matching
+from contract import paths, values
 
 PEAKS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peaks.yaml")
 DEFAULT_MAX_PREDICTIONS = 20   # masked positions per sequence at seq 128 (conf/model/bert_base.yaml)
@@ -159,14 +159,6 @@ def gpt_flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=Fal
     return (4 if recompute else 3) * forward_layers + 3 * logits
 
 
-def megatron_formula(batch, seq_len, layers, hidden, vocab, recompute=False) -> float:
-    """The paper's factored form, for checking the count above."""
-    B, s, l, h, V = batch, seq_len, layers, hidden, vocab
-    if recompute:
-        return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
-    return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
-
-
 def _gpt(model):
     """One sequence; with activation recomputation (`model.recompute`) the paper's extra
     forward pass of the layers counts too, as Narayanan et al. count it."""
@@ -236,15 +228,15 @@ def peaks(path: str = PEAKS_FILE) -> tuple:
             raise ValueError(f"{path}: entry {n}: form {e['form']!r}")
         for d in DTYPES:
             v = e.get(d)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+            if v is not None and not (values.is_number(v) and v > 0):
                 raise ValueError(f"{path}: entry {n}: {d} must be a positive number, got {v!r}")
         out.append(dict(e, family=str(e["family"]).upper()))
     return tuple(out)
 
 
 def peak_entry(device):
-    """The peaks.yaml entry of a device name, or None (analysis/devices.py's rule)."""
-    key = devices.device_key(device)
+    """The peaks.yaml entry of a device name, or None (analysis/matching.py's rule)."""
+    key = matching.device_key(device)
     if key.family is None:
         return None
     mine = [e for e in peaks() if e["family"] == key.family]

@@ -14,6 +14,7 @@ import datetime
 import pandas as pd
 from tabulate import tabulate
 
+from analysis import tables
 from analysis.results import CONFIG_COLUMNS
 
 KEY = [c for c in CONFIG_COLUMNS if c != "bench"]
@@ -69,11 +70,11 @@ def render(table: pd.DataFrame) -> str:
     for key, g in table.groupby(KEY, dropna=False, sort=False):
         cfg = dict(zip(KEY, key))
         title = (f"{cfg['framework']} {cfg['model']} ({cfg['model_size']}) {cfg['precision']} "
-                 f"{cfg['nodes']}x{cfg['gpus_per_node']} bs{cfg['batch_size']}"
+                 f"{tables.allocation(cfg['nodes'], cfg['gpus_per_node'])} bs{cfg['batch_size']}"
                  + (" compile" if cfg["compile"] is True else ""))
         rows = [[r.date, r.sweep, (r.suite_commit or "")[:12], r.framework_version, r.device,
                  f"{r.throughput:.1f} ({r.tp_min:.1f}..{r.tp_max:.1f})",
-                 "" if pd.isna(r.change) else f"{r.change:+.1%}" + (" !" if r.beyond_spread else "")]
+                 "" if tables.missing(r.change) else f"{r.change:+.1%}" + (" !" if r.beyond_spread else "")]
                 for r in g.itertuples()]
         parts.append(f"## {title}\n" + tabulate(
             rows, headers=["date", "sweep", "commit", "framework", "device", "throughput (min..max)",

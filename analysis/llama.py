@@ -19,10 +19,6 @@ from analysis import published, published_layouts, tables
 MODEL = "llama3"
 
 
-def _number(v, fmt, empty="n/a") -> str:
-    return empty if v is None or v != v else format(v, fmt)
-
-
 def point_layout(manifest: dict, device=None) -> dict:
     """The point as analysis/published_layouts.py's `matches` reads it (its module says)."""
     lay, model = manifest.get("parallel") or {}, manifest.get("model") or {}
@@ -56,17 +52,16 @@ def _ours(r, manifest) -> list:
     per_device = r.tokens_per_s / r.devices if ok and r.tokens_per_s else None
     batches = f"{lay.get('micro_batch_size', r.batch_size)} / {lay.get('accumulation', 1)} / {r.global_batch_size}"
     latency = r.latency_ms if ok else None   # one iteration of the global batch (analysis/metrics.py)
-    memory = r.peak_memory_bytes / 2**30 if ok and r.peak_memory_bytes == r.peak_memory_bytes \
-        and r.peak_memory_bytes is not None else None
+    memory = tables.gib(r.peak_memory_bytes) if ok and not tables.missing(r.peak_memory_bytes) else None
     status = "" if r.status == "ok" else f" ({tables.label(r.status)})"
     return [r.point + status, f"{model.get('size', '?')}, seq {model.get('seq_len', '?')}",
-            layout_label(lay), f"{r.nodes}x{r.gpus_per_node}", batches,
+            layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node), batches,
             r.precision + (f" {r.amp_dtype}" if r.precision == "amp" and r.amp_dtype else "")
             + (", recompute" if model.get("recompute") else ""),
-            _number(latency, ",.1f"), _number(memory, ".2f"),
-            _number(r.tokens_per_s if ok else None, ",.0f"), _number(per_device, ",.0f"),
-            _number(r.tflops_per_device if ok else None, ".4g"),
-            _number(r.mfu if ok else None, ".1%")]
+            tables.number(latency, ",.1f"), tables.number(memory, ".2f"),
+            tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
+            tables.number(r.tflops_per_device if ok else None, ".4g"),
+            tables.number(r.mfu if ok else None, ".1%")]
 
 
 def _published(row: dict) -> list:
@@ -76,12 +71,12 @@ def _published(row: dict) -> list:
     step = row.get("step_time_s")
     memory = row.get("memory_gib") or (row["memory_mib"] / 1024 if row.get("memory_mib") else None)
     return [row["file"], row["case"], row.get("implementation") or row["impl"], row["device"],
-            f"{row['nodes']}x{row['gpus_per_node']}",
+            tables.allocation(row["nodes"], row["gpus_per_node"]),
             f"{row.get('micro_batch_size') or row.get('local_batch_size') or '-'} / "
             f"{row.get('accumulation') or '-'} / {row.get('global_batch_size') or '-'}",
             row["precision"] + (f" {row['amp_dtype']}" if row.get("amp_dtype") else ""),
-            _number(step * 1e3 if step else None, ",.0f", "-"), _number(memory, ".1f", "-"),
-            _number(per_gpu, ",.0f", "-") + mark, _number(row.get("mfu_percent"), ".2f", "-")
+            tables.number(step * 1e3 if step else None, ",.0f", "-"), tables.number(memory, ".1f", "-"),
+            tables.number(per_gpu, ",.0f", "-") + mark, tables.number(row.get("mfu_percent"), ".2f", "-")
             + ("%" if row.get("mfu_percent") else ""), row.get("date") or "undated"]
 
 
@@ -93,15 +88,13 @@ PUBLISHED_HEADERS = ["source", "case", "implementation", "device", "nodes x gpus
                      "tokens/s per GPU", "MFU", "date"]
 
 
-def section(m: pd.DataFrame, results, rows=None) -> str:
+def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     """The Llama 3 section of the metrics `m` (analysis/metrics.py) of llama3 points; `rows`:
-    the published layouts (default: analysis/published/'s, read here)."""
-    notes = []
+    the published layouts (default: analysis/published/'s, read here), `error`: why they
+    could not be read (published.rows_or_error)."""
     if rows is None:
-        try:
-            rows = published_layouts.rows()
-        except published.PublishedError as exc:
-            rows, notes = [], [f"- published layouts skipped: {exc}"]
+        rows, error = published.rows_or_error(published_layouts.rows)
+    notes = [f"- published layouts skipped: {error}"] if error else []
     rows = [r for r in rows if str(r.get("model", "")).startswith("llama3")]   # not DLPerf's GPT
     ours, beside = [], []
     peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()}) if "peak_tflops" in m else []

@@ -1,10 +1,12 @@
 """The measuring method's arithmetic, written once (docs/contract.md, "The method";
 docs/method.md), tested against hand-computed figures (tests/unit/test_method.py).
 
-- Throughput of one repeat: the global samples of its timed steps divided by
-  the longest rank's timed window. Never a mean of per-step rates: that mean
-  weights a fast step as much as a slow one and overstates throughput whenever
-  step times vary.
+- Throughput of one repeat (`repeat_throughput`, of each rank's `rank_timing`): the
+  global samples of its timed steps divided by the longest rank's timed window (the
+  record's `window`). Never a mean of per-step rates: that mean weights a fast step as
+  much as a slow one and overstates throughput whenever step times vary. A training
+  repeat's (analysis/figures.py) and the input pipeline's (analysis/input_pipeline.py)
+  both come from here.
 - A point's figure is the median over its ok repeats, with min, max and the
   coefficient of variation as its spread.
 - The median's 95% confidence interval is distribution-free: the order statistics
@@ -12,7 +14,7 @@ docs/method.md), tested against hand-computed figures (tests/unit/test_method.py
   P(j <= B <= n-j), B ~ Binomial(n, 1/2), is at least 95% (`median_ci`). It exists
   from 6 repeats on (j = 1: min..max covers 1 - 2^(1-n) = 96.9% at n = 6); with
   fewer no interval reaches 95% and none is given: the report shows the min..max
-  range instead, in parentheses, with its coverage 1 - 2^(1-n) (75% at 3 repeats).
+  range instead, in parentheses (it covers the median only 1 - 2^(1-n): 75% at 3 repeats).
 - Flags (`point_flags`; MARKS): C spread too wide (CV above MAX_CV, 5%), N fewer than
   MIN_OK_REPEATS (3) ok repeats, D drift inside the timed window (the first and second
   halves of the timed steps differ by more than MAX_DRIFT, 5%: warm-up too short, or a
@@ -27,6 +29,7 @@ docs/method.md), tested against hand-computed figures (tests/unit/test_method.py
 - Speedup is a point's median throughput over the 1-device point of the same
   configuration; scaling efficiency is speedup over the number of devices.
 """
+import collections
 import math
 import statistics
 
@@ -57,15 +60,9 @@ def throughput(samples_per_rank, window_s_per_rank) -> float:
     return sum(samples) / longest
 
 
-def rank_timing(record: dict):
-    """(timed samples, timed window in s) of one rank record."""
-    return window_timing([s["samples"] for s in record["steps"] if s["phase"] == "measure"],
-                         record["window"])
-
-
-def window_timing(timed_samples, window: dict):
-    """(timed samples, timed window in s) from the samples of a rank's timed steps (a list,
-    or a numpy array: the analysis reads steps column-wise) and its window."""
+def rank_timing(timed_samples, window: dict):
+    """(timed samples, timed window in s) of one rank: the samples of its timed steps (a
+    list, or a numpy array: the analysis reads steps column-wise) and its record's window."""
     if hasattr(timed_samples, "sum"):
         samples = timed_samples.sum().item()
     else:
@@ -73,8 +70,10 @@ def window_timing(timed_samples, window: dict):
     return samples, window["end"] - window["start"]
 
 
-def repeat_throughput(rank_records) -> float:
-    timings = [rank_timing(r) for r in rank_records]
+def repeat_throughput(timings) -> float:
+    """Samples per second of one repeat from each rank's (timed samples, timed window in s)
+    (`rank_timing`): its global samples over its longest rank's window."""
+    timings = list(timings)
     return throughput([s for s, _ in timings], [w for _, w in timings])
 
 
@@ -108,11 +107,6 @@ def median_ci(values, level: float = CI_LEVEL) -> dict:
         return {"lo": None, "hi": None, "coverage": None, "j": None}
     j, coverage = found
     return {"lo": xs[j - 1], "hi": xs[len(xs) - j], "coverage": coverage, "j": j}
-
-
-def range_coverage(n: int):
-    """How often min..max of n values covers the median: 1 - 2^(1-n) (None for n = 0)."""
-    return 1 - 2.0 ** (1 - n) if n else None
 
 
 def summarize(values) -> dict:
@@ -182,14 +176,8 @@ def straggler_host(windows, hosts, limit: float = STRAGGLER_LIMIT):
 def most_named(hosts):
     """(the host named most often, how often) among the repeats' straggler hosts (None: not
     named); the first named wins a tie; (None, 0) when none is named."""
-    counts = {}
-    for h in hosts:
-        if isinstance(h, str):
-            counts[h] = counts.get(h, 0) + 1
-    if not counts:
-        return None, 0
-    best = max(counts.values())
-    return next((h, n) for h, n in counts.items() if n == best)
+    counts = collections.Counter(h for h in hosts if isinstance(h, str))
+    return counts.most_common(1)[0] if counts else (None, 0)   # ties: the first counted
 
 
 def median_of(values):

@@ -6,7 +6,7 @@ imports no module of the report, so every consumer imports it without a circle.
 """
 import pandas as pd
 
-from analysis import flops
+from analysis import flops, method, tables
 from contract import parallel
 
 MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what tells a special point apart
@@ -15,14 +15,9 @@ LAYOUT_KEYS = ("dp", "tp", "pp", "fsdp", "schedule", "virtual_stages", "sequence
                "micro_batch_size", "accumulation")
 
 
-def _median(values):
-    values = [v for v in values if v is not None and v == v]
-    return float(pd.Series(values).median()) if values else None
-
-
 def _value(p, column):
     v = getattr(p, column, None)
-    return None if v is None or (isinstance(v, float) and v != v) else v
+    return None if tables.missing(v) else v
 
 
 def metrics(results) -> pd.DataFrame:
@@ -50,7 +45,7 @@ def metrics(results) -> pd.DataFrame:
         lay = point.get("parallel") if isinstance(point.get("parallel"), dict) else {}
         grid = parallel.Layout.of(lay) if lay else None
         per_iteration = lay.get("global_batch_size") or p.batch_size * p.devices
-        latency = _median(r.window_s / (r.samples / per_iteration) * 1e3 for r in ok.itertuples()
+        latency = method.median_of(r.window_s / (r.samples / per_iteration) * 1e3 for r in ok.itertuples()
                           if r.samples)
         device_mem = [v for v in ok.get("peak_device_bytes", []) if v == v and v is not None]
         host_mem = [v for v in ok.get("peak_host_bytes", []) if v == v and v is not None]
@@ -73,7 +68,7 @@ def metrics(results) -> pd.DataFrame:
                    ideal_bubble=None, measured_bubble=None)
         if lay.get("pp", 1) > 1:
             row["ideal_bubble"] = parallel.ideal_bubble(grid)
-            row["measured_bubble"] = _median(bubbles.get((str(p.sweep), p.point, r.repeat))
+            row["measured_bubble"] = method.median_of(bubbles.get((str(p.sweep), p.point, r.repeat))
                                              for r in ok.itertuples())
         has_tp = p.throughput is not None and p.throughput == p.throughput
         if hasattr(p, "tflops_per_device"):      # analysis.load's figures

@@ -1,13 +1,13 @@
 """The report's figures, from what analysis.load read (this module reads no file):
 
-- throughput_<model>.png   per framework, precision and layout, whiskers: the median's 95%
+- throughput_<model>.png   per framework, precision and allocation, whiskers: the median's 95%
                            interval where 6+ repeats give one, else min..max of the repeats
 - scaling_<model>.png      speedup against devices, log2 axes with the device counts as ticks,
                            the ideal line, one line per framework and precision; whiskers:
                            min..max of the repeats over the 1-device median
 - rank_steps_<model>.png   step times of each rank of one point (the most ranks; of those the
                            worst straggler ratio): a box per rank, so a straggler shows
-- amp_<model>.png          AMP throughput over FP32, per framework and layout
+- amp_<model>.png          AMP throughput over FP32, per framework and allocation
 - busbw.png                bus bandwidth against message size, log-log, a panel per node
                            count, a line per collective and ranks per node (bench=comm)
 
@@ -25,7 +25,6 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from analysis import plot_style as style
 from analysis import tables
-from analysis.comm import human_bytes
 from analysis.figures import amp_ratios
 from analysis.plot_data import MAX_BOXES, Plot
 from analysis.plot_data import numeric as _num
@@ -42,12 +41,12 @@ def _series(pts: pd.DataFrame):
     for (fw, prec, bs, mode), rows in pts.groupby(["framework", "precision", "batch_size", "mode"]):
         label = " ".join([fw, prec] + ([f"bs{bs}"] if many_bs else [])
                          + ([mode] if many_modes else []))
-        parts = (rows.groupby("sweep", sort=True) if rows.layout.duplicated().any()
+        parts = (rows.groupby("sweep", sort=True) if rows.allocation.duplicated().any()
                  else [(None, rows)])
         for sweep, part in parts:
             shade = shades[(fw, prec)] = shades.get((fw, prec), -1) + 1
             named = f"{label} ({os.path.basename(str(sweep))})" if sweep is not None else label
-            yield named, fw, prec, shade, part.drop_duplicates("layout")  # one figure a layout
+            yield named, fw, prec, shade, part.drop_duplicates("allocation")  # one figure an allocation
 
 
 # ---- throughput ------------------------------------------------------------------------------
@@ -67,12 +66,12 @@ def throughput_figures(data):
     for model, pts in train.groupby("model"):
         if not _num(pts.throughput).notna().any():
             continue
-        columns = tables.layout_columns(pts)
+        columns = tables.allocation_columns(pts)
         series = list(_series(pts))
         width = 0.8 / len(series)
         fig, ax = style.figure()
         for i, (label, fw, prec, shade, rows) in enumerate(series):
-            x = [columns.index(lay) - 0.4 + width * (i + 0.5) for lay in rows.layout]
+            x = [columns.index(a) - 0.4 + width * (i + 0.5) for a in rows.allocation]
             tp, (lo, hi) = _num(rows.throughput), _interval(rows)
             has = tp.notna().to_numpy()
             xs = [v for v, h in zip(x, has) if h]
@@ -192,15 +191,15 @@ def amp_figures(data):
         return "no configuration ran both fp32 and amp with throughputs"
     for model, ratios in found:
         ratios = ratios[_num(ratios.ratio).notna()].assign(
-            layout=lambda r: [f"{n}x{g}" for n, g in zip(r.nodes, r.gpus_per_node)])
-        columns = tables.layout_columns(ratios)
+            allocation=lambda r: [tables.allocation(n, g) for n, g in zip(r.nodes, r.gpus_per_node)])
+        columns = tables.allocation_columns(ratios)
         many = ratios[["batch_size", "mode"]].drop_duplicates().shape[0] > 1
         series = list(ratios.groupby(["framework", "mode", "batch_size"]))
         width, shades = 0.8 / len(series), {}
         fig, ax = style.figure()
         for i, ((fw, mode, bs), rows) in enumerate(series):
             shade = shades[fw] = shades.get(fw, -1) + 1
-            x = [columns.index(lay) - 0.4 + width * (i + 0.5) for lay in rows.layout]
+            x = [columns.index(a) - 0.4 + width * (i + 0.5) for a in rows.allocation]
             bars = ax.bar(x, _num(rows.ratio), width, color=style.framework_colour(fw, shade),
                           label=fw + (f" {mode} bs{bs}" if many else ""))
             if len(series) * len(columns) <= 24:   # room for the figures on the bars
@@ -230,23 +229,23 @@ def busbw_figures(data):
     fig, axes = style.panels(len(node_counts), sharey=True)
     for ax, nodes in zip(axes, node_counts):
         here = data[data.nodes == nodes]
-        layouts = sorted(here.gpus_per_node.unique())
+        per_node = sorted(here.gpus_per_node.unique())
         for op, rows in sorted(here.groupby("op"), key=lambda kv: _op_order(kv[0])):
             place = not (rows.inplace == False).any()  # noqa: E712  out-of-place where it exists
             rows = rows[rows.inplace == place]
             for (gpn, fw, dtype, _), line in rows.groupby(["gpus_per_node", "framework", "dtype",
                                                            "point"]):
                 line = line.sort_values("bytes")
-                label = f"{op} {nodes}x{gpn}" + (f" {fw} {dtype}" if many else "") \
+                label = f"{op} {tables.allocation(nodes, gpn)}" + (f" {fw} {dtype}" if many else "") \
                     + (" (in-place)" if place else "")
                 colour = style.op_colour(op)
                 ax.plot(line.bytes, line.busbw_avg, marker="o", ms=3, color=colour, label=label,
-                        linestyle=style.NODE_LINES[layouts.index(gpn) % len(style.NODE_LINES)])
+                        linestyle=style.NODE_LINES[per_node.index(gpn) % len(style.NODE_LINES)])
                 ax.fill_between(line.bytes, line.busbw_min, line.busbw_max, color=colour,
                                 alpha=0.12)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: human_bytes(x) if x >= 1 else ""))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tables.human_bytes(x) if x >= 1 else ""))
         ax.tick_params(axis="x", labelrotation=45)
         ax.set(xlabel="message size", title=f"{nodes} node{'s' if nodes > 1 else ''}")
         ax.legend()

@@ -12,8 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis import input as input_section  # the main tables' points (docs/data.md)
-from analysis import tables
+from analysis import input_pipeline, tables   # input_pipeline: the main tables' points
 
 # The figures (analysis/plot.py's titles) drawn from `spreads`; the others need the points only.
 FROM_STEPS = ("step time per rank",)
@@ -48,7 +47,7 @@ class RankSpread(NamedTuple):
 
 
 class PlotData(NamedTuple):
-    points: pd.DataFrame  # the training points of the main tables, with mode and layout
+    points: pd.DataFrame  # the training points of the main tables, with mode and allocation
     spreads: list         # a RankSpread per model that has timed steps of an ok repeat
     comm: pd.DataFrame    # analysis.comm.comm_table(results), or None
 
@@ -59,12 +58,13 @@ def numeric(series) -> pd.Series:
 
 def train_points(results) -> pd.DataFrame:
     """The training points the figures draw, those of the report's main tables
-    (analysis/input.py), with their mode and layout ("NxG")."""
-    train = input_section.training_points(results)
+    (analysis/input_pipeline.py), with their mode and allocation ("NxG")."""
+    train = input_pipeline.training_points(results)
     if not len(train):
         return train
     return train.assign(mode=[tables.mode_of(r) for r in train.itertuples()],
-                        layout=[f"{n}x{g}" for n, g in zip(train.nodes, train.gpus_per_node)])
+                        allocation=[tables.allocation(n, g)
+                                    for n, g in zip(train.nodes, train.gpus_per_node)])
 
 
 def _by_rank_then_time(rank, ms, host):

@@ -29,7 +29,7 @@ PRECISION_HATCHES = {"fp32": "", "amp": "///"}
 IDEAL = {"color": "black", "linestyle": ":", "linewidth": 1.2, "label": "ideal (linear)"}
 OP_COLOURS = {"all_reduce": "#1f77b4", "broadcast": "#d62728", "reduce": "#2ca02c",
               "all_gather": "#9467bd", "reduce_scatter": "#ff7f0e", "all_to_all": "#8c564b"}
-NODE_LINES = ("-", "--", "-.", ":")     # ranks-per-node layouts within one node-count panel
+NODE_LINES = ("-", "--", "-.", ":")     # one per ranks-per-node count within one node-count panel
 WHISKER = {"capsize": 3, "elinewidth": 1, "ecolor": "#333333"}
 
 

@@ -12,10 +12,11 @@ throughput / speedup: `rows()` adds it, marked `derived` (with the arithmetic in
 A point matches a row (`matches`) when
 - the point finished (ok or partial) with a throughput, of a full-size model (published
   figures are of the full models: a `tiny` point matches nothing);
-- its device is the row's (analysis/devices.py: same family, and form factor and memory
+- its device is the row's (analysis/matching.py: same family, and form factor and memory
   where both names state them: "NVIDIA A100-SXM4-40GB" matches "A100 40GB");
 - framework, model and precision are the row's, its device count is the row's `devices`,
-  and its batch per device is the row's batch_size where the row names one;
+  and its batch per device is the row's batch_size where the row names one (values by
+  analysis/matching.py's rule, the regression gate's and the layouts' too);
 - a row with `mode: xla` matches compiled points only, `mode: tf.function` uncompiled ones.
 
 The report's section "Published figures beside ours" lists every match with ours /
@@ -29,14 +30,14 @@ iteration and memory per device by vocabulary size): `wide_deep_rows()` reads it
 report's wide_deep section; the throughput readers above leave it out.
 """
 import glob
-import math
 import os
 
 import pandas as pd
 import yaml
 from tabulate import tabulate
 
-from analysis import devices, flops
+from analysis import flops, matching, tables
+from contract import values
 
 PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
 # What a file may say once for all of its rows (a row's own value wins).
@@ -77,8 +78,9 @@ def names(folder: str = PUBLISHED_DIR, figure: str = THROUGHPUT) -> list:
                   for p in glob.glob(os.path.join(folder, "*.yaml")) if _figure(p) == figure)
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+def positive(v) -> bool:
+    """A figure as a published file must give it: a number (contract/values.py) above 0."""
+    return values.is_number(v) and v > 0
 
 
 def read_source(path) -> dict:
@@ -99,15 +101,13 @@ def read_source(path) -> dict:
         for key in ("device", "framework", "model", "precision"):
             if not isinstance(row.get(key), str) or not row[key]:
                 raise PublishedError(f"published file {path}: row {n} has no {key}")
-        if not isinstance(row.get("devices"), int) or isinstance(row["devices"], bool) \
-                or row["devices"] < 1:
+        if not values.is_integer(row.get("devices")) or row["devices"] < 1:
             raise PublishedError(f"published file {path}: row {n}: devices {row.get('devices')!r}")
-        if not _number(row.get("throughput")):
+        if not positive(row.get("throughput")):
             raise PublishedError(f"published file {path}: row {n}: throughput {row.get('throughput')!r}")
-        if row["batch_size"] is not None and (not isinstance(row["batch_size"], int)
-                                              or isinstance(row["batch_size"], bool)):
+        if row["batch_size"] is not None and not values.is_integer(row["batch_size"]):
             raise PublishedError(f"published file {path}: row {n}: batch_size {row['batch_size']!r}")
-        if row.get("speedup") is not None and not _number(row["speedup"]):
+        if row.get("speedup") is not None and not positive(row["speedup"]):
             raise PublishedError(f"published file {path}: row {n}: speedup {row['speedup']!r}")
         out.append(row)
         if row.get("speedup") is not None and row["devices"] > 1:
@@ -118,6 +118,15 @@ def read_source(path) -> dict:
     return {"name": name, "source": data.get("source"), "url": data.get("url"),
             "date": data.get("date"), "data": data.get("data"),
             "unit": data.get("unit", "samples/s"), "nodes_of": data.get("nodes_of"), "rows": out}
+
+
+def rows_or_error(read) -> tuple:
+    """(read(), None), or ([], the PublishedError) when a published file is bad: a report
+    section says so and goes on without the published figures."""
+    try:
+        return read(), None
+    except PublishedError as exc:
+        return [], exc
 
 
 def path_of(name: str, folder: str = PUBLISHED_DIR) -> str:
@@ -135,27 +144,21 @@ def rows(folder: str = PUBLISHED_DIR) -> list:
     return out
 
 
-def _same(a, b) -> bool:
-    return str(a).lower() == str(b).lower()
-
-
 def matches(point, row: dict, batch: bool = True) -> bool:
     """Whether a point (a row of Results.points: needs device, framework, model, model_size,
     precision, devices, batch_size, compile, status, throughput) is the row's setting; with
     batch=False, whatever batch the row names."""
     get = point.get if isinstance(point, dict) else lambda k, d=None: getattr(point, k, d)
-    tp = get("throughput")
-    if get("status") not in ("ok", "partial") or tp is None or tp != tp:
+    if get("status") not in ("ok", "partial") or tables.missing(get("throughput")):
         return False
     if get("model_size") not in (None, "full") and get("model_size") == get("model_size"):
         return False
-    if not devices.same_device(get("device"), row["device"]):
+    if not matching.same_device(get("device"), row["device"]):
         return False
-    if not all(_same(get(k), row[k]) for k in ("framework", "model", "precision")):
+    if not all(matching.same(get(k), row[k]) for k in ("framework", "model", "precision", "devices")):
         return False
-    if int(get("devices")) != row["devices"]:
-        return False
-    if batch and row.get("batch_size") is not None and int(get("batch_size")) != row["batch_size"]:
+    if batch and row.get("batch_size") is not None \
+            and not matching.same(get("batch_size"), row["batch_size"]):
         return False
     mode = _COMPILE_MODES.get(str(row.get("mode")).lower())
     return mode is None or bool(get("compile")) == mode
@@ -203,7 +206,7 @@ def section(results, folder: str = PUBLISHED_DIR) -> str:
         return ""
     train = p[(p.bench == "train") & p.throughput.notna()]
     # published figures are of GPUs: no file is read for points whose device has no family
-    train = train[[devices.device_key(d).family is not None for d in train.device]]
+    train = train[[matching.device_key(d).family is not None for d in train.device]]
     if not len(train):
         return ""
     lines, published = [], []
@@ -218,7 +221,7 @@ def section(results, folder: str = PUBLISHED_DIR) -> str:
     body = []
     for pt, row, ratio in found:
         body.append([pt.model, pt.framework, pt.precision + (" compile" if pt.compile else ""),
-                     str(pt.batch_size), f"{pt.nodes}x{pt.gpus_per_node}", str(pt.device),
+                     str(pt.batch_size), tables.allocation(pt.nodes, pt.gpus_per_node), str(pt.device),
                      f"{pt.throughput:.1f}" + ("*" if pt.status == "partial" else ""),
                      f"{row['throughput']:.1f}" + (" (derived)" if row["derived"] else "")
                      + (f" (bs {row['batch_size']})" if row.get("other_batch") else ""),
@@ -281,12 +284,12 @@ def wide_deep_rows(folder: str = PUBLISHED_DIR) -> list:
             if not isinstance(row.get("framework"), str) or not row["framework"]:
                 raise PublishedError(f"published file {path}: row {n} has no framework")
             vocab = row.get("deep_vocab_size")
-            if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1:
+            if not values.is_integer(vocab) or vocab < 1:
                 raise PublishedError(f"published file {path}: row {n}: deep_vocab_size {vocab!r}")
             if row["status"] not in ("ok", "oom"):
                 raise PublishedError(f"published file {path}: row {n}: status {row['status']!r}")
             for key in ("latency_ms", "memory_mb"):
-                if row["status"] == "ok" and not _number(row[key]):
+                if row["status"] == "ok" and not positive(row[key]):
                     raise PublishedError(f"published file {path}: row {n}: {key} {row[key]!r}")
             out.append(row)
     return out

@@ -20,12 +20,14 @@ A point (a mapping, framework-agnostic: nodes, gpus_per_node, dp, tp, pp, cp, mi
 global_batch_size, hidden, heads, layers, seq_len, precision, and optionally the SETTINGS and
 device; `virtual_stages` for vp, as the suite's Layout names it) matches a row when it states every LAYOUT key the row states, with the same value (cp
 is 1 where the point does not say), and agrees with the row on every SETTINGS key and on the
-device (analysis/devices.py) wherever both state them.
+device (analysis/matching.py) wherever both state them; values match by
+analysis/matching.py's rule, as the regression gate's and the throughput table's do.
 """
 import os
 
-from analysis import devices
-from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, _number, names
+from analysis import matching
+from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, names, positive
+from contract import values
 
 FIGURE = "layouts"
 LAYOUT = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "micro_batch_size",
@@ -46,24 +48,20 @@ CASE_KEYS = FILE_KEYS + ("case", "group", "size", "local_batch_size", "accumulat
 IMPLEMENTATION_KEYS = ("implementation", "software", "url")
 
 
-def _int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
 def _derive(row: dict, where: str) -> dict:
     """The derived fields of a row, and the checks of its arithmetic."""
     derived = []
     if row.get("cp") is None:
         row["cp"], derived = 1, derived + ["cp"]
-    devices_ = row["nodes"] * row["gpus_per_node"]
+    devices = row["nodes"] * row["gpus_per_node"]
     grid = row["tp"] * row["pp"] * row["cp"]
     if row.get("dp") is None:
-        if devices_ % grid:
-            raise PublishedError(f"{where}: {devices_} devices do not split into tp x pp x cp = {grid}")
-        row["dp"], derived = devices_ // grid, derived + ["dp"]
-    if row["dp"] * grid != devices_:
+        if devices % grid:
+            raise PublishedError(f"{where}: {devices} devices do not split into tp x pp x cp = {grid}")
+        row["dp"], derived = devices // grid, derived + ["dp"]
+    if row["dp"] * grid != devices:
         raise PublishedError(f"{where}: dp x tp x pp x cp = {row['dp'] * grid}, not nodes x "
-                             f"gpus_per_node = {devices_}")
+                             f"gpus_per_node = {devices}")
     mbs, gbs = row.get("micro_batch_size"), row.get("global_batch_size")
     if mbs and gbs and row.get("accumulation") is None and gbs % (mbs * row["dp"]) == 0:
         row["accumulation"], derived = gbs // (mbs * row["dp"]), derived + ["accumulation"]
@@ -77,12 +75,12 @@ def _derive(row: dict, where: str) -> dict:
         raise PublishedError(f"{where}: hidden {row['hidden']}, heads {row['heads']} and tp "
                              f"{row['tp']} do not divide (hidden % heads, heads % tp)")
     if row.get("tokens_per_s_total") and row.get("tokens_per_s_per_gpu") is None:
-        row["tokens_per_s_per_gpu"] = row["tokens_per_s_total"] / devices_
+        row["tokens_per_s_per_gpu"] = row["tokens_per_s_total"] / devices
         derived.append("tokens_per_s_per_gpu")
     if row.get("vocab_size") and row.get("vocab_multiple"):
         step = row["vocab_multiple"] * row["tp"]
         row["padded_vocab_size"], derived = -(-row["vocab_size"] // step) * step, derived + ["padded_vocab_size"]
-    row["devices"] = devices_
+    row["devices"] = devices
     row["derived"] = derived
     return row
 
@@ -117,7 +115,7 @@ def read_layouts(path) -> list:
             if not isinstance(figures, dict) or not figures or set(figures) - set(FIGURES):
                 raise PublishedError(f"{where}: {impl}'s figures must be a mapping of "
                                      f"{', '.join(FIGURES)}")
-            bad = [k for k, v in figures.items() if not _number(v)]
+            bad = [k for k, v in figures.items() if not positive(v)]
             if bad or figures.get("peak_percent", 1) > 100 or figures.get("mfu_percent", 1) > 100:
                 raise PublishedError(f"{where}: {impl}'s {', '.join(bad) or 'percentage'} is not a "
                                      "positive number (at most 100 for a percentage)")
@@ -127,7 +125,8 @@ def read_layouts(path) -> list:
                                    "layers", "seq_len", "precision", "device") if row.get(k) is None]
             if missing:
                 raise PublishedError(f"{where}: no {', '.join(missing)}")
-            bad = [k for k in INTS if row.get(k) is not None and not _int(row[k])]
+            bad = [k for k in INTS if row.get(k) is not None
+                   and not (values.is_integer(row[k]) and row[k] > 0)]
             if bad:
                 raise PublishedError(f"{where}: {', '.join(f'{k} {row[k]!r}' for k in bad)} "
                                      "(a positive integer)")
@@ -143,23 +142,19 @@ def rows(folder: str = PUBLISHED_DIR) -> list:
     return out
 
 
-def _same(a, b) -> bool:
-    return str(a).lower() == str(b).lower() if isinstance(a, str) or isinstance(b, str) else a == b
-
-
 def matches(point: dict, row: dict) -> bool:
     """Whether a point's layout is the row's (see the module)."""
     for key in LAYOUT:
         if row.get(key) is None:
             continue
         mine = point.get(key, POINT_DEFAULTS.get(key))
-        if mine is None or not _same(mine, row[key]):
+        if mine is None or not matching.same(mine, row[key]):
             return False
     for key in SETTINGS:
         mine = point.get(key, point.get(POINT_ALIASES.get(key)))
-        if mine is not None and row.get(key) is not None and not _same(mine, row[key]):
+        if mine is not None and row.get(key) is not None and not matching.same(mine, row[key]):
             return False
-    return point.get("device") is None or devices.same_device(point["device"], row["device"])
+    return point.get("device") is None or matching.same_device(point["device"], row["device"])
 
 
 def find(point: dict, published: list = None) -> list:

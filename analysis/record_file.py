@@ -13,7 +13,7 @@ import operator
 
 import numpy as np
 
-from contract import paths
+from contract import paths, values
 
 try:
     from orjson import loads as _loads
@@ -72,7 +72,7 @@ def read_record(path, schema: str) -> dict:
     if obj.get("schema") != schema:
         raise CorruptFile(path, f"not a {schema} record (schema {obj.get('schema')!r})")
     version = obj.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    if not values.is_integer(version) or version < 1:
         raise CorruptFile(path, f"not a {schema} record (version {version!r})")
     if version > paths.SCHEMA_VERSION:
         raise CorruptFile(path, f"{schema} version {version} is newer than this analysis "
@@ -85,7 +85,7 @@ def _field(d: dict, key: str, kind, optional: bool = False):
     value = d[key] if not optional else d.get(key)
     if value is None and optional:
         return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if not (values.is_integer(value) if kind is int else isinstance(value, kind)):
         raise TypeError(f"field {key!r} is {value!r}")
     return value
 

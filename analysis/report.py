@@ -13,10 +13,10 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from analysis import comm, environment, health, method, published, special, summary, tables, traces
-from analysis import input as input_section  # data=files and bench=input (docs/data.md)
+from analysis import (comm, environment, health, input_pipeline, method, published, special, summary,
+                      tables, traces)
 from analysis.figures import amp_ratios
-from analysis.tables import LABELS, ROW_KEY, table  # noqa: F401 (report.LABELS, report.table)
+from analysis.tables import table
 from contract import paths
 
 SECTIONS = (("Throughput (samples/s, median of ok repeats)", "throughput", ".1f", None),
@@ -30,7 +30,7 @@ def _ms(seconds) -> str:
 
 
 def _steps(row) -> str:
-    if row.step_p50 is None or row.step_p50 != row.step_p50:
+    if tables.missing(row.step_p50):
         return "n/a"
     return " / ".join(_ms(getattr(row, f"step_p{q}")) for q in method.PERCENTILES)
 
@@ -154,7 +154,7 @@ def _main_tables(model: str, pts: pd.DataFrame, limits: dict) -> str:
     parts += flops_sections(pts)
     if pts.peak_device_bytes.notna().any():
         parts.append("### Peak device memory per rank (GiB)\n"
-                     + table(pts.assign(mem=pts.peak_device_bytes / 2**30), "mem", ".2f"))
+                     + table(pts.assign(mem=tables.gib(pts.peak_device_bytes)), "mem", ".2f"))
     if (pts.status == "partial").any():
         parts.append("`*` some repeats of this point did not finish ok; see the failures.")
     return "\n\n".join(parts)
@@ -179,7 +179,7 @@ def _comm(results, comm_table) -> str:
 # A new section (node health, a special model) is one line here: the terminal and
 # report.html both show it, in this place.
 AFTER_TABLES = (("special", False, special.render_special),
-                ("input", False, input_section.section),
+                ("input", False, input_pipeline.section),   # data=files, bench=input (docs/data.md)
                 ("published", False, published.section))
 AFTER_DETAILS = (("traces", True, traces.section),
                  ("environment", True, environment.environment_block),
@@ -194,7 +194,7 @@ def sections(results, comm_table=None) -> list:
     are left out. `comm_table`: analysis.comm.comm_table(results), when there is one."""
     s = summary.summary(results)
     out = [Section("summary", summary.text(s), data=s)]
-    models = list(input_section.training_points(results).groupby("model", sort=True))
+    models = list(input_pipeline.training_points(results).groupby("model", sort=True))
     limits = limits_of(results)
     out += [Section(f"model:{m}", _main_tables(m, pts, limits), data=pts) for m, pts in models]
     out += [Section(key, make(results), fold) for key, fold, make in AFTER_TABLES]

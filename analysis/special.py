@@ -11,21 +11,17 @@
   with every size tried and its outcome.
 
 The per-point figures these sections show are analysis/metrics.py's `metrics(results)`,
-which the regression gate (analysis/compare.py) reads too (`special.metrics` is the same
-function, kept under its old name). Everything here is a function of what analysis.load
-read (the points' settings: Results.manifests; the searches: Results.searches).
+which the regression gate (analysis/compare.py) reads too. Everything here is a function
+of what analysis.load read (the points' settings: Results.manifests; the searches:
+Results.searches).
 """
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import published, published_layouts, tables
-from analysis.metrics import MODEL_KEYS, metrics  # noqa: F401 (special.MODEL_KEYS, special.metrics)
+from analysis import llama, published, published_layouts, tables
+from analysis.metrics import metrics
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
-
-
-def _label(status) -> str:
-    return tables.label(status)
 
 
 def _count(n) -> str:
@@ -46,13 +42,13 @@ def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
         for r in pts.itertuples():
             # a spec from before model.embedding ran replicated
             key = (r.framework, getattr(r, "embedding", None) or "replicated", r.precision,
-                   r.batch_size, f"{r.nodes}x{r.gpus_per_node}")
+                   r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
             if r.status in ("ok", "partial") and r.latency_ms is not None:
-                mem = (f", {r.peak_memory_bytes / 2**30:.2f} GiB"
+                mem = (f", {tables.gib(r.peak_memory_bytes):.2f} GiB"
                        if r.peak_memory_bytes is not None else "")
                 cell = f"{r.latency_ms:.2f} ms{mem}" + ("*" if r.status == "partial" else "")
             else:
-                cell = _label(r.status)
+                cell = tables.label(r.status)
             grid.setdefault(key, {})[int(r.deep_vocab_size)] = cell
         rows = [list(k) + [grid[k].get(v, "-") for v in vocabs]
                 for k in sorted(grid, key=lambda k: tuple(str(x) for x in k))]
@@ -90,17 +86,9 @@ def _published_wide_deep(rows: pd.DataFrame) -> str:
                        tablefmt="github", disable_numparse=True))
 
 
-def _num(v) -> bool:
-    return v is not None and v == v
-
-
-def _fmt(v, spec, none="n/a") -> str:
-    return format(v, spec) if _num(v) else none
-
-
 def _layout(r) -> str:
     """'2x4x4' (dp x tp x pp), with FSDP, sequence parallelism and the schedule where set."""
-    if not _num(r.dp):
+    if tables.missing(r.dp):
         return "n/a"
     text = f"{int(r.dp)}x{int(r.tp)}x{int(r.pp)}"
     extra = (["fsdp"] * bool(r.fsdp) + ["sp"] * bool(r.sequence_parallel and r.tp > 1)
@@ -114,7 +102,7 @@ GPT_HEADERS = ["case", "hidden x layers", "dp x tp x pp", "micro", "accum", "glo
                "bubble ideal / measured", "framework", "precision", "status"]
 
 
-def gpt_section(m: pd.DataFrame, published_rows=None) -> str:
+def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
     """DLPerf's GPT table, one row per point: the layout, the batch sizes, latency per
     iteration, memory per rank, samples/s and tokens/s, TFLOP/s per device (Megatron's
     formula, with the recompute term when model.recompute is on), percent of peak, aggregate
@@ -125,17 +113,18 @@ def gpt_section(m: pd.DataFrame, published_rows=None) -> str:
     order = m.assign(_d=m.devices, _c=m.case.fillna("")).sort_values(["_c", "hidden", "_d", "point"])
     for r in order.itertuples():
         ok = r.status in ("ok", "partial")
-        figure = (lambda v, spec: _fmt(v, spec)) if ok else (lambda v, spec: _label(r.status))
-        bubble = (f"{r.ideal_bubble:.0%} / {_fmt(r.measured_bubble, '.0%')}"
-                  if _num(r.ideal_bubble) else "-")
-        memory = r.peak_memory_bytes / 2**30 if _num(r.peak_memory_bytes) else None
+        figure = tables.number if ok else (lambda v, spec: tables.label(r.status))
+        bubble = (f"{r.ideal_bubble:.0%} / {tables.number(r.measured_bubble, '.0%')}"
+                  if not tables.missing(r.ideal_bubble) else "-")
+        memory = None if tables.missing(r.peak_memory_bytes) else tables.gib(r.peak_memory_bytes)
         rows.append([r.case or "-", f"{r.hidden}x{r.layers}" + (" rc" if r.recompute else ""),
-                     _layout(r), _fmt(r.micro_batch_size, "d") if _num(r.micro_batch_size) else r.batch_size,
-                     _fmt(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
+                     _layout(r),
+                     r.batch_size if tables.missing(r.micro_batch_size) else f"{r.micro_batch_size:d}",
+                     tables.number(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
                      figure(memory, ".2f"), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
                      figure(r.tflops_per_device, ".3g"), figure(r.mfu, ".0%"), figure(r.pflops, ".3g"),
                      bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
-                     _label(r.status) + ("*" if r.status == "partial" else "")])
+                     tables.label(r.status) + ("*" if r.status == "partial" else "")])
     text = ("## gpt: throughput and FLOP/s by layout (DLPerf's GPT table)\n"
             "dp x tp x pp: data, tensor and pipeline parallel sizes (fsdp: parameters, gradients and "
             "optimizer states sharded over dp; sp: sequence parallel); micro x dp x accum = global "
@@ -147,7 +136,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None) -> str:
             "PFLOP/s: all devices; bubble: the pipeline's idle fraction, ideal (pp-1)/(v m + pp-1) / "
             "measured (1 - a stage's forward and backward of its micro-batches alone / the iteration)\n\n"
             + tabulate(rows, headers=GPT_HEADERS, tablefmt="github", disable_numparse=True))
-    beside = gpt_published_section(m, published_rows)
+    beside = gpt_published_section(m, published_rows, error)
     return text + ("\n\n" + beside if beside else "")
 
 
@@ -158,27 +147,31 @@ def _match_keys(r) -> dict:
             "micro_batch_size": r.micro_batch_size, "global_batch_size": r.global_batch_size,
             "hidden": r.hidden, "heads": r.heads, "layers": r.layers, "seq_len": r.seq_len,
             "precision": r.precision, "model": r.model, "recompute": bool(r.recompute), "fsdp": bool(r.fsdp)}
-    return {k: (int(v) if isinstance(v, float) and v == int(v) else v) for k, v in keys.items() if _num(v)}
+    return {k: (int(v) if isinstance(v, float) and v == int(v) else v) for k, v in keys.items()
+            if not tables.missing(v)}
 
 
-def gpt_published_section(m: pd.DataFrame, published_rows=None) -> str:
-    """Each point beside the published cases of its layout and shape, with ours / theirs."""
+PUBLISHED_FIGURES = ("latency_ms", "memory_mib", "samples_per_s", "tflops_per_gpu", "peak_percent")
+
+
+def gpt_published_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
+    """Each point beside the published cases of its layout and shape, with ours / theirs;
+    `published_rows`: the published layouts (default: read here), `error`: why they could
+    not be read (published.rows_or_error)."""
     if published_rows is None:
-        try:
-            published_rows = published_layouts.rows()
-        except published.PublishedError as exc:
-            return f"- published GPT figures skipped: {exc}"
+        published_rows, error = published.rows_or_error(published_layouts.rows)
+    if error:
+        return f"- published GPT figures skipped: {error}"
     gpt_rows, rows = [p for p in published_rows if p.get("model") == "gpt"], []
     for r in m.itertuples():
-        if not _num(r.dp):
+        if tables.missing(r.dp):
             continue
         for pub in published_layouts.find(_match_keys(r), gpt_rows):
             ours = r.throughput if r.status in ("ok", "partial") else None
-            ratio = f"{ours / pub['samples_per_s']:.2f}" if _num(ours) and pub.get("samples_per_s") else "-"
+            ratio = (f"{ours / pub['samples_per_s']:.2f}"
+                     if not tables.missing(ours) and pub.get("samples_per_s") else "-")
             rows.append([r.point, pub["case"], pub.get("implementation") or pub["impl"], pub["device"],
-                         _fmt(pub.get("latency_ms"), "g", "-"), _fmt(pub.get("memory_mib"), "g", "-"),
-                         _fmt(pub.get("samples_per_s"), "g", "-"), _fmt(pub.get("tflops_per_gpu"), "g", "-"),
-                         _fmt(pub.get("peak_percent"), "g", "-"), ratio])
+                         *(tables.number(pub.get(k), "g", "-") for k in PUBLISHED_FIGURES), ratio])
     if not rows:
         return ""
     return ("### Published beside it: the same layout and shape\n"
@@ -194,12 +187,13 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
     if searches:
         rows = []
         for s in searches:
-            tries = ", ".join(f"{t['value']} {'ok' if t['outcome'] == 'ok' else _label(t['outcome'])}"
+            tries = ", ".join(f"{t['value']} {'ok' if t['outcome'] == 'ok' else tables.label(t['outcome'])}"
                               for t in s["tries"])
             note = "" if s.get("done") else " (running or cut short)"
             if s.get("stopped"):
                 note = f" (stopped at {s['stopped']})"
-            rows.append([s["model"], s["framework"], s["precision"], f"{s['nodes']}x{s['gpus_per_node']}",
+            rows.append([s["model"], s["framework"], s["precision"],
+                         tables.allocation(s["nodes"], s["gpus_per_node"]),
                          s["batch_size"], s["key"],
                          "none" if s["largest_ok"] is None else s["largest_ok"],
                          s["smallest_oom"] if s["smallest_oom"] is not None else "-",
@@ -213,9 +207,9 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
         classes = sorted(int(v) for v in plain.num_classes.dropna().unique())
         grid = {}
         for r in plain.itertuples():
-            key = (r.framework, r.precision, r.batch_size, f"{r.nodes}x{r.gpus_per_node}")
+            key = (r.framework, r.precision, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
             cell = (f"{r.throughput:.1f}" + ("*" if r.status == "partial" else "")
-                    if r.status in ("ok", "partial") else _label(r.status))
+                    if r.status in ("ok", "partial") else tables.label(r.status))
             grid.setdefault(key, {})[int(r.num_classes)] = cell
         rows = [list(k) + [grid[k].get(c, "-") for c in classes]
                 for k in sorted(grid, key=lambda k: tuple(str(x) for x in k))]
@@ -236,17 +230,17 @@ def render_special(results) -> str:
     m = metrics(results.with_points(special))
     parts = []
     if len(m) and (m.model == "wide_deep").any():
-        try:
-            wdl = published.wide_deep_rows()
-        except published.PublishedError as exc:
-            wdl = ()
-            parts.append(f"- published W&D figures skipped: {exc}")
+        wdl, error = published.rows_or_error(published.wide_deep_rows)
+        if error:
+            parts.append(f"- published W&D figures skipped: {error}")
         parts.append(wide_deep_section(m[m.model == "wide_deep"], wdl))
+    layouts, error = [], None   # read once for the GPT and the Llama 3 sections
+    if len(m) and m.model.isin(("gpt", "llama3")).any():
+        layouts, error = published.rows_or_error(published_layouts.rows)
     if len(m) and (m.model == "gpt").any():
-        parts.append(gpt_section(m[m.model == "gpt"]))
+        parts.append(gpt_section(m[m.model == "gpt"], layouts, error))
     if len(m) and (m.model == "llama3").any():   # a section of its own: analysis/llama.py
-        from analysis import llama
-        parts.append(llama.section(m[m.model == "llama3"], results))
+        parts.append(llama.section(m[m.model == "llama3"], results, layouts, error))
     if searches or (len(m) and (m.model == "insightface").any()):
         parts.append(insightface_section(m if len(m) else pd.DataFrame(columns=["model", "search"]),
                                          searches))

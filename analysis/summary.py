@@ -8,7 +8,7 @@ analysis.load read (this module reads no file).
 import os
 
 from analysis import method, tables
-from contract import paths
+from contract import paths, values
 
 REASON_CHARS = 240   # a reason longer than this is cut here (the failures section has it whole)
 
@@ -35,7 +35,7 @@ def _method(manifests) -> list:
     """Each distinct (warm-up, timed steps, repeats) of the points' settings, as words."""
     seen = set()
     for point in manifests.values():
-        if all(isinstance(point.get(k), int) for k in ("warmup_steps", "measure_steps", "repeats")):
+        if all(values.is_integer(point.get(k)) for k in ("warmup_steps", "measure_steps", "repeats")):
             seen.add((point["warmup_steps"], point["measure_steps"], point["repeats"]))
     return [f"{w} warm-up + {m} timed steps, {r} repeat{'s' if r != 1 else ''}"
             for w, m, r in sorted(seen)]
@@ -43,7 +43,7 @@ def _method(manifests) -> list:
 
 def summary(results) -> dict:
     """sweeps, launchers, method, frameworks (name -> versions), devices, hosts, models,
-    precisions, layouts, counts (status -> points), not_ok [(point, status, reason)],
+    precisions, allocations ("NxG"), counts (status -> points), not_ok [(point, status, reason)],
     unreadable (bad point.json files: points left out of every table), figures (points
     with a throughput), flagged (of those, the ones with a flag) and marks (mark -> points)."""
     p, runs = results.points, results.runs
@@ -56,8 +56,7 @@ def summary(results) -> dict:
     frameworks = {fw: sorted(versions.get(fw, ())) for fw in _names(p.framework)}
     models = [f"{m} ({', '.join(_names(p[p.model == m].model_size)) or 'full'})"
               for m in _names(p.model)]
-    layouts = (p[["nodes", "gpus_per_node", "devices"]].drop_duplicates()
-               .sort_values(["devices", "nodes"]) if len(p) else p)
+    allocations = tables.allocation_columns(p) if len(p) else []
     counts = p.status.value_counts().to_dict() if len(p) else {}
     not_ok = [(r.point, str(r.status), _reason(r)) for r in p.itertuples() if r.status != "ok"]
     marks = [m for m in p.marks if isinstance(m, str)] if "marks" in p else []
@@ -70,7 +69,7 @@ def summary(results) -> dict:
             "devices": _names(runs["device"]) if "device" in runs else [],
             "hosts": len({e["host"] for e in results.environments}),
             "models": models, "precisions": _names(p.precision),
-            "layouts": [f"{n}x{g}" for n, g in zip(layouts.nodes, layouts.gpus_per_node)],
+            "allocations": allocations,
             "counts": {str(k): int(v) for k, v in counts.items()},
             "not_ok": not_ok,
             "unreadable": [c for c in results.corrupt if c.get("repeat") is None
@@ -114,7 +113,7 @@ def facts(s: dict) -> list:
     hosts = f" ({s['hosts']} host{'s' if s['hosts'] != 1 else ''})" if s["hosts"] else ""
     out.append(("devices", (", ".join(s["devices"]) or "unknown") + hosts))
     out.append(("ran", "; ".join(x for x in (", ".join(s["models"]), ", ".join(s["precisions"]),
-                                             ", ".join(s["layouts"])) if x)))
+                                             ", ".join(s["allocations"])) if x)))
     return out
 
 

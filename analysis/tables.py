@@ -2,6 +2,8 @@
 compile, columns = nodes x devices per node, cells = one figure of each point, formatted.
 Points that failed or have not run show their status (LABELS), never a blank; a partial
 point's figure carries `*`, and a flagged figure its marks (analysis/method.py, MARKS).
+And what every section formats with: a figure or "n/a" (`number`, `missing`), bytes in
+GiB (`gib`) or in words (`human_bytes`).
 
 A leaf of the analysis: it imports no other analysis module, so the report and its
 special sections (analysis/report.py, analysis/special.py) both build on it.
@@ -21,15 +23,48 @@ def label(status) -> str:
     return LABELS.get(status, status)
 
 
-def layout_columns(points: pd.DataFrame) -> list:
-    """The grid's columns, "NxG", by devices then nodes."""
+def allocation(nodes, gpus_per_node) -> str:
+    """A point's allocation as the tables name it: "NxG", nodes x devices per node (the
+    parallel layout inside it is contract/parallel.py's)."""
+    return f"{nodes}x{gpus_per_node}"
+
+
+def allocation_columns(points: pd.DataFrame) -> list:
+    """The grid's columns, one per allocation ("NxG"), by devices then nodes."""
     cols = (points[["nodes", "gpus_per_node", "devices"]].drop_duplicates()
             .sort_values(["devices", "nodes"]))
-    return [f"{n}x{g}" for n, g in zip(cols.nodes, cols.gpus_per_node)]
+    return [allocation(n, g) for n, g in zip(cols.nodes, cols.gpus_per_node)]
 
 
 def missing(value) -> bool:
+    """Whether a figure is not there: None or NaN."""
     return value is None or (not isinstance(value, str) and pd.isna(value))
+
+
+def number(value, spec: str, empty: str = "n/a") -> str:
+    """A figure formatted by `spec`, or `empty` where there is none (None or NaN)."""
+    return empty if missing(value) else format(value, spec)
+
+
+GIB = 1 << 30
+
+
+def gib(n_bytes):
+    """Bytes (a number or a column) in GiB."""
+    return n_bytes / GIB
+
+
+def human_bytes(n) -> str:
+    """1048576 -> "1 MiB"; a size that is no whole number of its unit gets a "~"."""
+    n = int(n)
+    if n <= 0:
+        return f"{n} B"
+    for unit, size in (("GiB", GIB), ("MiB", GIB >> 10), ("KiB", GIB >> 20)):
+        if n % size == 0:
+            return f"{n // size} {unit}"
+        if n >= size * 0.99:  # 1048572 (1 MiB in whole chunks of 3 ranks) reads "~1 MiB"
+            return f"~{n / size:.3g} {unit}"
+    return f"{n} B"
 
 
 def cell(row, column: str, fmt, marks: str = None) -> str:
@@ -75,7 +110,7 @@ def one_table(points: pd.DataFrame) -> list:
     is unknown), `status`, `error` (why it has no figure, or its first bad repeat's),
     `partial` and `marks` (its flags, the speedup's B included), by configuration and
     device count."""
-    pts = points.assign(memory=points.peak_device_bytes / 2**30)
+    pts = points.assign(memory=gib(points.peak_device_bytes))
     order = sorted(pts.itertuples(), key=lambda r: (
         str(r.framework), str(r.precision), int(r.batch_size), mode_of(r), int(r.devices),
         int(r.nodes), str(r.sweep)))
@@ -95,7 +130,7 @@ def one_table(points: pd.DataFrame) -> list:
                 cells[key] = fmt(r) if callable(fmt) else format(value, fmt)
         marks = "".join(m if isinstance(m, str) else "" for m in (r.marks, r.speedup_marks))
         rows.append({"labels": [str(r.framework), str(r.precision), str(r.batch_size), mode_of(r),
-                                f"{r.nodes}x{r.gpus_per_node}"],
+                                allocation(r.nodes, r.gpus_per_node)],
                      "cells": cells, "status": str(r.status),
                      "error": r.error if isinstance(r.error, str) else None,
                      "partial": r.status == "partial",
@@ -105,11 +140,11 @@ def one_table(points: pd.DataFrame) -> list:
 
 def table(points: pd.DataFrame, column: str, fmt, marks: str = None) -> str:
     """One model's points as a grid of `column`, formatted with `fmt` (see `cell`)."""
-    columns = layout_columns(points)
+    columns = allocation_columns(points)
     grid = {}
     for row in points.itertuples():
         key = tuple(getattr(row, k) for k in ROW_KEY[:3]) + (mode_of(row),)
-        grid.setdefault(key, {})[f"{row.nodes}x{row.gpus_per_node}"] = cell(row, column, fmt, marks)
+        grid.setdefault(key, {})[allocation(row.nodes, row.gpus_per_node)] = cell(row, column, fmt, marks)
     rows = []
     for key in sorted(grid, key=lambda k: tuple(str(x) for x in k)):
         fw, prec, bs, comp = key

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 import analysis
-from analysis import report
+from analysis import input_pipeline, report
 from frameworks.common import datafiles
 from contract import paths
 from tests.launching import launch
@@ -73,7 +73,7 @@ def test_the_pipeline_alone_measures_a_rate_and_the_report_compares(sweep):
     assert rec["status"] == "ok" and len([s for s in rec["steps"] if s["phase"] == "measure"]) == 5
     res = analysis.load(sweep)
     inputs = res.points[res.points.bench == "input"]
-    rates = report.input_section.pipeline_rates(res, inputs)
+    rates = input_pipeline.pipeline_rates(res, inputs)
     assert list(rates) == list(inputs.point) and all(r > 0 for r in rates.values())
     text = report.render(res)
     section = text[text.index("## Input pipeline"):]

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 import analysis
-from analysis import special
+from analysis import metrics
 from tests.launching import analysis as cli, launch
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +44,7 @@ def records(folder):
 
 
 def test_wide_deep_latency_memory_and_oom(root):
-    m = special.metrics(analysis.load(root / "wide_deep")).set_index("deep_vocab_size")
+    m = metrics.metrics(analysis.load(root / "wide_deep")).set_index("deep_vocab_size")
     fits, too_big = m.loc[1000], m.loc[4000000]
     assert fits.status == "ok" and fits.latency_ms > 0 and fits.peak_memory_bytes > 0
     assert fits.memory_kind == "host"
@@ -67,7 +67,7 @@ def test_gpt_and_partial_fc_train_on_two_ranks(root):
     # the partial FC's loss is the global one: the same on both ranks
     face = [r for r in recs if r["spec"]["model"]["name"] == "insightface"]
     assert [s["loss"] for s in face[0]["steps"]] == pytest.approx([s["loss"] for s in face[1]["steps"]])
-    m = special.metrics(analysis.load(root / "two_ranks")).set_index("model")
+    m = metrics.metrics(analysis.load(root / "two_ranks")).set_index("model")
     gpt = m.loc["gpt"]
     assert gpt.tokens_per_s == pytest.approx(gpt.throughput * 64)
     assert gpt.tflops_per_device > 0 and gpt.mfu != gpt.mfu or gpt.mfu is None   # a CPU: no peak

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import analysis
-from analysis import special
+from analysis import metrics
 from launchers.points import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -73,7 +73,7 @@ def test_sharded_trains_as_the_replicated_model(root):
 
 
 def test_out_of_memory_whole_fits_sharded_over_three_ranks(root):
-    m = special.metrics(analysis.load(root / "cap"))
+    m = metrics.metrics(analysis.load(root / "cap"))
     assert {(r.embedding, r.devices): r.status for r in m.itertuples()} \
         == {("sharded", 1): "oom", ("sharded", 3): "ok"}
     ok = m[m.status == "ok"].iloc[0]

@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from tests import import_graph
 
 ROOT = import_graph.ROOT
@@ -31,16 +29,3 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
         if p.returncode:
             failed[m] = err.strip().splitlines()[-1:]
     assert failed == {}
-
-
-@pytest.mark.parametrize("name", ["LABELS", "table", "ROW_KEY"])
-def test_the_report_keeps_its_table_names(name):
-    from analysis import report, tables
-
-    assert getattr(report, name) is getattr(tables, name)
-
-
-def test_special_keeps_metrics():
-    from analysis import metrics, special
-
-    assert special.metrics is metrics.metrics and special.MODEL_KEYS is metrics.MODEL_KEYS

@@ -8,7 +8,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import analysis
-from analysis import flops, report, special
+from analysis import flops, metrics, report
 from frameworks.pytorch import gpt as torch_gpt, parallelize
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
@@ -18,10 +18,11 @@ def test_gpt_count_by_hand():
     # B=1, s=2, l=1, h=6, V=12. Forward of the layer: 24*B*s*h^2 = 1728 and 4*B*s^2*h = 96;
     # logits 2*B*s*h*V = 288; forward 2112; training = 3 x forward = 6336.
     assert flops.gpt_flops_per_iteration(1, 2, 1, 6, 12) == 6336
-    assert flops.megatron_formula(1, 2, 1, 6, 12) == pytest.approx(6336)
+    # the paper's factored form, 72*B*s*l*h^2*(1 + s/6h + V/12lh), by hand
+    assert 72 * 1 * 2 * 1 * 6**2 * (1 + 2 / (6 * 6) + 12 / (12 * 1 * 6)) == pytest.approx(6336)
     # with full recomputation: 4 x 1824 + 3 x 288 = 8160 = 96*B*s*l*h^2*(1 + s/6h + V/16lh)
     assert flops.gpt_flops_per_iteration(1, 2, 1, 6, 12, recompute=True) == 8160
-    assert flops.megatron_formula(1, 2, 1, 6, 12, recompute=True) == pytest.approx(8160)
+    assert 96 * 1 * 2 * 1 * 6**2 * (1 + 2 / (6 * 6) + 12 / (16 * 1 * 6)) == pytest.approx(8160)
 
 
 def test_dlperf_gpt_sequence_by_hand():
@@ -92,7 +93,7 @@ def test_gpt_figures_from_records(tmp_path):
     write_repeat(_gpt_point(s, "000-gpt", peak=1000.0), 0, [1.0])
     # 2 devices, 2 x 80 sequences in 2.0 s = 80 sequences/s: 40 per device
     write_repeat(_gpt_point(s, "001-gpt", gpus_per_node=2), 0, [2.0, 1.5])
-    m = special.metrics(analysis.load(s)).set_index("point")
+    m = metrics.metrics(analysis.load(s)).set_index("point")
     one, two = m.loc["000-gpt"], m.loc["001-gpt"]
     assert one.tokens_per_s == pytest.approx(80 * 2048)
     assert one.tflops_per_device == pytest.approx(80 * 7_769_595_838_464 / 1e12)
@@ -273,7 +274,7 @@ def test_mfu_of_every_training_model_in_the_report(tmp_path):
     assert "| 12.6% " in mfu and "| 6.3% " in mfu
     assert "fp32 runs on Ampere or newer count against the TF32 peak" in mfu
     assert "NVIDIA A100-SXM4-40GB tf32: 156" in mfu and "NVIDIA A100-SXM4-40GB bf16: 312" in mfu
-    m = special.metrics(res).set_index("precision")
+    m = metrics.metrics(res).set_index("precision")
     assert m.loc["fp32"].mfu == pytest.approx(19.6280844288 / 156)
 
 

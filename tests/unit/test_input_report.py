@@ -1,10 +1,10 @@
-"""The report's input-bound rule (analysis/input.py), on hand figures: training from
+"""The report's input-bound rule (analysis/input_pipeline.py), on hand figures: training from
 files within 10% of the pipeline alone and at most 90% of synthetic."""
 from collections import namedtuple
 
 import pytest
 
-from analysis import input as input_section
+from analysis import input_pipeline
 
 Row = namedtuple("Row", "status per_device")
 
@@ -16,9 +16,9 @@ Row = namedtuple("Row", "status per_device")
     (90.0, 100.0, 100.0, "input-bound (90% of synthetic)"),       # both edges count
 ])
 def test_verdict(files, synthetic, alone, says):
-    assert input_section.verdict(Row("ok", files), Row("ok", synthetic), Row("ok", alone)) == says
+    assert input_pipeline.verdict(Row("ok", files), Row("ok", synthetic), Row("ok", alone)) == says
 
 
 def test_verdict_names_what_is_missing():
-    assert input_section.verdict(Row("ok", 1.0), None, Row("failed", 3.0)) == \
+    assert input_pipeline.verdict(Row("ok", 1.0), None, Row("failed", 3.0)) == \
         "n/a: needs synthetic and pipeline alone"

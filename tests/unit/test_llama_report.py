@@ -5,7 +5,7 @@ import json
 import os
 
 import analysis
-from analysis import llama, special
+from analysis import llama, metrics, special
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
 
@@ -36,7 +36,7 @@ def test_tokens_mfu_and_the_published_figure_beside_them(tmp_path):
     _point(sweep, "000-llama3-h100")
     _point(sweep, "001-llama3-h100-cp1", cp=1)          # a layout dgxc did not publish
     results = analysis.load(sweep)
-    m = special.metrics(results).set_index("point")
+    m = metrics.metrics(results).set_index("point")
     mine = m.loc["000-llama3-h100"]
     samples_per_s = 1280 / 127.8                          # 10 x 128 sequences in 127.8 s
     assert abs(mine.tokens_per_s - samples_per_s * 8192) < 1e-6          # 82,048 tokens/s

@@ -1,7 +1,8 @@
 """The method's arithmetic against figures computed by hand."""
+import numpy as np
 import pytest
 
-from analysis import method
+from analysis import figures, method, record_file
 
 
 def test_throughput_is_global_samples_over_longest_window():
@@ -16,16 +17,22 @@ def test_throughput_is_not_the_mean_of_step_rates():
                      {"phase": "measure", "samples": 10, "start": 5.0, "end": 5.1},
                      {"phase": "measure", "samples": 10, "start": 5.1, "end": 5.4}],
            "window": {"start": 5.0, "end": 5.4}}
-    assert method.repeat_throughput([rec]) == pytest.approx(50.0)
+    timed = [s["samples"] for s in rec["steps"] if s["phase"] == "measure"]
+    assert method.repeat_throughput([method.rank_timing(timed, rec["window"])]) == pytest.approx(50.0)
     mean_of_rates = (10 / 0.1 + 10 / 0.3) / 2
     assert mean_of_rates == pytest.approx(66.67, abs=0.01)
 
 
 def test_warmup_steps_do_not_count():
+    # a repeat's figures as analysis.load computes them (figures.repeat_figures: the step
+    # columns, the phase as its code), then by hand: 3 timed steps of 4 in 3.0 s
     rec = {"steps": [{"phase": "warmup", "samples": 1000, "start": 0, "end": 1}] +
                     [{"phase": "measure", "samples": 4, "start": 1 + i, "end": 2 + i} for i in range(3)],
            "window": {"start": 1.0, "end": 4.0}}
-    assert method.rank_timing(rec) == (12, 3.0)
+    cols = {k: np.array([s[k] for s in rec["steps"]]) for k in ("samples", "start", "end")}
+    cols["phase"] = np.array([record_file.PHASE_CODE[s["phase"]] for s in rec["steps"]])
+    figs, _ = figures.repeat_figures({0: {"host": "h", "window": rec["window"]}}, {0: cols})
+    assert (figs["samples"], figs["window_s"], figs["throughput"]) == (12, 3.0, 4.0)
 
 
 def test_summary_median_and_spread():
@@ -82,8 +89,9 @@ def test_median_ci_values():
     assert (ci["lo"], ci["hi"]) == (9.0, 15.0) and ci["coverage"] == pytest.approx(0.96875)
     # 5 values: none (the report shows min..max, which covers 1 - 2^-4 = 93.75%)
     assert method.median_ci([1.0, 2.0, 3.0, 4.0, 5.0])["lo"] is None
-    assert method.range_coverage(5) == pytest.approx(0.9375)
-    assert method.range_coverage(3) == pytest.approx(0.75)
+    # min..max (j = 1) of n values covers 1 - 2 P(B <= 0) = 1 - 2^(1-n)
+    assert 1 - 2 * method.binomial_cdf_half(0, 5) == pytest.approx(0.9375)
+    assert 1 - 2 * method.binomial_cdf_half(0, 3) == pytest.approx(0.75)
     s = method.summarize([100.0, 110.0, 90.0, 120.0, 80.0, 105.0])
     assert (s["ci_lo"], s["ci_hi"]) == (80.0, 120.0) and s["ci_coverage"] == pytest.approx(0.96875)
     assert method.summarize([100.0, 110.0])["ci_lo"] is None

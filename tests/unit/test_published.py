@@ -3,7 +3,7 @@ points: the device rule, the match, the report's section and the gate against a 
 import pytest
 
 import analysis
-from analysis import devices, published, report
+from analysis import matching, published, report
 from analysis.__main__ import main
 from tests.sweepfiles import write_point, write_repeat
 
@@ -38,17 +38,17 @@ V100_16 = "Tesla V100-SXM2-16GB"
     (None, "A100", False),
 ])
 def test_device_rule(ours, theirs, same):
-    assert devices.same_device(ours, theirs) is same
+    assert matching.same_device(ours, theirs) is same
 
 
 def test_device_key():
-    assert devices.device_key("NVIDIA A100-SXM4-40GB") == ("A100", "sxm", 40)
-    assert devices.device_key("Tesla V100 16GB") == ("V100", None, 16)
-    assert devices.device_key("NVIDIA GH200 480GB") == ("GH200", None, 480)
-    assert devices.device_key("NVIDIA H100 NVL") == ("H100", "nvl", None)
-    assert devices.device_key("NVIDIA_H100_80GB_HBM3") == ("H100", "sxm", 80)  # Lambda's logs
-    assert devices.device_key("NVIDIA H200") == ("H200", "sxm", None)
-    assert devices.device_key("cpu") == (None, None, None)
+    assert matching.device_key("NVIDIA A100-SXM4-40GB") == ("A100", "sxm", 40)
+    assert matching.device_key("Tesla V100 16GB") == ("V100", None, 16)
+    assert matching.device_key("NVIDIA GH200 480GB") == ("GH200", None, 480)
+    assert matching.device_key("NVIDIA H100 NVL") == ("H100", "nvl", None)
+    assert matching.device_key("NVIDIA_H100_80GB_HBM3") == ("H100", "sxm", 80)  # Lambda's logs
+    assert matching.device_key("NVIDIA H200") == ("H200", "sxm", None)
+    assert matching.device_key("cpu") == (None, None, None)
 
 
 def test_every_published_file_loads_and_derives_one_device_rows():
@@ -220,4 +220,4 @@ def test_each_row_of_todays_sources_names_its_source_date_software_batch_and_dat
         assert r["date"] and r["software"] and isinstance(r["batch_size"], int), r
         assert r["data"].startswith(("synthetic", "real")), r
     # every row is of a device people use now
-    assert {devices.device_key(r["device"]).family for r in rows} <= {"A100", "H100", "H200"}
+    assert {matching.device_key(r["device"]).family for r in rows} <= {"A100", "H100", "H200"}

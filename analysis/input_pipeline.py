@@ -5,9 +5,10 @@ side, in samples/s per device; and the pipeline alone by worker count.
 Training from files is called input-bound when it is within INPUT_BOUND (10%) of the
 pipeline alone and clearly below synthetic (at most 1 - INPUT_BOUND of it): the pipeline,
 not the model, sets its pace. A point's data settings come from its point.json
-(Results.manifests); a bench=input point's rate from its timed steps (analysis.load
-computes throughput for training only), by the method's rule: all ranks' samples over
-the longest rank's timed span, the median over ok repeats.
+(Results.manifests); a bench=input point's rate from its ranks' timed steps and windows
+(analysis.load computes throughput for training only) by the method's rule
+(method.repeat_throughput, a training repeat's too): all ranks' timed samples over the
+longest rank's timed window, the median over ok repeats.
 """
 import pandas as pd
 from tabulate import tabulate
@@ -50,28 +51,33 @@ def training_points(results) -> pd.DataFrame:
 
 
 def pipeline_rates(results, points: pd.DataFrame) -> dict:
-    """point -> the pipeline alone's median samples/s over its ok repeats."""
+    """point -> the pipeline alone's median samples/s over its ok repeats (a repeat with a
+    rank that recorded no timed window has no figure)."""
+    wanted, runs = set(points.point), results.runs
+    ok = {(p, r) for p, r, s in zip(runs.point, runs.repeat, runs.status) if s == "ok"}
+    windows = {(e["point"], e["repeat"], e["rank"]): e["window"] for e in results.environments
+               if e["point"] in wanted}
     steps = results.steps
-    ok = results.runs[results.runs.status == "ok"][["point", "repeat"]]
-    steps = steps[(steps.phase == "measure") & steps.point.isin(points.point)]
-    steps = steps.merge(ok, on=["point", "repeat"])
-    rates = {}
-    for point, s in steps.groupby("point"):
-        per_repeat = []
-        for _, r in s.groupby("repeat"):
-            ranks = r.groupby("rank").agg(samples=("samples", "sum"), start=("start", "min"),
-                                          end=("end", "max"))
-            per_repeat.append(method.throughput(list(ranks.samples), list(ranks.end - ranks.start)))
-        rates[point] = float(pd.Series(per_repeat).median())
-    return rates
+    steps = steps[(steps.phase == "measure") & steps.point.isin(wanted)]
+    repeats = {}
+    for (point, repeat, rank), samples in steps.groupby(["point", "repeat", "rank"],
+                                                        observed=True).samples:
+        if (point, repeat) in ok:
+            window = windows.get((point, repeat, rank))
+            repeats.setdefault((point, repeat), []).append(
+                None if window is None else method.rank_timing(samples.to_numpy(), window))
+    per_point = {}
+    for (point, _), timings in repeats.items():
+        if None not in timings:
+            per_point.setdefault(point, []).append(method.repeat_throughput(timings))
+    return {p: method.median_of(per_point[p]) for p in points.point if p in per_point}
 
 
 def _figure(row, value) -> str:
+    """A point's samples/s per device: "-" without the point, its status where it failed."""
     if row is None:
         return "-"
-    if row.status in tables.LABELS:
-        return tables.label(row.status)
-    return "n/a" if value is None or value != value else f"{value:.1f}"
+    return tables.label(row.status) if row.status in tables.LABELS else tables.number(value, ".1f")
 
 
 def section(results) -> str:
@@ -93,7 +99,8 @@ def section(results) -> str:
         syn = synthetic.get(tuple(getattr(r, k) for k in KEY))
         pipe = alone.get(tuple(getattr(r, k) for k in PIPELINE_KEY))
         rows.append([r.framework, r.model, r.precision, r.batch_size, r.mode,
-                     f"{r.nodes}x{r.gpus_per_node}", r.workers, _figure(syn, syn and syn.per_device),
+                     tables.allocation(r.nodes, r.gpus_per_node), r.workers,
+                     _figure(syn, syn and syn.per_device),
                      _figure(r, r.per_device), _figure(pipe, pipe and pipe.per_device),
                      verdict(r, syn, pipe)])
     parts = []
@@ -115,10 +122,9 @@ def verdict(files, syn, pipe) -> str:
     f = files.per_device if files.status in ("ok", "partial") else None
     s = syn.per_device if syn is not None and syn.status in ("ok", "partial") else None
     p = pipe.per_device if pipe is not None and pipe.status in ("ok", "partial") else None
-    if f is None or s is None or p is None or f != f or s != s or p != p:
+    if any(tables.missing(v) for v in (f, s, p)):
         return "n/a: needs " + " and ".join(
-            n for n, v in (("files", f), ("synthetic", s), ("pipeline alone", p))
-            if v is None or v != v)
+            n for n, v in (("files", f), ("synthetic", s), ("pipeline alone", p)) if tables.missing(v))
     bound = f >= (1 - INPUT_BOUND) * p and f <= (1 - INPUT_BOUND) * s
     return f"{'input-bound' if bound else 'not input-bound'} ({f / s:.0%} of synthetic)"
 
@@ -130,7 +136,7 @@ def workers_table(inputs: pd.DataFrame) -> str:
     counts = sorted(inputs.workers.unique(), key=lambda w: (w == "auto", int(w) if w != "auto" else 0))
     grid = {}
     for r in inputs.itertuples():
-        key = (r.framework, r.model, r.batch_size, f"{r.nodes}x{r.gpus_per_node}")
+        key = (r.framework, r.model, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
         grid.setdefault(key, {})[r.workers] = _figure(r, r.per_device)
     rows = [[*k, *(grid[k].get(w, "-") for w in counts)] for k in sorted(grid, key=str)]
     return ("### The pipeline alone (bench=input: samples/s per rank, by loader workers)\n"
