@@ -1,7 +1,8 @@
 """The timed loop every worker runs: the one place the measuring method lives.
 
 A framework declares its sessions in its adapter (frameworks/registry.py); each is a
-Session (below), built as `session(spec, dist)` from the typed run spec. The harness runs `warmup_steps` untimed-for-throughput steps, synchronizes the
+Session (below), built as `session(spec, dist)` from the typed run spec (contract/spec.py).
+The harness runs `warmup_steps` untimed-for-throughput steps, synchronizes the
 device and all ranks, then runs `measure_steps` steps inside the timed window,
 synchronizing again only at the window's far edge. Per-step times come from
 the session's StepTimer (host clock on CPU, device events on a GPU), read
@@ -214,13 +215,8 @@ def run(adapter, spec, dist, host=None):
         if os.environ.get("DLBENCH_FAIL_RANK") == str(dist.rank):  # fault injection for tests
             raise RuntimeError(f"injected failure on rank {dist.rank} (DLBENCH_FAIL_RANK)")
         adapter = adapter or registry.get(spec.framework)
-        bench = adapter.bench(spec.bench)
-        make = adapter.load(bench.session)  # imports the framework
+        make = _constructor(adapter, spec, dist, record)
         oom_rule = adapter.oom_rule  # its OOM rule, asked on failure (also while building)
-        # data=files where the adapter names its loader backends, else `unsupported`
-        record["data"] = datafiles.require(spec, spec.framework, adapter.data_backends, dist)
-        if bench.files is not None and datafiles.reads_files(spec):
-            make = adapter.load(bench.files)
         limits = memory.limit_memory(spec.memory_limit_mb)  # after the framework's import
         session = make(spec, dist)
         record["framework"]["version"] = session.framework_version
@@ -249,6 +245,18 @@ def run(adapter, spec, dist, host=None):
         record["memory"]["peak_host_bytes"] = environment.peak_host_bytes()
         record["ended_unix"] = time.time()
     return record, session
+
+
+def _constructor(adapter, spec, dist, record):
+    """The session's constructor: the spec's bench's (importing the framework), or its
+    data=files session; record["data"] checked first (data=files where the adapter names
+    its loader backends, else `unsupported`)."""
+    bench = adapter.bench(spec.bench)
+    make = adapter.load(bench.session)
+    record["data"] = datafiles.require(spec, spec.framework, adapter.data_backends, dist)
+    if bench.files is not None and datafiles.reads_files(spec):
+        make = adapter.load(bench.files)
+    return make
 
 
 def _is_oom(oom_rule, exc) -> bool:
