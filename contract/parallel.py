@@ -228,6 +228,21 @@ def coords(rank: int, layout: Layout) -> dict:
     return {"dp": dp_i, "pp": rank // (layout.tp * layout.cp * layout.dp), "cp": cp_i, "tp": tp_i}
 
 
+def replica_rows(layout: Layout, coords: dict) -> slice:
+    """The rows of the global batch a rank trains on: its data-parallel replica's (the same
+    rows whatever the layout; the tp, cp and pp ranks of one replica share them)."""
+    first = coords["dp"] * layout.per_replica
+    return slice(first, first + layout.per_replica)
+
+
+def counted_samples(layout: Layout, coords: dict) -> int:
+    """The samples a rank counts per iteration: its replica's on one rank of each replica
+    (tp 0 and cp 0 of the last pipeline stage), none elsewhere, so that the sum over ranks
+    is the global batch (the method's throughput sums the ranks' samples)."""
+    counts = coords["pp"] == layout.pp - 1 and coords["tp"] == 0 and coords["cp"] == 0
+    return layout.per_replica if counts else 0
+
+
 def cp_chunks(layout: Layout, cp_i: int) -> tuple:
     """The two of a sequence's 2 x cp equal chunks that context-parallel rank cp_i holds:
     cp_i and 2 cp - 1 - cp_i (an early and a late one: equal causal-attention work)."""

@@ -1,7 +1,8 @@
 """`python -m frameworks --spec SPEC`: the worker command for every framework.
 
-Run from the repository root by the framework's own interpreter; it imports
-frameworks.<spec.framework>.worker and runs the harness (frameworks/common/harness.py)."""
+Run from the repository root by the framework's own interpreter; it reads the typed run spec
+(contract/spec.py) and runs the harness (frameworks/common/harness.py) on the session the
+framework's adapter declares (frameworks/registry.py)."""
 import os
 import sys
 

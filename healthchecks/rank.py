@@ -11,7 +11,6 @@ Standard library and torch: this runs in the suite's Python, or the PyTorch cont
 """
 import argparse
 import datetime
-import json
 import os
 import signal
 import socket
@@ -19,26 +18,27 @@ import sys
 import time
 
 from contract import paths, records
+from contract.spec import HealthSpec, read
 from frameworks.common import distenv
 from healthchecks import linktest, nodechecks
 
 
-def device_of(spec: dict, local_rank: int) -> str:
+def device_of(spec: HealthSpec, local_rank: int) -> str:
     import torch
-    if spec.get("device") != "cpu" and torch.cuda.is_available():
+    if spec.device != "cpu" and torch.cuda.is_available():
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
         return f"cuda:{local_rank % torch.cuda.device_count()}"
     return "cpu"
 
 
-def run(spec: dict, dist, record: dict) -> None:
-    settings = spec["settings"]
+def run(spec: HealthSpec, dist, record: dict) -> None:
+    settings = spec.settings
     device = device_of(spec, dist.local_rank)
     record["device"] = device
     checks = {}
     if dist.local_rank == 0:
         checks.update(nodechecks.run_node(settings, record["host"]))
-    if "matmul" in settings["checks"]:
+    if "matmul" in settings.checks:
         try:
             checks["matmul"] = nodechecks.matmul(settings, device)
         except Exception as exc:  # a device that cannot multiply is sick, not a crash
@@ -46,18 +46,18 @@ def run(spec: dict, dist, record: dict) -> None:
     else:
         checks["matmul"] = nodechecks.skipped("not asked (health.checks)")
     record["checks"] = checks
-    nodes = dist.world_size // spec["gpus_per_node"]
-    if "links" not in settings["checks"] or nodes < 2:
+    nodes = dist.world_size // spec.gpus_per_node
+    if "links" not in settings.checks or nodes < 2:
         record["links"] = []
         return
     import torch.distributed as td
     backend = "nccl" if device != "cpu" else "gloo"
     td.init_process_group(backend, init_method="env://", rank=dist.rank, world_size=dist.world_size,
-                          timeout=datetime.timedelta(seconds=spec["link_timeout_s"]))
+                          timeout=datetime.timedelta(seconds=spec.link_timeout_s))
     try:
-        record["links"] = linktest.measure(dist, spec["gpus_per_node"],
-                                           int(settings["link_mb"] * 2**20),
-                                           int(settings["link_iters"]), device)
+        record["links"] = linktest.measure(dist, spec.gpus_per_node,
+                                           int(settings.link_mb * 2**20),
+                                           int(settings.link_iters), device)
     finally:
         td.destroy_process_group()
 
@@ -66,14 +66,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m healthchecks.rank")
     parser.add_argument("--spec", required=True)
     args = parser.parse_args(argv)
-    with open(args.spec) as f:
-        spec = json.load(f)
+    try:
+        spec = read(args.spec, HealthSpec)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"health rank: {exc}", file=sys.stderr)
+        return 2
     # A cancel or the step's timeout: the record still says how the rank ended.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("SIGTERM: the health step was stopped"))
     dist = distenv.from_env()
     record = {"schema": paths.HEALTH_RANK_SCHEMA, "version": paths.SCHEMA_VERSION,
               "rank": dist.rank, "local_rank": dist.local_rank,
-              "node": dist.rank // spec["gpus_per_node"], "host": socket.gethostname(),
+              "node": dist.rank // spec.gpus_per_node, "host": socket.gethostname(),
               "started_unix": time.time(), "status": "ok", "error": None}
     code = 0
     try:
@@ -82,7 +85,7 @@ def main(argv=None) -> int:
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         code = 1
     record["ended_unix"] = time.time()
-    records.write_json_atomic(os.path.join(spec["record_dir"], paths.rank_record_name(dist.rank)),
+    records.write_json_atomic(os.path.join(spec.record_dir, paths.rank_record_name(dist.rank)),
                               record)
     return code
 

@@ -86,8 +86,9 @@ def amp_gap(framework: str, amp_dtype: str = "bf16", compile: bool = False):
     where it runs, else the one line its `unsupported` record carries. Tests expect `ok`
     or `unsupported` from it, so they hold on CPUs with and without bf16."""
     from frameworks.common import capability
-    return capability.precision_gap(framework, {"precision": "amp", "amp_dtype": amp_dtype,
-                                                "compile": compile})
+    from tests.runspecs import run_spec
+    return capability.precision_gap(framework, run_spec(precision="amp", amp_dtype=amp_dtype,
+                                                        compile=compile))
 
 
 def assert_unsupported(run: dict, ranks: list, gap: str) -> None:

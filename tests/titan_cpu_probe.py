@@ -25,15 +25,16 @@ from contract import parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402
 from frameworks.pytorch import parallelize, titan  # noqa: E402
 from tests.frameworks_env import model_cfg  # noqa: E402
+from tests.runspecs import run_spec  # noqa: E402
 
 
 def main(settings: dict, global_batch: int) -> dict:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     lay, bad = parallel.resolve(settings, world, 1, None, global_batch)
     assert not bad, bad
-    spec = {"model": model_cfg("llama3", "tiny"), "precision": "fp32", "amp_dtype": None,
-            "compile": False, "seed": 0, "parallel": lay.as_dict(), "device": "cpu",
-            "rendezvous_timeout_s": 60}
+    spec = run_spec(model=model_cfg("llama3", "tiny"), precision="fp32", amp_dtype=None,
+                    compile=False, seed=0, parallel=lay.as_dict(), device="cpu",
+                    rendezvous_timeout_s=60)
     dist = DistEnv(rank, world, rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
     session = titan.TitanSession(spec, dist)
     out = {"rank": rank, "record": session.parallel_record(), "samples": session.samples_per_step,

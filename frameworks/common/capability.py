@@ -53,16 +53,16 @@ def cpu_bf16_gap(flags=None):
     return "bf16 AMP needs a CPU with AVX512-BF16 or AMX; this CPU has neither"
 
 
-def precision_gap(framework: str, spec: dict, gpu_capability=None, flags=None):
+def precision_gap(framework: str, spec, gpu_capability=None, flags=None):
     """Why `framework` cannot run the spec's precision here, or None when it can.
 
     gpu_capability is the (major, minor) compute capability of the rank's GPU, () for a
     GPU whose capability the framework does not tell, or None on a CPU. flags replaces
     the CPU's flags (tests force each answer with it), as the environment variable
     DLBENCH_CPU_FLAGS does for a real worker."""
-    if spec.get("precision") != "amp":
+    if spec.precision != "amp":
         return None
-    dtype = spec.get("amp_dtype") or "bf16"
+    dtype = spec.amp_dtype or "bf16"
     if gpu_capability is not None:
         need = {"bf16": (8, 0), "fp16": (5, 3)}.get(dtype)
         if need and gpu_capability and tuple(gpu_capability) < need:
@@ -77,7 +77,7 @@ def precision_gap(framework: str, spec: dict, gpu_capability=None, flags=None):
     if framework == "oneflow":
         return ("OneFlow 0.9 has no CPU autocast (it warns 'CPU autocast is not supported "
                 "currently' and runs fp32): precision=amp needs a CUDA device")
-    if framework == "paddle" and not spec.get("compile"):
+    if framework == "paddle" and not spec.compile:
         return ("PaddlePaddle cannot run AMP on a CPU in dynamic-graph mode (auto_cast enables "
                 "itself only on CUDA, XPU and custom places); bf16 AMP on a CPU needs compile=true")
     if framework == "mindspore" and dtype == "bf16":
@@ -87,7 +87,7 @@ def precision_gap(framework: str, spec: dict, gpu_capability=None, flags=None):
     return None
 
 
-def require(framework: str, spec: dict, gpu_capability=None) -> None:
+def require(framework: str, spec, gpu_capability=None) -> None:
     """Raise Unsupported where `precision_gap` finds one; adapters call it before building."""
     gap = precision_gap(framework, spec, gpu_capability)
     if gap:

@@ -15,7 +15,6 @@ from . import capability
 from contract import paths
 
 SYNTHETIC, FILES = "synthetic", "files"
-BACKENDS = {"pytorch": ("torch", "dali")}   # where a framework has several; else "default"
 # A BERT shard's arrays (numpy .npz; every framework's env has numpy), in the order of
 # synthetic.arrays: inputs, then labels. Shapes (N, seq_len) or (N, P); nsp (N,).
 BERT_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "masked_positions")
@@ -32,21 +31,21 @@ class CorruptFile(Exception):
 MODELS = ("resnet50", "bert_base")  # the models a file pipeline exists for: images, a BERT shard
 
 
-def reads_files(spec: dict) -> bool:
-    """Whether the point trains from files (each adapter's build picks its session by it);
-    Unsupported for a model no pipeline reads."""
+def reads_files(spec) -> bool:
+    """Whether the point trains from files (the harness then builds the bench's data=files
+    session, frameworks/registry.py); Unsupported for a model no pipeline reads."""
     if settings(spec)["source"] != FILES:
         return False
-    if spec["model"]["name"] not in MODELS:
-        raise capability.Unsupported(f"data=files is not implemented for {spec['model']['name']} yet")
+    if spec.model.name not in MODELS:
+        raise capability.Unsupported(f"data=files is not implemented for {spec.model.name} yet")
     return True
 
 
-def settings(spec: dict, dist=None) -> dict:
+def settings(spec, dist=None) -> dict:
     """The point's data settings: source, path, backend, workers (resolved: `null` is the
     cores given to this rank). A spec without `data` (written before it existed) is
     synthetic."""
-    data = dict((spec.get("config") or {}).get("data") or {})
+    data = spec.data
     source = data.get("source", SYNTHETIC)
     if source != FILES:
         return {"source": SYNTHETIC, "path": None, "backend": None, "workers": 0}
@@ -69,14 +68,14 @@ def rank_cores(dist=None) -> int:
     return max(1, cpus // (dist.local_world_size if dist is not None else 1))
 
 
-def require(spec: dict, framework: str, backends=None, dist=None) -> dict:
+def require(spec, framework: str, backends=(), dist=None) -> dict:
     """The settings, or Unsupported where the framework has no pipeline for them:
-    `backends` are those it implements, its default first (None: data=files not
+    `backends` are those it implements, its default first (none: data=files not
     implemented yet)."""
     s = settings(spec, dist)
     if s["source"] != FILES:
         return s
-    if backends is None:
+    if not backends:
         raise capability.Unsupported(f"data=files not implemented for {framework} yet")
     if s["backend"] == "default":
         s["backend"] = backends[0]
@@ -289,9 +288,9 @@ class Samples:
     that cannot be decoded comes back as ok = 0, so that the main process names it however
     many workers there are (`check`)."""
 
-    def __init__(self, spec: dict, data: dict, chw: bool = True):
-        cfg = spec["model"]
-        self.images, self.seed, self.chw = cfg["name"] == "resnet50", spec["seed"], chw
+    def __init__(self, spec, data: dict, chw: bool = True):
+        cfg = spec.model
+        self.images, self.seed, self.chw = cfg.name == "resnet50", spec.seed, chw
         if self.images:
             self.paths, labels, _ = image_files(data["path"])
             self.labels = [y % cfg["num_classes"] for y in labels]

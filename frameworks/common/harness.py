@@ -1,7 +1,8 @@
 """The timed loop every worker runs: the one place the measuring method lives.
 
-A framework supplies `build(spec, dist) -> Session` (see Session below); the
-harness runs `warmup_steps` untimed-for-throughput steps, synchronizes the
+A framework declares its sessions in its adapter (frameworks/registry.py); each is a
+Session (below), built as `session(spec, dist)` from the typed run spec (contract/spec.py).
+The harness runs `warmup_steps` untimed-for-throughput steps, synchronizes the
 device and all ranks, then runs `measure_steps` steps inside the timed window,
 synchronizing again only at the window's far edge. Per-step times come from
 the session's StepTimer (host clock on CPU, device events on a GPU), read
@@ -10,7 +11,6 @@ handles and read after the window for the same reason; a non-finite one fails
 the run. Standard library only: this runs in the framework's Python.
 """
 import argparse
-import importlib
 import math
 import os
 import signal
@@ -19,15 +19,21 @@ import sys
 import time
 
 from . import capability, datafiles, distenv, environment, memory
-from contract import modes, paths, records
+from frameworks import registry
+from contract import paths, records
+from contract import spec as run_spec
 from . import profile  # profile=true: a trace after the timed window (common/profile.py)
 from contract.statuses import Cancelled  # SIGTERM's exception (harness.Cancelled to the adapters)
 
 
 class Session:
-    """What a framework adapter provides. Methods with a body have a CPU default."""
+    """What a framework adapter provides: every hook the harness calls, each with a default
+    (a CPU one where it is a device's). A hook without a body has nothing to add by default."""
 
     framework_version = None
+    # The samples this rank counts per step; None: the spec's batch_size. A rank of a layout
+    # that splits one model counts its share of the global batch (frameworks/pytorch/).
+    samples_per_step = None
 
     def step(self):
         """One training step on the synthetic batch; returns a loss handle."""
@@ -54,9 +60,22 @@ class Session:
 
     @staticmethod
     def is_oom(exc: BaseException) -> bool:
-        """Whether exc is the framework's out-of-memory. Static: the harness asks it also
-        when the constructor is what ran out of memory (`build.is_oom`)."""
+        """Whether exc is the framework's out-of-memory. Static: the adapter declares it as
+        the framework's rule (`oom`), asked also when the constructor ran out of memory."""
         return isinstance(exc, MemoryError)
+
+    def parallel_record(self):
+        """The record's `parallel` (a layout's grid place and parameter counts), or None
+        where the session splits no model (the record then has no such field)."""
+        return None
+
+    def run_bench(self, spec, record, origin) -> None:
+        """The bench's measuring loop: the training steps' (run_steps); a bench other than
+        training (bench=comm) brings its own."""
+        run_steps(self, spec, record, origin)
+
+    def after_window(self, record) -> None:
+        """Figures measured after the timed window, untimed (a pipeline's bubble)."""
 
     def parameter_checksum(self):
         """A checksum of the trained parameters, a number or a string, or None where the
@@ -64,6 +83,10 @@ class Session:
         records the answer as `parameter_checksum`: equal on every rank of a data-parallel
         run, it shows that the ranks' updates were all-reduced."""
         return None
+
+    def data_record(self) -> dict:
+        """What the rank read, for the record's `data` (data=files: the sample ids)."""
+        return {}
 
     def close(self) -> None:
         """Release the process group and device memory."""
@@ -88,7 +111,7 @@ class HostTimer:
 def run_steps(session, spec, record, origin):
     # the samples this rank counts per step: its batch, or its share of the global batch
     # where ranks split one model (a layout's, frameworks/pytorch/lm_session.py)
-    batch = getattr(session, "samples_per_step", spec["batch_size"])
+    batch = spec.batch_size if session.samples_per_step is None else session.samples_per_step
     steps = record["steps"]
 
     def check(handles, first, phase):
@@ -99,7 +122,7 @@ def run_steps(session, spec, record, origin):
                 raise FloatingPointError(f"non-finite loss {loss} at {phase} step {first + i}")
 
     handles = []
-    for i in range(spec["warmup_steps"]):
+    for i in range(spec.warmup_steps):
         t0 = time.perf_counter()
         handles.append(session.step())
         session.sync()  # warm-up is not in the window; per-step sync is harmless here
@@ -113,7 +136,7 @@ def run_steps(session, spec, record, origin):
     first = len(steps)
     handles = []
     w0 = time.perf_counter()
-    for i in range(spec["measure_steps"]):
+    for i in range(spec.measure_steps):
         timer.begin(i)
         handles.append(session.step())
         timer.end(i)
@@ -125,7 +148,7 @@ def run_steps(session, spec, record, origin):
                       "samples": batch, "loss": None})
     check(handles, first, "measure")
     record_parameter_checksum(session, record)
-    getattr(session, "after_window", lambda r: None)(record)  # untimed figures (a pipeline's bubble)
+    session.after_window(record)
     profile.after_window(session, spec, record, record["rank"])  # profile=true: a trace, untimed
 
 
@@ -139,14 +162,11 @@ def record_parameter_checksum(session, record, seconds=None) -> None:
     `parameter_checksum_error`), never the record."""
     import threading
     seconds = CHECKSUM_TIMEOUT_S if seconds is None else seconds
-    ask = getattr(session, "parameter_checksum", None)
-    if ask is None:
-        return
     box = {}
 
     def target():
         try:
-            box["value"] = ask()
+            box["value"] = session.parameter_checksum()
         except BaseException as exc:  # noqa: BLE001  (reported in the record)
             box["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -177,47 +197,35 @@ def _on_sigterm(signum, frame):
     raise Cancelled("terminated by SIGTERM")
 
 
-def load_build(spec):
-    """The adapter's `build(spec, dist) -> Session`, imported here so that a framework
-    that cannot even import still leaves a record that says why."""
-    module = "worker" if spec.get("bench", "train") == "train" else spec["bench"]
-    name = f"frameworks.{spec['framework']}.{module}"
-    try:
-        return importlib.import_module(name).build
-    except ModuleNotFoundError as exc:
-        if exc.name != name:  # the framework itself, or a module it needs, is missing
-            raise
-        raise capability.Unsupported(f"bench={module} is not implemented for "
-                                     f"{spec['framework']} yet") from None
-
-
-def run(build, spec, dist, host=None):
+def run(adapter, spec, dist, host=None):
     """Build the session and run the loop; return the finished record and the session
     (None if it was never built), which the caller closes after saving the record.
 
-    `build` is the adapter's constructor, or None to import it from the spec."""
+    `adapter`: the framework's (frameworks/registry.py), None for the one the registry holds
+    for spec.framework, looked up here so that a framework that cannot even import still
+    leaves a record that says why."""
     origin = time.perf_counter()
-    record = records.new_record(spec, dist, host or socket.gethostname(), time.time())
+    record = records.new_record(spec.as_dict(), dist, host or socket.gethostname(), time.time())
     record["parameter_checksum"] = None  # run_steps fills it in once the loop has ended ok
-    record["mode"] = spec.get("mode") or _mode(spec)  # eager, jit, graph, ... (common/modes.py)
+    record["mode"] = spec.mode  # eager, jit, graph, ... (contract/modes.py)
     record["data"] = datafiles.settings(spec, dist)  # source, backend, workers (docs/data.md)
-    session = limits = None
+    session = limits = oom_rule = None
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)
         if os.environ.get("DLBENCH_FAIL_RANK") == str(dist.rank):  # fault injection for tests
             raise RuntimeError(f"injected failure on rank {dist.rank} (DLBENCH_FAIL_RANK)")
-        build = build or load_build(spec)
-        # data=files where the adapter names its loader backends, else `unsupported`
-        record["data"] = datafiles.require(spec, spec["framework"], getattr(build, "data_backends", None), dist)
-        limits = memory.limit_memory(spec.get("memory_limit_mb"))  # after the framework's import
-        session = build(spec, dist)
+        adapter = adapter or registry.get(spec.framework)
+        make = _constructor(adapter, spec, dist, record)
+        oom_rule = adapter.oom_rule  # its OOM rule, asked on failure (also while building)
+        limits = memory.limit_memory(spec.memory_limit_mb)  # after the framework's import
+        session = make(spec, dist)
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
-        if hasattr(session, "parallel_record"):  # a layout's grid place and parameter counts
-            record["parallel"] = session.parallel_record()
-        # A bench other than training (bench=comm) brings its own measuring loop.
-        getattr(session, "run_bench", lambda *a: run_steps(session, *a))(spec, record, origin)
-        record["data"].update(getattr(session, "data_record", dict)())  # the sample ids it read
+        parallel = session.parallel_record()
+        if parallel is not None:
+            record["parallel"] = parallel
+        session.run_bench(spec, record, origin)
+        record["data"].update(session.data_record())
         record["status"] = "ok"
     except BaseException as exc:  # every ending, even KeyboardInterrupt, leaves a record
         record["error"] = f"{type(exc).__name__}: {exc}"
@@ -226,7 +234,7 @@ def run(build, spec, dist, host=None):
         elif isinstance(exc, capability.Unsupported):
             record["status"] = "unsupported"
             record["error"] = str(exc)  # the one line that says what is missing
-        elif getattr(build, "is_oom", Session.is_oom)(exc):
+        elif _is_oom(oom_rule, exc):
             record["status"] = "oom"
         else:
             record["status"] = "failed"
@@ -239,13 +247,26 @@ def run(build, spec, dist, host=None):
     return record, session
 
 
-def _mode(spec):
-    """The mode of a spec that does not name it (written before specs carried `mode`)."""
+def _constructor(adapter, spec, dist, record):
+    """The session's constructor: the spec's bench's (importing the framework), or its
+    data=files session; record["data"] checked first (data=files where the adapter names
+    its loader backends, else `unsupported`)."""
+    bench = adapter.bench(spec.bench)
+    make = adapter.load(bench.session)
+    record["data"] = datafiles.require(spec, spec.framework, adapter.data_backends, dist)
+    if bench.files is not None and datafiles.reads_files(spec):
+        make = adapter.load(bench.files)
+    return make
+
+
+def _is_oom(oom_rule, exc) -> bool:
+    """The framework's OOM rule, else (none declared, or the framework never imported) the
+    base one: a MemoryError."""
     try:
-        return modes.mode_name(spec["framework"], modes.compiled(spec["framework"],
-                                                                 spec.get("compile", False)))
-    except (KeyError, ValueError):
-        return None
+        rule = oom_rule() if oom_rule is not None else None
+    except Exception:  # noqa: BLE001  (its module does not import: not an OOM of its own)
+        rule = None
+    return (rule or Session.is_oom)(exc)
 
 
 def _safe(fn):
@@ -255,20 +276,20 @@ def _safe(fn):
         return None
 
 
-def main(argv=None, build=None) -> int:
+def main(argv=None) -> int:
     """`python -m frameworks --spec PATH`: one rank of one repeat, any framework."""
     parser = argparse.ArgumentParser(description="Run one rank of one benchmark repeat.")
     parser.add_argument("--spec", required=True, help="run-spec JSON written by the launcher")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        spec = records.read_spec(args.spec)
+        spec = run_spec.read(args.spec)
         dist = distenv.from_env()
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
-    record, session = run(build, spec, dist)
-    path = os.path.join(spec["record_dir"], paths.rank_record_name(dist.rank))
+    record, session = run(None, spec, dist)
+    path = os.path.join(spec.record_dir, paths.rank_record_name(dist.rank))
     records.write_json_atomic(path, record)  # saved before teardown, which can hang
     if record["status"] != "ok":
         print(f"worker rank {dist.rank}: {record['status']}: {record['error']}", file=sys.stderr)

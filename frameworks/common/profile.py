@@ -35,8 +35,8 @@ UNSUPPORTED = "no profiler hook for {fw} in the suite yet (frameworks/common/pro
 def requested(spec) -> bool:
     """profile= set (anything but false or null) in the point's config, and this is the
     first repeat."""
-    value = (spec.get("config") or {}).get("profile")
-    return value is not None and value is not False and spec.get("repeat") == 0
+    value = spec.config.get("profile")
+    return value is not None and value is not False and spec.repeat == 0
 
 
 def after_window(session, spec, record, rank: int) -> None:
@@ -45,7 +45,7 @@ def after_window(session, spec, record, rank: int) -> None:
     no rank waits on another); a step that fails fails the repeat, as any step would."""
     if not requested(spec):
         return
-    fw, value = spec["framework"], spec["config"]["profile"]
+    fw, value = spec.framework, spec.config.profile
     tracer = TRACERS.get(fw)
     if value is not True:   # profile=1, profile=yes: said, not guessed
         record["profile"] = {"status": "failed", "error": f"profile must be true or false, "
@@ -64,12 +64,12 @@ def after_window(session, spec, record, rank: int) -> None:
 
     info = {"status": "untraced", "steps": STEPS, "error": None}
     if rank == TRACING_RANK:
-        folder = paths.profile_dir(spec["record_dir"], rank)
+        folder = paths.profile_dir(spec.record_dir, rank)
         os.makedirs(folder, exist_ok=True)
         t0 = time.perf_counter()
         try:
             info.update(tracer(folder, steps, session), status="ok")
-            info["path"] = os.path.relpath(info["path"], spec["record_dir"])
+            info["path"] = os.path.relpath(info["path"], spec.record_dir)
         except Exception as exc:  # noqa: BLE001  (the trace is lost, the figures are not)
             if isinstance(exc, Cancelled):   # SIGTERM ends the rank, traced or not
                 raise
@@ -82,7 +82,7 @@ def after_window(session, spec, record, rank: int) -> None:
 def _torch(folder, steps, session) -> dict:
     from torch.profiler import ProfilerActivity, profile, schedule
     path = os.path.join(folder, paths.TORCH_TRACE)
-    cuda = getattr(session, "cuda", False)   # the PyTorch session's: a rank on a GPU
+    cuda = session.cuda   # every PyTorch session says whether its rank is on a GPU
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=STEPS - 1),
                  on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:

@@ -51,8 +51,8 @@ class Loader:
         data = datafiles.settings(spec, dist)
         self.samples = datafiles.Samples(spec, data, chw=False)  # NHWC, JAX's layout
         ids = datafiles.shard(len(self.samples), dist.rank, dist.world_size)
-        stream = grain.MapDataset.range(0, 2 ** 62).map(Stream(self.samples, ids, spec["seed"]))
-        ds = stream.batch(spec["batch_size"], drop_remainder=True).to_iter_dataset(
+        stream = grain.MapDataset.range(0, 2 ** 62).map(Stream(self.samples, ids, spec.seed))
+        ds = stream.batch(spec.batch_size, drop_remainder=True).to_iter_dataset(
             grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
         if data["workers"] > 0:
             ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=data["workers"]))
@@ -88,7 +88,7 @@ class InputSession(pipeline.PipelineSession):
     framework_version = jax.__version__
 
     def make_loader(self, spec, dist):
-        if spec.get("device", "auto") == "cpu":
+        if spec.device == "cpu":
             jax.config.update("jax_platforms", "cpu")
         local = jax.local_devices()
         self.device = local[dist.local_rank % len(local)]

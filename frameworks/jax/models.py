@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import flax.linen as nn
 import numpy as np
 import optax
-from frameworks.common import registry, synthetic
+from frameworks.common import choices, synthetic
 from contract import modes
 
 
@@ -176,7 +176,7 @@ OPTIMIZERS = {
 
 def build_model(model_cfg, dtype=jnp.float32):
     """(module, loss_fn); `dtype` is the compute dtype (bfloat16 for AMP)."""
-    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    model, loss = choices.pick(MODELS, model_cfg["name"], "model")
     return model(model_cfg, dtype), loss
 
 
@@ -192,7 +192,7 @@ def build_optimizer(model_cfg):
     recipe) `optax.clip_by_global_norm` comes first in the chain: the worker hands the
     optimizer the gradients already averaged over ranks, so the norm is the global one."""
     opt = model_cfg["optimizer"]
-    tx = registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
+    tx = choices.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
     norm = modes.clip_norm(model_cfg)
     return tx if norm is None else optax.chain(optax.clip_by_global_norm(norm), tx)
 

@@ -1,4 +1,5 @@
-"""JAX adapter: `build(spec, dist)` for the harness (stdlib + numpy + jax/flax/optax only).
+"""JAX's training session (stdlib + numpy + jax/flax/optax only; the adapter is
+frameworks/jax/__init__.py).
 
 Data parallel when WORLD_SIZE > 1: one JAX process per rank joined by
 `jax.distributed.initialize` (the spec's MASTER_ADDR:MASTER_PORT is the
@@ -35,13 +36,13 @@ import jaxlib
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from frameworks.common import capability, datafiles, harness
+from frameworks.common import accelerator, capability, datafiles, harness
 from contract import modes
-from frameworks.common.device import use_gpu
 from frameworks.common.rendezvous import rendezvous
 from frameworks.jax import models
 
 AXIS = "data"
+DTYPES = {None: jnp.float32, "bf16": jnp.bfloat16}  # JAX AMP runs bf16 only (capability.py)
 INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0,
                          "xla_llvm_disable_expensive_passes": True}
 
@@ -71,131 +72,158 @@ def _local_gpu_ids(local_rank):
     return [local_rank % len(visible)] if visible else [local_rank]
 
 
+def configure(spec) -> bool:
+    """JAX's settings from the spec and the framework's options (XLA flags, platform, PRNG,
+    CPU collectives), set before the first backend use; whether a GPU may be used."""
+    opts = spec.options
+    if opts.get("xla_flags"):
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {opts['xla_flags']}".strip()
+    if spec.device == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+    if opts.get("prng_impl"):
+        jax.config.update("jax_default_prng_impl", opts["prng_impl"])
+    if opts.get("cpu_collectives"):
+        jax.config.update("jax_cpu_collectives_implementation", opts["cpu_collectives"])
+    return spec.device != "cpu" and _cuda_plugin_installed()
+
+
+def make_step(model, loss_of, tx, dropout_key, world, reduce, rank_index, local=lambda p: p):
+    """One rank's training step (state, inputs, labels) -> (state, its loss of shape (1,)):
+    `reduce` averages the gradients and BatchNorm statistics over the ranks, `rank_index`
+    draws each rank its own dropout masks, `local` makes the parameters the rank's own
+    before the gradient (shard_map's pcast)."""
+    def local_step(state, inputs, labels):
+        params, stats, opt_state, step = state
+        rng = jax.random.fold_in(dropout_key, step)
+        if world > 1:  # every rank its own dropout masks
+            rng = jax.random.fold_in(rng, rank_index())
+
+        def loss_fn(p):
+            variables = {"params": p, "batch_stats": stats} if stats else {"params": p}
+            out, mutated = model.apply(variables, *inputs, train=True,
+                                       rngs={"dropout": rng}, mutable=["batch_stats"])
+            return loss_of(out, *labels), mutated.get("batch_stats", {})
+
+        # `local`: this rank's own gradient, not yet summed over ranks.
+        (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(local(params))
+        if world > 1:  # mean over ranks: gradients and BatchNorm statistics
+            grads, new_stats = reduce((grads, new_stats))
+        updates, opt_state = tx.update(grads, opt_state, params)
+        # The loss is this rank's own, as DDP's (shape (1,): one entry per rank).
+        return (optax.apply_updates(params, updates), new_stats, opt_state,
+                step + 1), loss.reshape(1)
+    return local_step
+
+
 class JaxSession(harness.Session):
     framework_version = jax.__version__
 
     def __init__(self, spec, dist):
         self.dist = dist
-        opts = spec.get("options") or {}
-        device = spec.get("device", "auto")
-        # Everything below must precede the first backend use (jax.devices() and friends).
-        if opts.get("xla_flags"):
-            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {opts['xla_flags']}".strip()
-        if device == "cpu":
-            jax.config.update("jax_platforms", "cpu")
-        if opts.get("prng_impl"):
-            jax.config.update("jax_default_prng_impl", opts["prng_impl"])
-        if opts.get("cpu_collectives"):
-            jax.config.update("jax_cpu_collectives_implementation", opts["cpu_collectives"])
-        gpu = device != "cpu" and _cuda_plugin_installed()
+        # Everything up to the devices must precede the first backend use (jax.devices()...).
+        gpu = configure(spec)
         if dist.distributed:
-            timeout = spec["rendezvous_timeout_s"]
-            start = time.monotonic()
-            # Our own, bounded, rendezvous first, on MASTER_PORT + 1: JAX's own aborts the
-            # process (no exception, so no record) when it times out.
-            rendezvous(dist, timeout, port=dist.master_port + 1)
-            # JAX's preemption service installs its own SIGTERM handler; without it (and
-            # with the harness's handler put back) a cancel still leaves a record.
-            jax.config.update("jax_enable_preemption_service", False)
-            on_sigterm = signal.getsignal(signal.SIGTERM)
-            jax.distributed.initialize(
-                coordinator_address=f"{dist.master_addr}:{dist.master_port}",
-                num_processes=dist.world_size, process_id=dist.rank,
-                local_device_ids=_local_gpu_ids(dist.local_rank) if gpu else None,
-                initialization_timeout=max(30, int(timeout - (time.monotonic() - start))))
-            if callable(on_sigterm):
-                signal.signal(signal.SIGTERM, on_sigterm)
-        self.platform = jax.default_backend()
-        use_gpu(spec, int(self.platform == "gpu"), "JAX", f"its backend is {self.platform!r}")
-        if dist.distributed:
-            devices = jax.devices()
-            if len(devices) != dist.world_size:
-                raise RuntimeError(f"expected one device per rank, JAX sees {len(devices)} devices "
-                                   f"for {dist.world_size} ranks")
-            self.device = jax.local_devices()[0]
-        else:
-            local = jax.local_devices()
-            self.device = local[dist.local_rank % len(local)]
-            devices = [self.device]
+            self._start_distributed(spec, gpu)
+        devices = self._devices(spec)
         self.mesh = Mesh(np.array(devices), (AXIS,))
-        self.compile = bool(spec.get("compile"))
-        self.recipe = modes.recipe_environment(spec["model"])
-
-        cfg = spec["model"]
-        self.amp = spec["precision"] == "amp"
+        self.compile = bool(spec.compile)
+        self.recipe = modes.recipe_environment(spec.model)
         capability.require("jax", spec, _compute_capability(self.device)
                            if self.platform == "gpu" else None)
-        dtype = jnp.bfloat16 if self.amp else jnp.float32  # CPUs run bf16, as PyTorch's autocast
-        self.amp_dtype = "bf16" if self.amp else None
-        seed = spec["seed"]
-        model, loss_of = models.build_model(cfg, dtype)
-        inputs, labels = models.synthetic_batch(cfg, spec["batch_size"], seed + dist.rank)
+        self.amp_dtype = accelerator.amp_dtype(spec, self.platform == "gpu")  # bf16 on CPUs too
+        model, loss_of, state, (inputs, labels) = self._model(spec)
+        self._place(state, self._step_fn(model, loss_of, spec.seed), inputs, labels)
+        self._reduce_fn = None
+        self._last = None
+
+    # ---- construction, in order ---------------------------------------------------------
+    def _start_distributed(self, spec, gpu):
+        """One JAX process per rank, joined by jax.distributed.initialize within the spec's
+        rendezvous timeout."""
+        dist, timeout = self.dist, spec.rendezvous_timeout_s
+        start = time.monotonic()
+        # Our own, bounded, rendezvous first, on MASTER_PORT + 1: JAX's own aborts the
+        # process (no exception, so no record) when it times out.
+        rendezvous(dist, timeout, port=dist.master_port + 1)
+        # JAX's preemption service installs its own SIGTERM handler; without it (and
+        # with the harness's handler put back) a cancel still leaves a record.
+        jax.config.update("jax_enable_preemption_service", False)
+        on_sigterm = signal.getsignal(signal.SIGTERM)
+        jax.distributed.initialize(
+            coordinator_address=f"{dist.master_addr}:{dist.master_port}",
+            num_processes=dist.world_size, process_id=dist.rank,
+            local_device_ids=_local_gpu_ids(dist.local_rank) if gpu else None,
+            initialization_timeout=max(30, int(timeout - (time.monotonic() - start))))
+        if callable(on_sigterm):
+            signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _devices(self, spec) -> list:
+        """The mesh's devices: one per rank, this rank's own (self.device) among them."""
+        dist = self.dist
+        self.platform = jax.default_backend()
+        accelerator.use_gpu(spec, int(self.platform == "gpu"), "JAX", f"its backend is {self.platform!r}")
+        if not dist.distributed:
+            local = jax.local_devices()
+            self.device = local[dist.local_rank % len(local)]
+            return [self.device]
+        devices = jax.devices()
+        if len(devices) != dist.world_size:
+            raise RuntimeError(f"expected one device per rank, JAX sees {len(devices)} devices "
+                               f"for {dist.world_size} ranks")
+        self.device = jax.local_devices()[0]
+        return devices
+
+    def _model(self, spec):
+        """(model, its loss, the training state, this rank's synthetic batch): the same
+        weights on every rank (one seed), in the AMP dtype's compute."""
+        cfg, seed = spec.model, spec.seed
+        model, loss_of = models.build_model(cfg, DTYPES[self.amp_dtype])
+        batch = models.synthetic_batch(cfg, spec.batch_size, seed + self.dist.rank)
         with jax.default_device(self.device):
-            # Same seed, same weights on every rank. Jitted (op by op is slow), and on CPUs
-            # compiled without LLVM's optimizations: XLA:CPU takes 15-20 s to optimize the
-            # dozens of threefry random generators of an init that runs once (2 s without).
-            init = jax.jit(lambda: models.init_variables(model, inputs, seed)).lower()
-            init = init.compile(INIT_COMPILER_OPTIONS if self.platform == "cpu" else None)
-            variables = init()
+            # Jitted (op by op is slow), and on CPUs compiled without LLVM's optimizations:
+            # XLA:CPU takes 15-20 s to optimize the dozens of threefry random generators of
+            # an init that runs once (2 s without).
+            init = jax.jit(lambda: models.init_variables(model, batch[0], seed)).lower()
+            variables = init.compile(INIT_COMPILER_OPTIONS if self.platform == "cpu" else None)()
             params = variables["params"]
             stats = variables.get("batch_stats", {})
-            tx = models.build_optimizer(cfg)
-            state = (params, stats, tx.init(params), jnp.zeros((), jnp.uint32))
+            self.tx = models.build_optimizer(cfg)
+            state = (params, stats, self.tx.init(params), jnp.zeros((), jnp.uint32))
+        return model, loss_of, state, batch
+
+    def _step_fn(self, model, loss_of, seed):
+        """The training step over the ranks: one XLA program over the global mesh (jit with
+        several ranks), else this rank's step with the all-reduce as its own call."""
         dropout_key = jax.random.PRNGKey(seed + 1)
-        world = dist.world_size
-
-        def make_step(reduce, rank_index, local=lambda p: p):
-            def local_step(state, inputs, labels):
-                params, stats, opt_state, step = state
-                rng = jax.random.fold_in(dropout_key, step)
-                if world > 1:  # every rank its own dropout masks
-                    rng = jax.random.fold_in(rng, rank_index())
-
-                def loss_fn(p):
-                    variables = {"params": p, "batch_stats": stats} if stats else {"params": p}
-                    out, mutated = model.apply(variables, *inputs, train=True,
-                                               rngs={"dropout": rng}, mutable=["batch_stats"])
-                    return loss_of(out, *labels), mutated.get("batch_stats", {})
-
-                # `local`: this rank's own gradient, not yet summed over ranks (see below).
-                (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(local(params))
-                if world > 1:  # mean over ranks: gradients and BatchNorm statistics
-                    grads, new_stats = reduce((grads, new_stats))
-                updates, opt_state = tx.update(grads, opt_state, params)
-                # The loss is this rank's own, as DDP's (shape (1,): one entry per rank).
-                return (optax.apply_updates(params, updates), new_stats, opt_state,
-                        step + 1), loss.reshape(1)
-            return local_step
-
-        if world > 1 and self.compile:
-            # One XLA program over the global mesh: each rank's shard of the batch, the
-            # replicated state, and pmean as the all-reduce inside the step.
-            replicated, sharded = NamedSharding(self.mesh, P()), NamedSharding(self.mesh, P(AXIS))
-            put = lambda a: jax.make_array_from_process_local_data(sharded, a)
-            self.state = jax.device_put(state, replicated)
+        if self.dist.world_size > 1 and self.compile:
             # Under shard_map the gradient of a replicated (rank-invariant) parameter comes
             # back already summed over ranks; pcast makes the parameters rank-varying first,
             # so the gradient is the rank's own and pmean is the one all-reduce (DDP's mean).
-            step_fn = jax.shard_map(make_step(lambda t: jax.lax.pmean(t, AXIS),
-                                              lambda: jax.lax.axis_index(AXIS),
-                                              lambda p: jax.lax.pcast(p, AXIS, to="varying")),
-                                    mesh=self.mesh, in_specs=(P(), P(AXIS), P(AXIS)),
-                                    out_specs=(P(), P(AXIS)))
-        else:
-            # This rank's batch and state on its own device. Without jit and with several
-            # ranks, the model and optimizer run op by op and only the all-reduce is a
-            # compiled collective, as DDP calls gloo/NCCL from an eager model.
-            put = lambda a: jax.device_put(a, self.device)
+            local_step = make_step(model, loss_of, self.tx, dropout_key, self.dist.world_size,
+                                   lambda t: jax.lax.pmean(t, AXIS), lambda: jax.lax.axis_index(AXIS),
+                                   lambda p: jax.lax.pcast(p, AXIS, to="varying"))
+            return jax.shard_map(local_step, mesh=self.mesh, in_specs=(P(), P(AXIS), P(AXIS)),
+                                 out_specs=(P(), P(AXIS)))
+        # Without jit and with several ranks, the model and optimizer run op by op and only
+        # the all-reduce is a compiled collective, as DDP calls gloo/NCCL from an eager model.
+        return make_step(model, loss_of, self.tx, dropout_key, self.dist.world_size,
+                         self._all_reduce_mean, lambda: self.dist.rank)
+
+    def _place(self, state, step_fn, inputs, labels):
+        """The state and the batch where the step takes them, and the step (jitted or not)."""
+        if self.dist.world_size > 1 and self.compile:
+            # each rank's shard of the batch, the state replicated over the global mesh
+            replicated, sharded = NamedSharding(self.mesh, P()), NamedSharding(self.mesh, P(AXIS))
+            self.put = lambda a: jax.make_array_from_process_local_data(sharded, a)
+            self.state = jax.device_put(state, replicated)
+        else:  # this rank's batch and state on its own device
+            self.put = lambda a: jax.device_put(a, self.device)
             self.state = jax.device_put(state, self.device)
-            step_fn = make_step(self._all_reduce_mean, lambda: dist.rank)
         # The batch is the step's argument, never a closed-over constant: a new batch of
         # the same shapes (data=files) reuses the compiled step. `put` places one rank's
         # batch field (frameworks/jax/loader.py uses it too).
-        self.put = put
-        self.inputs, self.labels = tuple(map(put, inputs)), tuple(map(put, labels))
+        self.inputs, self.labels = tuple(map(self.put, inputs)), tuple(map(self.put, labels))
         self.step_fn = jax.jit(step_fn, donate_argnums=0) if self.compile else step_fn
-        self._reduce_fn = None
-        self._last = None
 
     def _all_reduce_mean(self, tree):
         """Mean of a pytree of this rank's local arrays over all ranks (eager mode)."""
@@ -280,12 +308,3 @@ class FilesSession(datafiles.FromLoader, JaxSession):
     def close(self):
         self.loader.close()
         super().close()
-
-
-def build(spec, dist):
-    files = datafiles.reads_files(spec)
-    return (FilesSession if files else JaxSession)(spec, dist)
-
-
-build.is_oom = JaxSession.is_oom
-build.data_backends = ("grain",)  # data=files: frameworks/jax/loader.py

@@ -21,7 +21,7 @@ from frameworks.common import datafiles, pipeline
 class Loader:
     def __init__(self, spec, dist):
         data = datafiles.settings(spec, dist)
-        cfg, seed, batch = spec["model"], spec["seed"], spec["batch_size"]
+        cfg, seed, batch = spec.model, spec.seed, spec.batch_size
         self.images = cfg["name"] == "resnet50"
         msds.config.set_seed(seed)
         if self.images:

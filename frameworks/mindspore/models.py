@@ -12,7 +12,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
 from mindspore.common.initializer import Normal
-from frameworks.common import registry, synthetic
+from frameworks.common import choices, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -180,14 +180,14 @@ OPTIMIZERS = {
 
 
 def build_model(model_cfg):
-    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    model, loss = choices.pick(MODELS, model_cfg["name"], "model")
     return model(**model_cfg), loss
 
 
 def build_optimizer(model_cfg, params):
     """SGD with momentum or AdamW, with the reference's hyper-parameters."""
     opt = model_cfg["optimizer"]
-    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
+    return choices.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
 
 
 def count_parameters(model) -> int:

@@ -1,4 +1,5 @@
-"""MindSpore adapter: `build(spec, dist)` for the harness (stdlib + numpy + mindspore only).
+"""MindSpore's training session (stdlib + numpy + mindspore only; the adapter is
+frameworks/mindspore/__init__.py).
 
 A functional training step: `mindspore.value_and_grad` over the network and
 loss, then the optimizer. `compile` selects GRAPH_MODE with the whole step under
@@ -32,7 +33,7 @@ try:
 except ImportError:  # before 2.7 it lived in mindspore.common.api
     from mindspore.common.api import _pynative_executor
 
-from frameworks.common import capability, datafiles, device as devices, harness
+from frameworks.common import accelerator, capability, datafiles, harness
 from contract import modes
 from frameworks.mindspore import models
 
@@ -54,11 +55,10 @@ def _device_target(spec, options):
     """CPU, GPU or Ascend: the option `device_target` wins, else the spec's device."""
     if options.get("device_target"):
         return options["device_target"]
-    device = spec.get("device", "auto")
-    if device == "cpu":
+    if spec.device == "cpu":
         return "CPU"
-    if device == "cuda":
-        devices.use_gpu(spec, 1 if ms.hal.is_available("GPU") else 0, "MindSpore",
+    if spec.device == "cuda":
+        accelerator.use_gpu(spec, 1 if ms.hal.is_available("GPU") else 0, "MindSpore",
                         "this build has no usable GPU backend")
         return "GPU"
     return "CPU"  # auto: a GPU or Ascend run names its target in options.device_target
@@ -70,9 +70,8 @@ class MindSporeSession(harness.Session):
     def __init__(self, spec, dist):
         self.dist = dist
         self.scheduler = None
-        options = spec.get("options") or {}
-        self.target = _device_target(spec, options)
-        self.compiled = bool(spec.get("compile"))
+        self.target = _device_target(spec, spec.options)
+        self.compiled = bool(spec.compile)
         capability.require("mindspore", spec, None if self.target == "CPU" else ())
         if self.target == "CPU":
             ms.set_device("CPU")
@@ -80,29 +79,42 @@ class MindSporeSession(harness.Session):
             ms.set_device(self.target, dist.local_rank)
         ms.set_context(mode=ms.GRAPH_MODE if self.compiled else ms.PYNATIVE_MODE)
         if dist.distributed:
-            self._init_cluster(spec, options)
-        ms.set_seed(spec["seed"])  # the same initial weights on every rank
+            self._init_cluster(spec, spec.options)
+        ms.set_seed(spec.seed)  # the same initial weights on every rank
+        self._model(spec)
+        self.train_step = self._train_step(spec.model)
+        self.checked = False
 
-        cfg = spec["model"]
-        net, loss_fn = models.build_model(cfg)
-        self.amp = spec["precision"] == "amp"
-        self.amp_dtype = devices.amp_dtype(spec, self.target != "CPU", cpu_dtypes=("bf16", "fp16"))
+    # -- construction, in order
+
+    def _model(self, spec):
+        """The network (mixed precision O2 in the AMP dtype), the synthetic batch, the
+        optimizer."""
+        cfg = spec.model
+        net, self.loss_fn = models.build_model(cfg)
+        self.amp = spec.precision == "amp"
+        self.amp_dtype = accelerator.amp_dtype(spec, self.target != "CPU", cpu_dtypes=("bf16", "fp16"))
         if self.amp:
             dtype = {"bf16": ms.bfloat16, "fp16": ms.float16}[self.amp_dtype]
             net = ms.amp.auto_mixed_precision(net, "O2", dtype=dtype)
         net.set_train(True)
         self.net = net
-        self.inputs, self.labels = models.synthetic_batch(
-            cfg, spec["batch_size"], spec["seed"] + dist.rank)
+        self.inputs, self.labels = models.synthetic_batch(cfg, spec.batch_size, spec.seed + self.dist.rank)
         self.optimizer = models.build_optimizer(cfg, net.trainable_params())
-        params = self.optimizer.parameters
+
+    def _train_step(self, cfg):
+        """The step as a function of the batch (inputs, then labels: data=files feeds each
+        step's): gradients, the all-reduce, the loss scaler, clipping, the update; under
+        mindspore.jit where compiled."""
+        net, loss_fn, optimizer = self.net, self.loss_fn, self.optimizer
+        params = optimizer.parameters
         scaler = ms.amp.DynamicLossScaler(2.0 ** 16, 2, 1000) if self.amp_dtype == "fp16" else None
         reducer = None
-        if dist.distributed:
+        if self.dist.distributed:
             from mindspore.communication import GlobalComm
-            reducer = nn.DistributedGradReducer(params, mean=True, degree=dist.world_size,
+            reducer = nn.DistributedGradReducer(params, mean=True, degree=self.dist.world_size,
                                                 group=GlobalComm.WORLD_COMM_GROUP)
-        n, optimizer = len(self.inputs), self.optimizer  # a step's batch: inputs, then labels
+        n = len(self.inputs)
         # Gradient clipping by global norm (BERT's recipe; None: off), as model_zoo's BERT:
         # after the all-reduce and the loss scaler's unscale.
         self.recipe = modes.recipe_environment(cfg)
@@ -114,7 +126,7 @@ class MindSporeSession(harness.Session):
 
         grad_fn = ms.value_and_grad(forward, None, params, has_aux=True)
 
-        def train_step(*batch):  # the batch as arguments: data=files feeds each step's
+        def train_step(*batch):
             (_, loss), grads = grad_fn(*batch)
             if reducer is not None:
                 grads = reducer(grads)
@@ -132,12 +144,11 @@ class MindSporeSession(harness.Session):
                 optimizer(grads)
             return loss
 
-        self.train_step = ms.jit(train_step) if self.compiled else train_step
-        self.checked = False
+        return ms.jit(train_step) if self.compiled else train_step
 
     def _init_cluster(self, spec, options):
         dist = self.dist
-        timeout = int(spec["rendezvous_timeout_s"])
+        timeout = int(spec.rendezvous_timeout_s)
         env = {"MS_WORKER_NUM": str(dist.world_size), "MS_SCHED_HOST": dist.master_addr,
                "MS_SCHED_PORT": str(dist.master_port), "MS_TOPO_TIMEOUT": str(timeout)}
         os.environ.update(env, MS_ROLE="MS_WORKER", MS_NODE_ID=str(dist.rank))
@@ -234,12 +245,3 @@ class FilesSession(datafiles.FromLoader, MindSporeSession):
         super().__init__(spec, dist)
         from frameworks.mindspore.loader import Loader
         self.loader = Loader(spec, dist)
-
-
-def build(spec, dist):
-    files = datafiles.reads_files(spec)
-    return (FilesSession if files else MindSporeSession)(spec, dist)
-
-
-build.is_oom = MindSporeSession.is_oom
-build.data_backends = ("mindspore.dataset",)

@@ -19,8 +19,8 @@ class Items(gluon.data.Dataset):
     """key (sample id, serial) -> (*inputs, *labels, id, ok), numpy (the batchify stacks)."""
 
     def __init__(self, spec, data):
-        cfg = spec["model"]
-        self.images, self.seed = cfg["name"] == "resnet50", spec["seed"]
+        cfg = spec.model
+        self.images, self.seed = cfg.name == "resnet50", spec.seed
         if self.images:
             self.paths, labels, _ = datafiles.image_files(data["path"])
             self.labels = [float(y % cfg["num_classes"]) for y in labels]
@@ -70,7 +70,7 @@ class Loader:
         data = datafiles.settings(spec, dist)
         self.items = Items(spec, data)
         ids = datafiles.shard(len(self.items), dist.rank, dist.world_size)
-        keys = datafiles.KeyBatches(ids, spec["batch_size"], spec["seed"])
+        keys = datafiles.KeyBatches(ids, spec.batch_size, spec.seed)
         # thread_pool: worker threads (imdecode and the crop run in MXNet's C++, GIL
         # released). Forked worker processes inherit MXNet's engine and the harness's
         # SIGTERM handler, and were seen to keep a finished rank from exiting.

@@ -18,7 +18,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import nn
 
-from frameworks.common import registry, synthetic
+from frameworks.common import choices, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -214,7 +214,7 @@ MODELS = {"resnet50": (ResNet, ResNetLoss, resnet_init),
 
 def build_model(model_cfg):
     """(model, loss block, initializer) for the config."""
-    model, loss, init = registry.pick(MODELS, model_cfg["name"], "model")
+    model, loss, init = choices.pick(MODELS, model_cfg["name"], "model")
     return model(**model_cfg), loss(), init()
 
 
@@ -251,7 +251,7 @@ class AdamW(mx.optimizer.Optimizer):
 def optimizer_args(model_cfg):
     """(name, kwargs) for gluon.Trainer: the same optimizer and hyper-parameters."""
     opt = model_cfg["optimizer"]
-    return opt["name"], registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
+    return opt["name"], choices.pick(OPTIMIZERS, opt["name"], "optimizer")(opt)
 
 
 # MXNet's SGD adds wd * w to the gradient before momentum, as torch's SGD.

@@ -1,4 +1,5 @@
-"""MXNet adapter: `build(spec, dist)` for the harness (stdlib + numpy + mxnet only).
+"""MXNet's training session (stdlib + numpy + mxnet only; the adapter is
+frameworks/mxnet/__init__.py).
 
 Gluon HybridBlocks trained imperatively (autograd.record). `compile` is
 `hybridize(static_alloc=True, static_shape=True)`: MXNet's graph mode, which turns
@@ -35,7 +36,7 @@ import time
 
 import numpy as np
 
-from frameworks.common import capability, datafiles, device, harness
+from frameworks.common import accelerator, capability, datafiles, harness
 from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
@@ -193,12 +194,12 @@ class MXNetSession(harness.Session):
         self.dist = dist
         self.children, self.kv, self.trainer = [], None, None
         gpus = mx.context.num_gpus()
-        self.gpu = device.use_gpu(spec, gpus, "MXNet", "`mxnet` is the CPU build; `mxnet-cu112` "
-                                  "and kin the CUDA ones")
+        self.gpu = accelerator.use_gpu(spec, gpus, "MXNet", "`mxnet` is the CPU build; `mxnet-cu112` "
+                                       "and kin the CUDA ones")
         self.ctx = mx.gpu(dist.local_rank % gpus) if self.gpu else mx.cpu()
 
-        self.amp = spec["precision"] == "amp"
-        dtype = device.amp_dtype(spec, self.gpu) or "bf16"  # (unused by fp32 runs)
+        self.amp = spec.precision == "amp"
+        dtype = accelerator.amp_dtype(spec, self.gpu) or "bf16"  # (unused by fp32 runs)
         capability.require("mxnet", spec, () if self.gpu else None)  # 1.9 does not tell the capability
         self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
         if self.amp:
@@ -206,7 +207,7 @@ class MXNetSession(harness.Session):
             self.amp_mod = amp
             amp.init(target_dtype=self.amp_dtype)  # before the model exists: it wraps the ops
 
-        deadline = time.monotonic() + spec["rendezvous_timeout_s"]
+        deadline = time.monotonic() + spec.rendezvous_timeout_s
         if dist.distributed:
             rendezvous(dist, deadline - time.monotonic())  # every rank is up, or TimeoutError
             os.environ.update(ps_env(dist), DMLC_ROLE="worker")
@@ -220,17 +221,23 @@ class MXNetSession(harness.Session):
     def _build(self, spec, dist, deadline):
         if dist.distributed:
             self.kv = create_kvstore("dist_sync", max(30.0, deadline - time.monotonic()))
+        self._model(spec)
+        if self.kv is not None:
+            self._same_weights()
+        self._recipe(spec.model)
 
-        seed = spec["seed"]
+    def _model(self, spec):
+        """The step's network (hybridized where compiled), the synthetic batch, the Trainer."""
+        seed = spec.seed
         mx.random.seed(seed)  # the same initial weights everywhere (and the kvstore's init wins)
         np.random.seed(seed)
-        cfg = spec["model"]
+        cfg = spec.model
         model, loss, init = models.build_model(cfg)
-        self.inputs, self.labels = models.synthetic_batch(cfg, spec["batch_size"],
-                                                          seed + dist.rank, self.ctx)
+        self.inputs, self.labels = models.synthetic_batch(cfg, spec.batch_size,
+                                                          seed + self.dist.rank, self.ctx)
         self.net = models.TrainStep(model, loss, len(self.inputs))
         self.net.initialize(init, ctx=self.ctx)
-        self.compile = bool(spec.get("compile"))
+        self.compile = bool(spec.compile)
         if self.compile:
             self.net.hybridize(static_alloc=True, static_shape=True)
         name, kwargs = models.optimizer_args(cfg)
@@ -239,20 +246,25 @@ class MXNetSession(harness.Session):
         self.trainer = gluon.Trainer(self.params, name, kwargs, kvstore=None)
         self.weights = [p.data(self.ctx) for p in self.trainer._params]
         self.grads = [p.grad(self.ctx) for p in self.trainer._params]
-        if self.kv is not None:
-            n = len(self.grads)
-            # (init ends in a barrier of all workers: a C wait, hence interruptible)
-            interruptible(self.kv.init, list(range(n)), self.grads)
-            # Keys n.. carry the weights once: every rank starts from the first worker's.
-            interruptible(self.kv.init, list(range(n, 2 * n)), self.weights)
-            self.kv.pull(list(range(n, 2 * n)), out=self.weights)
-            interruptible(mx.nd.waitall)
+
+    def _same_weights(self):
+        """The kvstore's keys: the gradients', and the weights' once (keys n..), so that
+        every rank starts from the first worker's."""
+        n = len(self.grads)
+        # (init ends in a barrier of all workers: a C wait, hence interruptible)
+        interruptible(self.kv.init, list(range(n)), self.grads)
+        interruptible(self.kv.init, list(range(n, 2 * n)), self.weights)
+        self.kv.pull(list(range(n, 2 * n)), out=self.weights)
+        interruptible(mx.nd.waitall)
+
+    def _recipe(self, cfg):
+        """AMP's loss scaling, the gradients' divisor and clipping, the step's marker."""
         self.scale_loss = self.amp and self.amp_dtype == "float16"
         if self.scale_loss:
             self.amp_mod.init_trainer(self.trainer)
         # Gradients are summed over workers; dividing by their number averages them
         # (each rank's loss is already the mean over its own batch).
-        self.grad_divisor = dist.world_size
+        self.grad_divisor = self.dist.world_size
         # Gradient clipping by global norm (BERT's recipe; None: off), on the summed
         # gradients after the push/pull: bounding the sum by norm x ranks bounds the mean
         # (what the update applies) by norm.
@@ -398,12 +410,3 @@ class FilesSession(datafiles.FromLoader, MXNetSession):
         super().__init__(spec, dist)
         from frameworks.mxnet.loader import Loader
         self.loader = Loader(spec, dist, self.ctx)
-
-
-def build(spec, dist):
-    files = datafiles.reads_files(spec)
-    return (FilesSession if files else MXNetSession)(spec, dist)
-
-
-build.is_oom = MXNetSession.is_oom
-build.data_backends = ("gluon",)

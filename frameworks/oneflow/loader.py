@@ -8,18 +8,21 @@ cannot be decoded fails the rank with the file named.
 
 OneFlow's own ImageNet path, OFRecord files read by flow.nn.OFRecordReader, needs the
 images converted to OFRecord first; this reads the JPEG folder as it is.
-"""
-import oneflow as flow
 
+oneflow is imported when a Loader is made, not with this module: importing it joins the
+process group (frameworks/oneflow/worker.py), which the harness's checks come before.
+"""
 from frameworks.common import datafiles, pipeline
 
 
 class Loader:
     def __init__(self, spec, dist, device, place=lambda ts: ts):  # place: the session's to_batch
+        import oneflow as flow
+        self.flow = flow
         data = datafiles.settings(spec, dist)
         self.samples = datafiles.Samples(spec, data)
         ids = datafiles.shard(len(self.samples), dist.rank, dist.world_size)
-        keys = datafiles.KeyBatches(ids, spec["batch_size"], spec["seed"])
+        keys = datafiles.KeyBatches(ids, spec.batch_size, spec.seed)
         self.batches = iter(flow.utils.data.DataLoader(self.samples, batch_sampler=keys,
                                                        num_workers=data["workers"]))
         self.device, self.place, self.seen = device, place, datafiles.Seen()
@@ -32,14 +35,14 @@ class Loader:
         inputs = tuple(t.to(self.device) for t in inputs)
         labels = tuple(t.to(self.device) for t in labels)
         if self.samples.images:
-            inputs = ((inputs[0].to(flow.float32) - self.mean) / self.std,)
+            inputs = ((inputs[0].to(self.flow.float32) - self.mean) / self.std,)
         return self.place(inputs), self.place(labels)
 
 
 class InputSession(pipeline.PipelineSession):
     """bench=input: the pipeline alone, each step one batch onto the device."""
 
-    framework_version = flow.__version__
-
     def make_loader(self, spec, dist):
+        import oneflow as flow
+        self.framework_version = flow.__version__
         return Loader(spec, dist, flow.device("cpu"))

@@ -12,7 +12,7 @@ import math
 import oneflow as flow
 from oneflow import nn
 import oneflow.nn.functional as F
-from frameworks.common import registry, synthetic
+from frameworks.common import choices, synthetic
 from contract import modes
 
 
@@ -164,7 +164,7 @@ OPTIMIZERS = {
 
 
 def build_model(model_cfg):
-    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    model, loss = choices.pick(MODELS, model_cfg["name"], "model")
     return model(**model_cfg), loss
 
 
@@ -176,7 +176,7 @@ def build_optimizer(model_cfg, params, clip_in_group=False):
     norm = modes.clip_norm(model_cfg)
     if clip_in_group and norm is not None:
         params = [{"params": list(params), "clip_grad_max_norm": norm, "clip_grad_norm_type": 2.0}]
-    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
+    return choices.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
 
 
 def count_parameters(model) -> int:

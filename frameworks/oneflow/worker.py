@@ -1,4 +1,5 @@
-"""OneFlow adapter: `build(spec, dist)` for the harness (stdlib + numpy + oneflow only).
+"""OneFlow's training session (stdlib + numpy + oneflow only; the adapter is
+frameworks/oneflow/__init__.py).
 
 OneFlow's eager API mirrors PyTorch's, so the step is the reference's: zero_grad,
 forward, loss, backward, optimizer step. `compile` runs the step as a
@@ -29,7 +30,7 @@ nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
 """
 import os
 
-from frameworks.common import capability, datafiles, device, harness
+from frameworks.common import accelerator, capability, datafiles, harness
 from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
@@ -39,80 +40,98 @@ class OneFlowSession(harness.Session):
 
     def __init__(self, spec, dist):
         self.dist = dist
+        flow = self.flow = self._join(spec)
+        self._device(spec)
+        # Gradient clipping by global norm (BERT's recipe; None: off): eager calls
+        # clip_grad_norm_ after DDP's all-reduce; nn.Graph clips in its optimizer's update.
+        self.recipe = modes.recipe_environment(spec.model)
+        self.clip_norm = modes.clip_norm(spec.model)
+        flow.manual_seed(spec.seed)  # the same initial weights on every rank
+        model = self._model(spec)
+        self.to_batch = lambda ts: ts  # a batch as the step takes it (graph: global view)
+        if self.compiled:
+            self._graph(spec.model, model)
+        else:
+            self.optimizer = self.models.build_optimizer(spec.model, model.parameters())
+            self.model = flow.nn.parallel.DistributedDataParallel(model) if dist.distributed else model
+            self.params = list(model.parameters())
+
+    # -- construction, in order
+
+    def _join(self, spec):
+        """oneflow, imported once every rank is here: the import joins the process group."""
+        dist = self.dist
         if dist.distributed:
             os.environ.update(MASTER_ADDR=dist.master_addr, MASTER_PORT=str(dist.master_port),
                               WORLD_SIZE=str(dist.world_size), RANK=str(dist.rank),
                               LOCAL_RANK=str(dist.local_rank))
-            rendezvous(dist, spec["rendezvous_timeout_s"])
+            rendezvous(dist, spec.rendezvous_timeout_s)
         import oneflow as flow  # joins the process group when WORLD_SIZE > 1
-        import oneflow.sysconfig
-        from frameworks.oneflow import models
-        self.flow = flow
-        self.framework_version = flow.__version__
+        import oneflow.sysconfig  # noqa: F401  (flow.sysconfig, for the environment)
+        from frameworks.oneflow import models  # imports oneflow too
+        self.models, self.framework_version = models, flow.__version__
         if dist.distributed and flow.env.get_world_size() != dist.world_size:
             raise RuntimeError(f"OneFlow sees {flow.env.get_world_size()} ranks, expected {dist.world_size}")
+        return flow
 
-        cuda = device.use_gpu(spec, flow.cuda.device_count() if flow.cuda.is_available() else 0, "OneFlow")
-        self.cuda = cuda
-        self.device = flow.device("cuda", dist.local_rank % flow.cuda.device_count()) if cuda \
+    def _device(self, spec):
+        """The rank's device, its AMP dtype (OneFlow's), and what it refuses."""
+        flow = self.flow
+        self.cuda = accelerator.use_gpu(spec, flow.cuda.device_count() if flow.cuda.is_available() else 0,
+                                        "OneFlow")
+        self.device = flow.device("cuda", self.dist.local_rank % flow.cuda.device_count()) if self.cuda \
             else flow.device("cpu")
-        self.compiled = bool(spec.get("compile"))
-        self.amp = spec["precision"] == "amp"
-        self.amp_dtype = device.amp_dtype(spec, cuda)
-        capability.require("oneflow", spec, () if cuda else None)  # 0.9 does not tell the capability
-        dtype = {"bf16": flow.bfloat16, "fp16": flow.float16, None: None}[self.amp_dtype]
-        fp16 = self.amp_dtype == "fp16"
-        if fp16 and not self.compiled:  # flow.amp.GradScaler has no scale() or unscale_()
+        self.compiled = bool(spec.compile)
+        self.amp = spec.precision == "amp"
+        self.amp_dtype = accelerator.amp_dtype(spec, self.cuda)
+        capability.require("oneflow", spec, () if self.cuda else None)  # 0.9 does not tell the capability
+        self.autocast_dtype = {"bf16": flow.bfloat16, "fp16": flow.float16, None: None}[self.amp_dtype]
+        if self.amp_dtype == "fp16" and not self.compiled:  # flow.amp.GradScaler has no scale() or unscale_()
             raise capability.Unsupported(
                 "OneFlow 0.9 has no eager loss scaling (its GradScaler configures nn.Graph "
                 "only): fp16 AMP needs compile=true (nn.Graph)")
-        # Gradient clipping by global norm (BERT's recipe; None: off): eager calls
-        # clip_grad_norm_ after DDP's all-reduce; nn.Graph clips in its optimizer's update.
-        self.recipe = modes.recipe_environment(spec["model"])
-        self.clip_norm = modes.clip_norm(spec["model"])
 
-        flow.manual_seed(spec["seed"])  # the same initial weights on every rank
-        cfg = spec["model"]
-        model, self.loss_fn = models.build_model(cfg)
+    def _model(self, spec):
+        """The model on the device, in training mode, and the synthetic batch."""
+        cfg = spec.model
+        model, self.loss_fn = self.models.build_model(cfg)
         model = model.to(self.device)
         model.train()
         self.net = model
-        self.inputs, self.labels = models.synthetic_batch(
-            cfg, spec["batch_size"], self.device, spec["seed"] + dist.rank)
-        loss_fn = self.loss_fn
+        self.inputs, self.labels = self.models.synthetic_batch(
+            cfg, spec.batch_size, self.device, spec.seed + self.dist.rank)
+        return model
 
-        self.to_batch = lambda ts: ts  # a batch as the step takes it (graph: global view)
-        if self.compiled:
-            if dist.distributed:  # global view: one model over all ranks, the batch split
-                placement = flow.placement(self.device.type, ranks=list(range(dist.world_size)))
-                model.to_global(placement=placement, sbp=flow.sbp.broadcast)
-                self.to_batch = lambda ts: tuple(
-                    t.to_global(placement=placement, sbp=flow.sbp.split(0)) for t in ts)
-                self.inputs, self.labels = self.to_batch(self.inputs), self.to_batch(self.labels)
-            self.optimizer = models.build_optimizer(cfg, model.parameters(), clip_in_group=True)
-            n, optimizer = len(self.inputs), self.optimizer
+    def _graph(self, cfg, model):
+        """The step as an nn.Graph; over several ranks OneFlow's global view: one model
+        over all ranks, the batch split."""
+        flow, dist = self.flow, self.dist
+        if dist.distributed:
+            placement = flow.placement(self.device.type, ranks=list(range(dist.world_size)))
+            model.to_global(placement=placement, sbp=flow.sbp.broadcast)
+            self.to_batch = lambda ts: tuple(
+                t.to_global(placement=placement, sbp=flow.sbp.split(0)) for t in ts)
+            self.inputs, self.labels = self.to_batch(self.inputs), self.to_batch(self.labels)
+        self.optimizer = self.models.build_optimizer(cfg, model.parameters(), clip_in_group=True)
+        n, optimizer, loss_fn = len(self.inputs), self.optimizer, self.loss_fn
+        dtype, fp16 = self.autocast_dtype, self.amp_dtype == "fp16"
 
-            class TrainGraph(flow.nn.Graph):
-                def __init__(self):
-                    super().__init__()
-                    self.model = model
-                    self.add_optimizer(optimizer)
-                    if dtype is not None:
-                        self.config.enable_amp(True, dtype=dtype)
-                        if fp16:
-                            self.set_grad_scaler(flow.amp.GradScaler(init_scale=2.0 ** 16))
+        class TrainGraph(flow.nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+                self.add_optimizer(optimizer)
+                if dtype is not None:
+                    self.config.enable_amp(True, dtype=dtype)
+                    if fp16:
+                        self.set_grad_scaler(flow.amp.GradScaler(init_scale=2.0 ** 16))
 
-                def build(self, *batch):  # inputs, then labels: data=files feeds each step's
-                    loss = loss_fn(self.model(*batch[:n]), *batch[n:])
-                    loss.backward()
-                    return loss
+            def build(self, *batch):  # inputs, then labels: data=files feeds each step's
+                loss = loss_fn(self.model(*batch[:n]), *batch[n:])
+                loss.backward()
+                return loss
 
-            self.graph = TrainGraph()
-        else:
-            self.optimizer = models.build_optimizer(cfg, model.parameters())
-            self.model = flow.nn.parallel.DistributedDataParallel(model) if dist.distributed else model
-            self.autocast_dtype = dtype
-            self.params = list(model.parameters())
+        self.graph = TrainGraph()
 
     def step(self):
         if self.compiled:
@@ -179,12 +198,3 @@ class FilesSession(datafiles.FromLoader, OneFlowSession):
         super().__init__(spec, dist)
         from frameworks.oneflow.loader import Loader
         self.loader = Loader(spec, dist, self.device, self.to_batch)
-
-
-def build(spec, dist):
-    files = datafiles.reads_files(spec)
-    return (FilesSession if files else OneFlowSession)(spec, dist)
-
-
-build.is_oom = OneFlowSession.is_oom
-build.data_backends = ("oneflow.utils.data",)

@@ -15,7 +15,7 @@ class Loader:
         data = datafiles.settings(spec, dist)
         self.samples = datafiles.Samples(spec, data)
         ids = datafiles.shard(len(self.samples), dist.rank, dist.world_size)
-        keys = datafiles.KeyBatches(ids, spec["batch_size"], spec["seed"])
+        keys = datafiles.KeyBatches(ids, spec.batch_size, spec.seed)
         self.batches = iter(paddle.io.DataLoader(self.samples, batch_sampler=keys,
                                                  num_workers=data["workers"], return_list=True))
         self.gpu, self.seen = gpu, datafiles.Seen()

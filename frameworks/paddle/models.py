@@ -15,7 +15,7 @@ import paddle
 from paddle import nn
 import paddle.nn.functional as F
 
-from frameworks.common import registry, synthetic
+from frameworks.common import choices, synthetic
 from contract import modes
 
 
@@ -189,7 +189,7 @@ OPTIMIZERS = {
 
 
 def build_model(model_cfg):
-    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    model, loss = choices.pick(MODELS, model_cfg["name"], "model")
     return model(**model_cfg), loss
 
 
@@ -204,7 +204,7 @@ def build_optimizer(model_cfg, params):
     opt = model_cfg["optimizer"]
     norm = modes.clip_norm(model_cfg)
     clip = None if norm is None else nn.ClipGradByGlobalNorm(clip_norm=norm)
-    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params, clip)
+    return choices.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params, clip)
 
 
 def count_parameters(model) -> int:

@@ -1,4 +1,5 @@
-"""PaddlePaddle adapter: `build(spec, dist)` for the harness (stdlib + numpy + paddle only).
+"""PaddlePaddle's training session (stdlib + numpy + paddle only; the adapter is
+frameworks/paddle/__init__.py).
 
 Dynamic graph (eager) training, which `compile=auto` (the default) keeps, as PaddleClas
 and PaddleNLP train (contract/modes.py). `compile` converts the forward pass and the loss to
@@ -25,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from frameworks.common import capability, datafiles, device, harness
+from frameworks.common import accelerator, capability, datafiles, harness
 from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
@@ -98,46 +99,59 @@ class PaddleSession(harness.Session):
 
     def __init__(self, spec, dist):
         self.dist = dist
-        gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
-        self.gpu = device.use_gpu(spec, gpus, "Paddle", "paddlepaddle is the CPU build; "
-                                  "paddlepaddle-gpu the CUDA one")
-        self.place = f"gpu:{dist.local_rank % gpus}" if self.gpu else "cpu"
-        paddle.set_device(self.place)
+        gpus = self._device(spec)
+        self.group = None
+        if dist.distributed:
+            self._join(spec, gpus)
+        self._model(spec)
+        _restore_sigterm()
 
-        self.amp = spec["precision"] == "amp"
-        self.compile = bool(spec.get("compile"))
+    # -- construction, in order
+
+    def _device(self, spec) -> int:
+        """The rank's place (a GPU, or the CPU) and AMP dtype; the GPUs Paddle sees."""
+        gpus = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
+        self.gpu = accelerator.use_gpu(spec, gpus, "Paddle", "paddlepaddle is the CPU build; "
+                                       "paddlepaddle-gpu the CUDA one")
+        self.place = f"gpu:{self.dist.local_rank % gpus}" if self.gpu else "cpu"
+        paddle.set_device(self.place)
+        self.amp = spec.precision == "amp"
+        self.compile = bool(spec.compile)
         capability.require("paddle", spec, (tuple(paddle.device.cuda.get_device_capability(self.place))
                                             if self.gpu else None))
         self.amp_dtype = {"bf16": "bfloat16", "fp16": "float16"}[
-            device.amp_dtype(spec, self.gpu) or "bf16"]  # (unused by fp32 runs)
+            accelerator.amp_dtype(spec, self.gpu) or "bf16"]  # (unused by fp32 runs)
+        return gpus
 
-        self.group = None
-        if dist.distributed:
-            os.environ.update(_paddle_env(dist))
-            if self.gpu:  # init_parallel_env's NCCL path requires it
-                os.environ["FLAGS_selected_gpus"] = str(dist.local_rank % gpus)
-            else:
-                os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
-            rendezvous(dist, spec["rendezvous_timeout_s"])  # all here, or TimeoutError
-            self.group = paddle_dist.init_parallel_env()
+    def _join(self, spec, gpus):
+        """Paddle's process group, after the suite's bounded rendezvous (module docstring)."""
+        dist = self.dist
+        os.environ.update(_paddle_env(dist))
+        if self.gpu:  # init_parallel_env's NCCL path requires it
+            os.environ["FLAGS_selected_gpus"] = str(dist.local_rank % gpus)
+        else:
+            os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
+        rendezvous(dist, spec.rendezvous_timeout_s)  # all here, or TimeoutError
+        self.group = paddle_dist.init_parallel_env()
 
-        seed = spec["seed"]
-        paddle.seed(seed)  # the same initial weights on every rank
-        cfg = self.cfg = spec["model"]
+    def _model(self, spec):
+        """The model, the synthetic batch, the optimizer and the step (to_static where
+        compiled, DataParallel over several ranks)."""
+        paddle.seed(spec.seed)  # the same initial weights on every rank
+        cfg = self.cfg = spec.model
         model, loss_fn = models.build_model(cfg)
         self.model = model
-        self.inputs, self.labels = models.synthetic_batch(cfg, spec["batch_size"], seed + dist.rank)
+        self.inputs, self.labels = models.synthetic_batch(cfg, spec.batch_size, spec.seed + self.dist.rank)
         self.params = models.trainable_parameters(model)
         self.optimizer = models.build_optimizer(cfg, self.params)
-        net = STEPS[cfg["name"]](model, loss_fn, self.amp, self.amp_dtype)
+        net = STEPS[cfg.name](model, loss_fn, self.amp, self.amp_dtype)
         if self.compile:
             net = paddle.jit.to_static(net, full_graph=True)
-        if dist.distributed:
+        if self.dist.distributed:
             net = paddle.DataParallel(net)  # broadcasts rank 0's weights, all-reduces gradients
         self.net = net
         self.scaler = (paddle.amp.GradScaler(init_loss_scaling=2.0 ** 16)
                        if self.amp and self.amp_dtype == "float16" else None)
-        _restore_sigterm()
 
     def step(self):
         loss = self.net(*self.inputs, *self.labels)
@@ -208,12 +222,3 @@ class FilesSession(datafiles.FromLoader, PaddleSession):
         super().__init__(spec, dist)
         from frameworks.paddle.loader import Loader
         self.loader = Loader(spec, dist, self.gpu)
-
-
-def build(spec, dist):
-    files = datafiles.reads_files(spec)
-    return (FilesSession if files else PaddleSession)(spec, dist)
-
-
-build.is_oom = PaddleSession.is_oom
-build.data_backends = ("paddle.io",)

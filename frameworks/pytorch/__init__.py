@@ -1,0 +1,12 @@
+"""PyTorch (docs/frameworks/pytorch.md): every model's training session (worker.py), the
+collectives of bench=comm (comm.py) and the data=files pipeline (loader.py)."""
+from frameworks.registry import Adapter, Bench
+
+ADAPTER = Adapter(
+    "pytorch",
+    {"train": Bench(".worker:model_session", files=".loader:FilesSession"),
+     "input": Bench(".loader:InputSession"),
+     "comm": Bench(".comm:CommSession")},
+    oom=".session:TorchSession.is_oom",
+    data_backends=("torch", "dali"),
+    package=__name__)

@@ -1,5 +1,5 @@
-"""PyTorch collectives by the nccl-tests method (bench=comm): `build(spec, dist)` for
-the harness, whose `run_bench` replaces the training loop (docs/comm.md).
+"""PyTorch collectives by the nccl-tests method (bench=comm): CommSession, whose
+`run_bench` replaces the harness's training loop (docs/comm.md).
 
 Per op, per message size (min_bytes to max_bytes by `factor`) and per in-place /
 out-of-place variant: `warmup_iters` untimed iterations, a device sync and a
@@ -18,7 +18,7 @@ import time
 import torch
 import torch.distributed as torch_dist
 
-from contract import busbw
+from contract import busbw, values
 from frameworks.pytorch.session import TorchSession, setup_device
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -35,17 +35,10 @@ class CommCheckFailed(RuntimeError):
     """Wrong elements in a result, or bus bandwidth under the health gate."""
 
 
-def _int(opts, key, minimum):
-    v = opts[key]
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise ValueError(f"bench.{key} must be an integer >= {minimum}, got {v!r}")
-    return v
-
-
 def options(spec, world_size: int) -> dict:
     """The bench options of the spec, defaulted and validated (one clear line when bad)."""
     opts = dict(DEFAULTS)
-    opts.update({k: v for k, v in (spec.get("bench_options") or {}).items() if k != "name"})
+    opts.update({k: v for k, v in spec.bench_options.items() if k != "name"})
     ops = [opts["ops"]] if isinstance(opts["ops"], str) else list(opts["ops"])
     bad = [op for op in ops if op not in busbw.OPS]
     if bad or not ops:
@@ -54,20 +47,19 @@ def options(spec, world_size: int) -> dict:
     opts["sizes"] = busbw.sizes(opts["min_bytes"], opts["max_bytes"], opts["factor"])
     if opts["dtype"] not in DTYPES:
         raise ValueError(f"bench.dtype must be one of {', '.join(DTYPES)}, got {opts['dtype']!r}")
-    _int(opts, "warmup_iters", 0)
-    _int(opts, "iters", 1)
+    values.integer(opts["warmup_iters"], "bench.warmup_iters", 0)
+    values.integer(opts["iters"], "bench.iters", 1)
     inplace = opts["inplace"]
     inplace = [inplace] if isinstance(inplace, bool) else list(inplace)
     if not inplace or any(not isinstance(v, bool) for v in inplace):
         raise ValueError(f"bench.inplace must be true, false or a list of them, got {opts['inplace']!r}")
     opts["inplace"] = sorted(set(inplace))  # out-of-place first, as nccl-tests prints them
-    if opts["min_busbw"] is not None and (isinstance(opts["min_busbw"], bool) or
-                                          not isinstance(opts["min_busbw"], (int, float))):
+    if opts["min_busbw"] is not None and not values.is_number(opts["min_busbw"]):
         raise ValueError(f"bench.min_busbw must be a number of GB/s or null, got {opts['min_busbw']!r}")
-    if not isinstance(opts["root"], int) or not 0 <= opts["root"] < world_size:
+    if not values.is_integer(opts["root"]) or not 0 <= opts["root"] < world_size:
         raise ValueError(f"bench.root must be a rank below {world_size}, got {opts['root']!r}")
     c = opts["corrupt_rank"]
-    if c is not None and (not isinstance(c, int) or isinstance(c, bool)):
+    if c is not None and not values.is_integer(c):
         raise ValueError(f"bench.corrupt_rank must be a rank or null, got {c!r}")
     return opts
 
@@ -297,5 +289,3 @@ def gate(results, min_busbw) -> list:
                     f"{rows[-1]['bytes']} bytes)")
     return problems
 
-
-build = CommSession

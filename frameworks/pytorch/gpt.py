@@ -141,8 +141,11 @@ def parameter_count(cfg: dict) -> int:
         return models.count_parameters(Model(**cfg))
 
 
-def _seed(seed: int, name: str) -> int:
-    return (seed * 1_000_003 + zlib.crc32(TIED.get(name, name).encode())) % 2**63
+def seeded_normal(shape, std: float, seed: int, name: str) -> torch.Tensor:
+    """N(0, std) values of parameter `name`, from a generator seeded by the seed and the name
+    alone: the same values whatever the layout (every family's rule)."""
+    gen = torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63)
+    return torch.empty(shape).normal_(0.0, std, generator=gen)
 
 
 def full_value(name: str, shape, seed: int) -> torch.Tensor:
@@ -153,8 +156,7 @@ def full_value(name: str, shape, seed: int) -> torch.Tensor:
         return torch.ones(shape) if leaf == "weight" else torch.zeros(shape)
     if leaf == "bias":
         return torch.zeros(shape)
-    gen = torch.Generator().manual_seed(_seed(seed, name))
-    return torch.empty(shape).normal_(0.0, INIT_STD, generator=gen)
+    return seeded_normal(shape, INIT_STD, seed, TIED.get(name, name))  # a tied weight: one value
 
 
 def synthetic_tokens(cfg: dict, rows: int, seed: int) -> torch.Tensor:

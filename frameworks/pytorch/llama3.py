@@ -26,7 +26,6 @@ the tokens a rank holds. Initial values: torchtitan's (normal in place of its tr
 normal), from a generator seeded by the seed and the parameter's name (`full_value`).
 """
 import math
-import zlib
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +34,7 @@ from torch.utils.checkpoint import checkpoint
 
 from frameworks.pytorch import models
 from frameworks.pytorch.gpt import keep_stage, loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
+from frameworks.pytorch.gpt import seeded_normal
 
 IMPLEMENTATION = "dlbench llama3 (frameworks/pytorch/llama3.py, scaled-dot-product attention)"
 INIT_STD = 0.02
@@ -196,5 +196,4 @@ def full_value(name: str, shape, seed: int) -> torch.Tensor:
         std = shape[-1] ** -0.5
     elif parts[-2] in ("wo", "w2", "w3"):
         std = INIT_STD / math.sqrt(2 * (int(parts[1]) + 1))
-    gen = torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63)
-    return torch.empty(shape).normal_(0.0, std, generator=gen)
+    return seeded_normal(shape, std, seed, name)

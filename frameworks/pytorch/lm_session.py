@@ -22,7 +22,7 @@ import torch
 import torch.distributed as torch_dist
 from torch.distributed.tensor.parallel import loss_parallel
 
-from frameworks.common import capability, device as devices
+from frameworks.common import accelerator, capability
 from contract import modes, parallel
 from frameworks.pytorch import context_parallel, models, parallelize
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
@@ -40,45 +40,69 @@ class LMSession(TorchSession):
     family = None  # the model family module (frameworks/pytorch/worker.py makes one per family)
 
     def __init__(self, spec, dist):
-        family = self.family
-        self.dist = dist
-        cfg = spec["model"]
-        self.layout = layout = parallel.Layout.of(spec["parallel"])
-        mesh_needed = dist.world_size > 1 or layout.fsdp
-        self.device, self.cuda = setup_device(spec, dist, group=mesh_needed)
-        dtype = devices.amp_dtype(spec, self.cuda)
+        self.dist, self.layout = dist, spec.parallel
+        self._devices(spec)
+        torch.manual_seed(spec.seed)  # dropout draws the same stream on every rank
+        mesh = self._mesh()
+        self._model(spec, mesh)
+        self._batch(spec)
+        self._optimizer(spec, mesh)
+
+    # ---- construction, in order ---------------------------------------------------------
+    def _devices(self, spec):
+        """The device and the process group; the AMP dtype, and the layout's refusal where
+        it cannot run here."""
+        layout, dist = self.layout, self.dist
+        self.device, self.cuda = setup_device(spec, dist, group=self._mesh_needed())
+        dtype = accelerator.amp_dtype(spec, self.cuda)
         gap = layout_gap(layout, dtype)
         if gap:
             raise capability.Unsupported(gap)
-        torch.manual_seed(spec["seed"])  # dropout draws the same stream on every rank
-        self.coords = parallel.coords(dist.rank, layout)
-        mesh = parallelize.build_mesh(layout, self.device.type) if mesh_needed else None
-        self.tied = family.tied(cfg)
-        self.ids, self.modules = parallelize.build(family, cfg, layout, mesh, self.device, spec["seed"],
-                                                   self.coords["pp"], compile=spec.get("compile"))
+        self.amp, self.amp_dtype = dtype is not None, DTYPES[dtype]
+        self.scaler = torch.amp.GradScaler("cuda", enabled=dtype == "fp16")
+        self.coords = parallel.coords(dist.rank, self.layout)
+
+    def _mesh_needed(self) -> bool:
+        return self.dist.world_size > 1 or self.layout.fsdp
+
+    def _mesh(self):
+        """The device mesh of the layout's grid; None for one rank without FSDP."""
+        return parallelize.build_mesh(self.layout, self.device.type) if self._mesh_needed() else None
+
+    def _model(self, spec, mesh):
+        """This rank's parts of the model (parallelize.py), its stages and parameter counts."""
+        cfg, layout = spec.model, self.layout
+        self.tied = self.family.tied(cfg)
+        self.ids, self.modules = parallelize.build(self.family, cfg, layout, mesh, self.device, spec.seed,
+                                                   self.coords["pp"], compile=spec.compile)
         self.first, self.last = self.coords["pp"] == 0, self.coords["pp"] == layout.pp - 1
-        tokens = family.synthetic_tokens(cfg, layout.global_batch_size, spec["seed"])
-        rows = tokens[self.coords["dp"] * layout.per_replica:(self.coords["dp"] + 1) * layout.per_replica]
-        rows = rows.to(self.device)
+        self.params = list({id(p): p for m in self.modules for p in m.parameters()}.values())
+        self.counts = {**parallelize.parameter_counts(self.modules, layout, self.tied),
+                       "model": self.family.parameter_count(cfg)}
+        self.hidden = cfg.hidden
+
+    def _batch(self, spec):
+        """This rank's rows of the global batch (contract/parallel.py: replica_rows), its part
+        of each sequence with context parallelism, and the samples it counts."""
+        layout = self.layout
+        tokens = self.family.synthetic_tokens(spec.model, layout.global_batch_size, spec.seed)
+        rows = tokens[parallel.replica_rows(layout, self.coords)].to(self.device)
         self.inputs, self.labels = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
         if layout.cp > 1:  # this rank's part of every sequence
             self.inputs, self.labels = (context_parallel.split(t, layout, self.coords["cp"])
                                         for t in (self.inputs, self.labels))
-        counts = self.last and self.coords["tp"] == 0 and self.coords["cp"] == 0
-        self.samples_per_step = layout.per_replica if counts else 0
-        self.params = list({id(p): p for m in self.modules for p in m.parameters()}.values())
-        self.optimizer = models.build_optimizer(cfg, self.params)
-        self.recipe = modes.recipe_environment(cfg)
-        self.amp, self.amp_dtype = dtype is not None, DTYPES[dtype]
-        self.scaler = torch.amp.GradScaler("cuda", enabled=dtype == "fp16")
+        self.samples_per_step = parallel.counted_samples(layout, self.coords)
+
+    def _optimizer(self, spec, mesh):
+        """The optimizer, and the groups of the loss, the pipeline and the tied weights."""
+        layout = self.layout
+        self.optimizer = models.build_optimizer(spec.model, self.params)
+        self.recipe = modes.recipe_environment(spec.model)
         self.dp_group = mesh["dp_cp"].get_group() if mesh is not None and layout.dp * layout.cp > 1 else None
         self.pp_group = mesh["pp"].get_group() if mesh is not None and layout.pp > 1 else None
         self.tie_group = parallelize.tie_groups(mesh, layout, self.tied) if mesh is not None else None
         self.schedule = parallelize.schedule(layout, self.modules, self.ids, self.device,
-                                             self.pp_group, family.loss_fn) if layout.pp > 1 else None
-        self.counts = {**parallelize.parameter_counts(self.modules, layout, self.tied),
-                       "model": family.parameter_count(cfg)}
-        self.hidden = cfg["hidden"]
+                                             self.pp_group, self.family.loss_fn) if layout.pp > 1 else None
 
     # ---- one iteration ------------------------------------------------------------------
     def _context(self):

@@ -9,12 +9,18 @@ frameworks/common/datafiles.py's (Samples), shared with the other PIL-based load
 torchvision is not used: PyPI has only CUDA builds of it for torch 2.13, which do not
 import beside the CPU torch here; its RandomResizedCrop's algorithm is datafiles.crop_box.
 A file that cannot be decoded fails the rank with the file named (docs/data.md says why).
+
+bench=input is the pipeline alone, no model (InputSession): each step takes the DataLoader's
+next batch onto the device and normalizes it, exactly what a training step of data=files
+waits for; the harness times it with the training method, so its samples/s sit beside
+training's.
 """
 import torch
+import torch.distributed as torch_dist
 from torch.utils.data import DataLoader
 
-from frameworks.common import capability, datafiles
-from frameworks.pytorch.session import TorchSession
+from frameworks.common import capability, datafiles, pipeline
+from frameworks.pytorch.session import TorchSession, setup_device
 
 
 class Loader:
@@ -30,7 +36,7 @@ class Loader:
         self.device, self.channels_last = device, channels_last
         ids = datafiles.shard(len(self.samples), dist.rank, dist.world_size)
         workers = data["workers"]
-        keys = datafiles.KeyBatches(ids, spec["batch_size"], spec["seed"])
+        keys = datafiles.KeyBatches(ids, spec.batch_size, spec.seed)
         self.loader = DataLoader(self.samples, batch_sampler=keys, num_workers=workers,
                                  pin_memory=device.type == "cuda",
                                  prefetch_factor=2 if workers else None)
@@ -73,3 +79,22 @@ class FilesSession(datafiles.FromLoader, TorchSession):
     def close(self):
         self.loader.close()
         super().close()
+
+
+class InputSession(pipeline.PipelineSession):
+    """bench=input (module docstring)."""
+    framework_version = TorchSession.framework_version
+    # The device's side is a training session's: the same sync, barrier, timer, environment.
+    sync, barrier, timer = TorchSession.sync, TorchSession.barrier, TorchSession.timer
+    environment, peak_device_bytes = TorchSession.environment, TorchSession.peak_device_bytes
+    recipe = TorchSession.recipe
+
+    def make_loader(self, spec, dist):
+        self.dist = dist
+        self.device, self.cuda = setup_device(spec, dist)  # the barrier needs the group
+        return Loader(spec, dist, self.device)
+
+    def close(self):
+        self.loader.close()
+        if torch_dist.is_initialized():
+            torch_dist.destroy_process_group()

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from frameworks.common import registry, synthetic
+from frameworks.common import choices, synthetic
 
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -158,13 +158,13 @@ OPTIMIZERS = {
 
 def build_model(model_cfg):
     """(model, loss_fn(outputs, *labels))."""
-    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    model, loss = choices.pick(MODELS, model_cfg["name"], "model")
     return model(**model_cfg), loss
 
 
 def build_optimizer(model_cfg, params):
     opt = model_cfg["optimizer"]
-    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
+    return choices.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, params)
 
 
 def count_parameters(model) -> int:

@@ -16,7 +16,7 @@ import torch
 import torch._dynamo  # noqa: F401
 import torch.distributed as torch_dist
 
-from frameworks.common import capability, device as devices, harness
+from frameworks.common import accelerator, capability, harness
 from contract import modes
 from frameworks.pytorch import models
 
@@ -53,7 +53,7 @@ def setup_device(spec, dist, group=None):
     """This rank's device and, when `group` (default: more than one rank), its process
     group: gloo on CPU, NCCL on GPUs, bounded by the spec's rendezvous timeout.
     Returns (device, cuda)."""
-    cuda = devices.use_gpu(spec, torch.cuda.device_count() if torch.cuda.is_available() else 0, "torch")
+    cuda = accelerator.use_gpu(spec, torch.cuda.device_count() if torch.cuda.is_available() else 0, "torch")
     device = torch.device("cuda", dist.local_rank % torch.cuda.device_count()) if cuda \
         else torch.device("cpu")
     capability.require("pytorch", spec, torch.cuda.get_device_capability(device) if cuda else None)
@@ -66,21 +66,22 @@ def setup_device(spec, dist, group=None):
         torch_dist.init_process_group(
             "nccl" if cuda else "gloo", rank=dist.rank, world_size=dist.world_size,
             init_method=f"tcp://{dist.master_addr}:{dist.master_port}",
-            timeout=datetime.timedelta(seconds=spec["rendezvous_timeout_s"]),
+            timeout=datetime.timedelta(seconds=spec.rendezvous_timeout_s),
             **({"device_id": device} if cuda else {}))
     return device, cuda
 
 
 class TorchSession(harness.Session):
     framework_version = torch.__version__
+    recipe = {}  # the model's recipe (contract/modes.py); none without a model (bench=comm)
 
     def __init__(self, spec, dist):
         self.dist = dist
         self.device, self.cuda = setup_device(spec, dist)
-        torch.manual_seed(spec["seed"])  # the same initial weights on every rank
-        cfg = spec["model"]
+        torch.manual_seed(spec.seed)  # the same initial weights on every rank
+        cfg = spec.model
         model, self.loss_fn, params = self.build_model(cfg)
-        self.inputs, self.labels = self.synthetic_batch(cfg, spec["batch_size"], spec["seed"] + dist.rank)
+        self.inputs, self.labels = self.synthetic_batch(cfg, spec.batch_size, spec.seed + dist.rank)
         self.optimizer = self.build_optimizer(cfg, params)
         # Gradient clipping by global norm (BERT's recipe; None: off), after DDP's all-reduce.
         self.recipe = modes.recipe_environment(cfg)
@@ -89,8 +90,8 @@ class TorchSession(harness.Session):
         if dist.distributed:
             model = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[self.device.index] if self.cuda else None)
-        self.model = torch.compile(model) if spec.get("compile") else model
-        dtype = devices.amp_dtype(spec, self.cuda)
+        self.model = torch.compile(model) if spec.compile else model
+        dtype = accelerator.amp_dtype(spec, self.cuda)
         self.amp, self.amp_dtype = dtype is not None, DTYPES[dtype]
         self.scaler = torch.amp.GradScaler("cuda", enabled=dtype == "fp16")
 
@@ -142,7 +143,7 @@ class TorchSession(harness.Session):
 
     def environment(self):
         env = {"device": "cpu", "device_count": 1, "torch_threads": torch.get_num_threads(),
-               **getattr(self, "recipe", {})}  # (a session without a model, bench=comm, has none)
+               **self.recipe}
         if self.cuda:
             env.update(device=torch.cuda.get_device_name(self.device),
                        device_count=torch.cuda.device_count(), cuda=torch.version.cuda,

@@ -36,6 +36,7 @@ import functools
 import inspect
 import shutil
 import tempfile
+import types
 
 import torch
 
@@ -110,30 +111,30 @@ def parallelism_settings(layout) -> dict:
             "context_parallel_degree": layout.cp, "spmd_backend": SPMD_BACKEND}
 
 
-def configs(spec: dict, layout) -> dict:
+def configs(spec, layout) -> dict:
     """torchtitan's configs of a point (module docstring): parallelism, training (its batch,
     sequence and mixed precision), compile and activation checkpointing, as parallelize_llama
     and pipeline_llm take them."""
     from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
     from torchtitan.distributed.activation_checkpoint import FullAC
 
-    cfg, amp = spec["model"], spec.get("precision") == "amp"
+    cfg, amp = spec.model, spec.precision == "amp"
     return {"parallelism": ParallelismConfig(**parallelism_settings(layout)),
             "training": TrainingConfig(**batch_settings(layout), seq_len=cfg["seq_len"], max_norm=1.0,
                                        mixed_precision_param="bfloat16" if amp else "float32",
                                        mixed_precision_reduce="float32"),
-            "compile_config": CompileConfig(enable=bool(spec.get("compile")), components=["model", "loss"]),
+            "compile_config": CompileConfig(enable=bool(spec.compile), components=["model", "loss"]),
             "ac_config": FullAC.Config() if cfg.get("recompute") else None}
 
 
-def gap(spec: dict, layout):
+def gap(spec, layout):
     """Why torchtitan cannot train this point, or None; decided before anything is built."""
-    if spec.get("precision") == "amp" and spec.get("amp_dtype") == "fp16":
+    if spec.precision == "amp" and spec.amp_dtype == "fp16":
         return ("torchtitan trains Llama 3 in bf16 (FSDP's mixed precision), not fp16: use "
                 "precision.amp_dtype=bf16")
-    if layout.pp > 1 and spec["model"].get("tie_embeddings"):
+    if layout.pp > 1 and spec.model.get("tie_embeddings"):
         return "torchtitan does not pipeline a model whose output is tied to its embedding (1B)"
-    seq = spec["model"]["seq_len"]
+    seq = spec.model.seq_len
     if layout.cp > 1 and seq % (layout.cp * FLEX_BLOCK):
         return (f"torchtitan's context parallelism (FlexAttention) needs the sequence a multiple of "
                 f"cp x {FLEX_BLOCK}: {seq} % ({layout.cp} x {FLEX_BLOCK}) = {seq % (layout.cp * FLEX_BLOCK)}")
@@ -146,75 +147,80 @@ class TitanSession(TorchSession):
     """One rank of a Llama 3 point on GPUs (module docstring)."""
 
     def __init__(self, spec, dist):
-        self.dist = dist
-        self.layout = layout = parallel.Layout.of(spec["parallel"])
+        self.dist, self.layout = dist, spec.parallel
         self.device, self.cuda = setup_device(spec, dist, group=True)  # torchtitan reuses the group
-        why = gap(spec, layout)
+        why = gap(spec, self.layout)
         if why:
             raise capability.Unsupported(why)
-        try:
-            from torchtitan.components.loss import CrossEntropyLoss
-            from torchtitan.config import DebugConfig
-            from torchtitan.distributed import ParallelDims
-            from torchtitan.distributed import utils as dist_utils
-            from torchtitan.distributed.pipeline_parallel import pipeline_llm
-            from torchtitan.models.llama3 import parallelize_llama
-            from torchtitan.models.llama3.sharding import set_llama3_sharding_config
-        except ImportError as exc:
-            raise capability.Unsupported(
-                f"torchtitan is not importable in this environment ({exc}): install it with "
-                "pip install --no-deps -r requirements-torchtitan.txt") from None
-        cfg, c = spec["model"], configs(spec, layout)
-        dist_utils.set_spmd_backend(c["parallelism"].spmd_backend)   # as its Trainer does first
-        self.dims = ParallelDims.from_config(c["parallelism"], dist.world_size)
+        self.titan = _torchtitan()
+        self.titan_configs = configs(spec, self.layout)
+        self._mesh(spec)
+        model = self._model(spec)
+        self._parts(model)
+        self.optimizer = models.build_optimizer(spec.model, self.params)
+        self.coords = parallel.coords(dist.rank, self.layout)   # torchtitan's order too: pp, dp, cp, tp
+        self._batches(spec.model, self.layout, spec.seed)
+        self.counts = {"model": parameters_and_flops(self.config, spec.model.seq_len)[0],
+                       "held": sum(parallelize.local(p).numel() for p in self.params)}
+
+    # ---- construction, in order ---------------------------------------------------------
+    def _mesh(self, spec):
+        """torchtitan's ParallelDims and device mesh, its SPMD context, its seeds."""
+        dist_utils, parallelism = self.titan.dist_utils, self.titan_configs["parallelism"]
+        dist_utils.set_spmd_backend(parallelism.spmd_backend)   # as its Trainer does first
+        self.dims = self.titan.ParallelDims.from_config(parallelism, self.dist.world_size)
         self.dims.build_mesh()
         self.context = dist_utils.get_spmd_context(parallel_dims=self.dims)
         # one seed on every rank but the pipeline's (its Trainer's call): replicas start equal
-        dist_utils.set_determinism(self.dims, self.device, DebugConfig(seed=spec["seed"]),
+        dist_utils.set_determinism(self.dims, self.device, self.titan.DebugConfig(seed=spec.seed),
                                    distinct_seed_mesh_dims=["pp"])
-        self.config = model_config(cfg)
+
+    def _model(self, spec):
+        """torchtitan's Llama 3 of the point's shape, on the meta device, and its loss."""
+        self.config = model_config(spec.model)
         # what Llama3Model.Config.update_from_config does for a layout (its Decoder base
         # imports torchtitan's Trainer, and with it datasets and tensorboard): the sharding
         # declarations, sequence parallel or not; the heads' relations are parallel.py's
-        set_llama3_sharding_config(self.config, enable_sp=c["parallelism"].enable_sequence_parallel)
+        self.titan.set_llama3_sharding_config(
+            self.config, enable_sp=self.titan_configs["parallelism"].enable_sequence_parallel)
         with torch.device("meta"):
             model = self.config.build()
-        self.loss_fn = CrossEntropyLoss(CrossEntropyLoss.Config(global_vocab_size=cfg["vocab_size"]),
-                                        compile_config=c["compile_config"])
+        loss = self.titan.CrossEntropyLoss
+        self.loss_fn = loss(loss.Config(global_vocab_size=spec.model.vocab_size),
+                            compile_config=self.titan_configs["compile_config"])
+        return model
+
+    def _parts(self, model):
+        """parallelize_llama, through pipeline_llm with a pipeline; each part made and
+        initialised on the device."""
         self.dump = tempfile.mkdtemp(prefix="dlbench-torchtitan-")
-        common = dict(parallel_dims=self.dims, dump_folder=self.dump, **c)
-        if layout.pp > 1:
-            self.schedule, self.parts, self.first, self.last = pipeline_llm(
-                model, device=self.device, model_config=self.config, parallelize_fn=parallelize_llama,
-                loss_fn=self.loss_fn, **common)
+        common = dict(parallel_dims=self.dims, dump_folder=self.dump, **self.titan_configs)
+        if self.layout.pp > 1:
+            self.schedule, self.parts, self.first, self.last = self.titan.pipeline_llm(
+                model, device=self.device, model_config=self.config,
+                parallelize_fn=self.titan.parallelize_llama, loss_fn=self.loss_fn, **common)
         else:
             self.schedule, self.first, self.last = None, True, True
-            self.parts = [parallelize_llama(model, **common)]
+            self.parts = [self.titan.parallelize_llama(model, **common)]
         for part in self.parts:
             part.to_empty(device=self.device)
             with torch.no_grad():
                 part.init_weights(buffer_device=None)
             part.train()
         self.params = [p for part in self.parts for p in part.parameters()]
-        self.optimizer = models.build_optimizer(cfg, self.params)
-        self.max_norm, self.dist_utils = c["training"].max_norm, dist_utils
-        self.coords = parallel.coords(dist.rank, layout)   # torchtitan's order too: pp, dp, cp, tp
-        self._batches(cfg, layout, spec["seed"])
-        self.counts = {"model": parameters_and_flops(self.config, cfg["seq_len"])[0],
-                       "held": sum(parallelize.local(p).numel() for p in self.params)}
+        self.max_norm, self.dist_utils = self.titan_configs["training"].max_norm, self.titan.dist_utils
 
     def _batches(self, cfg, layout, seed):
         """This data-parallel rank's rows of the global batch (the GPT's synthetic rule), as
         torchtitan's data loader gives them: ({input, positions}, labels) per micro-batch."""
-        n, m, d = layout.micro_batch_size, layout.accumulation, self.coords["dp"]
+        n, m = layout.micro_batch_size, layout.accumulation
         rows = gpt.synthetic_tokens(cfg, layout.global_batch_size, seed)
-        rows = rows[d * layout.per_replica:(d + 1) * layout.per_replica].to(self.device)
-        positions = torch.arange(cfg["seq_len"], device=self.device).expand(n, -1)
+        rows = rows[parallel.replica_rows(layout, self.coords)].to(self.device)
+        positions = torch.arange(cfg.seq_len, device=self.device).expand(n, -1)
         self.micro = [({"input": rows[i * n:(i + 1) * n, :-1], "positions": positions},
                        rows[i * n:(i + 1) * n, 1:]) for i in range(m)]
-        self.tokens = torch.tensor(layout.global_batch_size * cfg["seq_len"], device=self.device)
-        last = self.coords["pp"] == layout.pp - 1
-        self.samples_per_step = layout.per_replica if last and self.coords["tp"] == self.coords["cp"] == 0 else 0
+        self.tokens = torch.tensor(layout.global_batch_size * cfg.seq_len, device=self.device)
+        self.samples_per_step = parallel.counted_samples(layout, self.coords)
 
     def _prepare(self, input_dict, labels):
         """torchtitan's post_dataloading_process: attention masks from the positions, the
@@ -281,6 +287,26 @@ class TitanSession(TorchSession):
         super().close()
 
 
+def _torchtitan():
+    """torchtitan's parts this session uses, or Unsupported where it does not import."""
+    try:
+        from torchtitan.components.loss import CrossEntropyLoss
+        from torchtitan.config import DebugConfig
+        from torchtitan.distributed import ParallelDims
+        from torchtitan.distributed import utils as dist_utils
+        from torchtitan.distributed.pipeline_parallel import pipeline_llm
+        from torchtitan.models.llama3 import parallelize_llama
+        from torchtitan.models.llama3.sharding import set_llama3_sharding_config
+    except ImportError as exc:
+        raise capability.Unsupported(
+            f"torchtitan is not importable in this environment ({exc}): install it with "
+            "pip install --no-deps -r requirements-torchtitan.txt") from None
+    return types.SimpleNamespace(
+        CrossEntropyLoss=CrossEntropyLoss, DebugConfig=DebugConfig, ParallelDims=ParallelDims,
+        dist_utils=dist_utils, pipeline_llm=pipeline_llm, parallelize_llama=parallelize_llama,
+        set_llama3_sharding_config=set_llama3_sharding_config)
+
+
 def microbatches(schedule, **microbatched) -> None:
     """One pipeline step over micro-batches already split, as torchtitan's trainer calls its
     schedule (`step(arg_mbs=..., kwarg_mbs=..., target_mbs=...)`, a newer torch's). torch
@@ -304,7 +330,7 @@ def _version() -> str:
     return version("torchtitan")
 
 
-def uses_torchtitan(spec: dict) -> bool:
+def uses_torchtitan(spec) -> bool:
     """Llama 3 runs through torchtitan where its ranks have GPUs (device cuda, or auto with a
     GPU), else the CPU definition (frameworks/pytorch/llama3.py)."""
-    return spec.get("device") == "cuda" or (spec.get("device", "auto") == "auto" and torch.cuda.is_available())
+    return spec.device == "cuda" or (spec.device == "auto" and torch.cuda.is_available())

@@ -1,4 +1,5 @@
-"""PyTorch adapter: `build(spec, dist)` for the harness (stdlib + torch only).
+"""PyTorch's training sessions, one per model (stdlib + torch only; the adapter is
+frameworks/pytorch/__init__.py).
 
 Data parallel with DistributedDataParallel when WORLD_SIZE > 1: gloo on CPU,
 NCCL on GPUs. AMP is bf16 autocast on CPU; on a GPU fp16 with a gradient
@@ -10,8 +11,7 @@ unscale) while model.clip_grad is on. The session is
 frameworks/pytorch/session.py; this module maps a model name to its session.
 data=files trains from the files through a DataLoader (frameworks/pytorch/loader.py).
 """
-from frameworks.common import datafiles
-from frameworks.pytorch import loader, special
+from frameworks.pytorch import special
 from frameworks.pytorch.session import TorchSession
 
 
@@ -36,11 +36,6 @@ SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, "gpt": _gpt, "l
             **special.SESSIONS}
 
 
-def build(spec, dist):
-    if datafiles.reads_files(spec):
-        return loader.FilesSession(spec, dist)
-    return SESSIONS[spec["model"]["name"]](spec, dist)
-
-
-build.is_oom = TorchSession.is_oom  # the harness's one OOM check, also when building fails
-build.data_backends = ("torch", "dali")  # data.backend; the first is the default
+def model_session(spec, dist):
+    """The session of the spec's model (bench=train)."""
+    return SESSIONS[spec.model.name](spec, dist)

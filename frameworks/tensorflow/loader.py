@@ -9,16 +9,20 @@ its generator, so every framework's rank r reads the same samples.
 A file that cannot be decoded fails the rank with the file named: tf.data's error does not
 name it, so the rank's shard is decoded once more, in order, to find it.
 """
-import numpy as np
-import tensorflow as tf
+import os
 
-from frameworks.common import datafiles, pipeline
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # as worker.py: before tensorflow's import
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from frameworks.common import datafiles, pipeline  # noqa: E402
 
 
 class Loader:
     def __init__(self, spec, dist):
         data = datafiles.settings(spec, dist)
-        cfg, seed, batch = spec["model"], spec["seed"], spec["batch_size"]
+        cfg, seed, batch = spec.model, spec.seed, spec.batch_size
         self.images = cfg["name"] == "resnet50"
         if self.images:
             paths, labels, _ = datafiles.image_files(data["path"])
@@ -96,7 +100,7 @@ class Loader:
 
 
 class InputSession(pipeline.PipelineSession):
-    """bench=input: the pipeline alone, each step one batch (frameworks/tensorflow/input.py)."""
+    """bench=input: the pipeline alone, each step one batch."""
 
     framework_version = tf.__version__
 

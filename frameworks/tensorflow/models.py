@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 from keras import layers as kl
-from frameworks.common import registry, synthetic
+from frameworks.common import choices, synthetic
 from contract import modes
 
 # --- ResNet-50 v1.5 -------------------------------------------------------------
@@ -200,7 +200,7 @@ MODELS = {"resnet50": (resnet, resnet_loss), "bert_base": (bert, bert_loss)}
 
 def build_model(model_cfg):
     """(model, loss_fn); the model is built (its variables exist) on return."""
-    model, loss = registry.pick(MODELS, model_cfg["name"], "model")
+    model, loss = choices.pick(MODELS, model_cfg["name"], "model")
     return model(**model_cfg), loss
 
 
@@ -234,7 +234,7 @@ def build_optimizer(model_cfg):
     PyTorch's at a constant learning rate. AdamW: Keras' decoupled decay is PyTorch's
     (w -= lr*wd*w); epsilon is set to PyTorch's 1e-8 (Keras' default is 1e-7)."""
     opt = model_cfg["optimizer"]
-    return registry.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, modes.clip_norm(model_cfg))
+    return choices.pick(OPTIMIZERS, opt["name"], "optimizer")(opt, modes.clip_norm(model_cfg))
 
 
 def _make(optimizer_cls, clip_norm, **kwargs):

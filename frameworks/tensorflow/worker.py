@@ -1,4 +1,5 @@
-"""TensorFlow adapter: `build(spec, dist)` for the harness (stdlib + numpy + tensorflow/keras).
+"""TensorFlow's training session (stdlib + numpy + tensorflow/keras; the adapter is
+frameworks/tensorflow/__init__.py).
 
 A custom training step: GradientTape inside a tf.function; `compile` turns on XLA
 with `jit_compile=True` (off: a plain graph-mode tf.function, which `compile=auto`, the
@@ -30,7 +31,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-from frameworks.common import capability, datafiles, device, harness  # noqa: E402
+from frameworks.common import accelerator, capability, datafiles, harness  # noqa: E402
 from contract import modes
 from frameworks.common.rendezvous import rendezvous  # noqa: E402
 from frameworks.tensorflow import models  # noqa: E402
@@ -64,32 +65,52 @@ class TFSession(harness.Session):
 
     def __init__(self, spec, dist):
         self.dist = dist
-        options = spec.get("options") or {}
-        self._threads(options)
+        self._threads(spec.options)
+        self._device(spec)
+        self.strategy = self._strategy(spec, dist)
+        self.replicas = self.strategy.num_replicas_in_sync
+        # AMP: the Keras mixed-precision policy, set before any layer is made.
+        self.amp = spec.precision == "amp"
+        self.policy = {None: "float32", "bf16": "mixed_bfloat16",
+                       "fp16": "mixed_float16"}[accelerator.amp_dtype(spec, self.gpu)]
+        keras.mixed_precision.set_global_policy(self.policy)
+        keras.utils.set_random_seed(spec.seed)  # same initial weights on every rank
+        self._model(spec)
+        self._step_fn(spec)
+        self._barrier = self._barrier_fn() if dist.distributed else None
+        self.last = None
+
+    # -- construction helpers, in order
+
+    def _threads(self, options):
+        """intra-op threads: options.intra_op_threads, else OMP_NUM_THREADS (the local
+        launcher shares the cores among ranks that way), else TensorFlow's default."""
+        intra = options.get("intra_op_threads") or os.environ.get("OMP_NUM_THREADS")
+        if intra:
+            tf.config.threading.set_intra_op_parallelism_threads(int(intra))
+        inter = options.get("inter_op_threads")
+        if inter:
+            tf.config.threading.set_inter_op_parallelism_threads(int(inter))
+
+    def _device(self, spec):
+        """One GPU per rank, set before the runtime starts, or the CPU."""
         gpus = tf.config.list_physical_devices("GPU")
-        self.gpu = device.use_gpu(spec, len(gpus), "TensorFlow", f"tensorflow {tf.__version__}, "
-                                  f"CUDA build: {tf.test.is_built_with_cuda()}")
+        self.gpu = accelerator.use_gpu(spec, len(gpus), "TensorFlow", f"tensorflow {tf.__version__}, "
+                                       f"CUDA build: {tf.test.is_built_with_cuda()}")
+        mine = gpus[self.dist.local_rank % len(gpus)] if self.gpu else None
         capability.require("tensorflow", spec, tuple(tf.config.experimental.get_device_details(
-            gpus[dist.local_rank % len(gpus)]).get("compute_capability") or ()) if self.gpu else None)
-        if self.gpu:  # one GPU per rank, before the runtime starts
-            mine = gpus[dist.local_rank % len(gpus)]
+            mine).get("compute_capability") or ()) if self.gpu else None)
+        if self.gpu:
             tf.config.set_visible_devices([mine], "GPU")
             tf.config.experimental.set_memory_growth(mine, True)
         elif gpus:
             tf.config.set_visible_devices([], "GPU")
         self.device = "/GPU:0" if self.gpu else "/CPU:0"
 
-        self.strategy = self._strategy(spec, dist)
-        self.replicas = self.strategy.num_replicas_in_sync
-
-        # AMP: the Keras mixed-precision policy, set before any layer is made.
-        self.amp = spec["precision"] == "amp"
-        self.policy = {None: "float32", "bf16": "mixed_bfloat16",
-                       "fp16": "mixed_float16"}[device.amp_dtype(spec, self.gpu)]
-        keras.mixed_precision.set_global_policy(self.policy)
-        keras.utils.set_random_seed(spec["seed"])  # same initial weights on every rank
-
-        cfg = self.cfg = spec["model"]
+    def _model(self, spec):
+        """The model, its loss and optimizer under the strategy; the synthetic batch made
+        once, on the device."""
+        cfg = self.cfg = spec.model
         with self.strategy.scope():
             self.model, self.loss_fn = models.build_model(cfg)
             self.optimizer, self.l2 = models.build_optimizer(cfg)
@@ -97,16 +118,18 @@ class TFSession(harness.Session):
                 self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
             self.variables = self.model.trainable_variables
             self.optimizer.build(self.variables)  # slots now, not inside the traced step
-        with tf.device(self.device):  # the synthetic batch: made once, on the device
-            inputs, labels = models.synthetic_batch(cfg, spec["batch_size"],
-                                                    spec["seed"] + dist.rank)
+        with tf.device(self.device):
+            inputs, labels = models.synthetic_batch(cfg, spec.batch_size, spec.seed + self.dist.rank)
             self.inputs = tuple(tf.constant(a) for a in inputs)
             self.labels = tuple(tf.constant(a) for a in labels)
 
-        self.jit = bool(spec.get("compile"))
-        jit_all = options.get("jit_scope", "auto")
-        if jit_all == "auto":  # XLA cannot compile MWMS collectives: keep them outside
-            jit_all = "step" if dist.world_size == 1 else "grads"
+    def _step_fn(self, spec):
+        """The step as a tf.function: under XLA whole (jit_scope=step) or its gradients only
+        (grads: XLA cannot compile MWMS collectives), or a plain graph without compile."""
+        self.jit = bool(spec.compile)
+        jit_all = spec.options.get("jit_scope", "auto")
+        if jit_all == "auto":
+            jit_all = "step" if self.dist.world_size == 1 else "grads"
         if jit_all not in ("step", "grads"):
             raise ValueError(f"options.jit_scope must be auto, step or grads, got {jit_all!r}")
         self.jit_scope = jit_all if self.jit else None
@@ -124,31 +147,19 @@ class TFSession(harness.Session):
             return self.strategy.experimental_local_results(per_replica)[0]
 
         self._step = tf.function(step, jit_compile=self.jit and jit_all == "step")
-        self._barrier = None
-        if dist.distributed:
-            def barrier():
-                ctx = lambda: tf.distribute.get_replica_context().all_reduce(  # noqa: E731
-                    tf.distribute.ReduceOp.SUM, tf.ones([]))
-                return self.strategy.experimental_local_results(self.strategy.run(ctx))[0]
-            self._barrier = tf.function(barrier)
-        self.last = None
 
-    # -- construction helpers
-
-    def _threads(self, options):
-        """intra-op threads: options.intra_op_threads, else OMP_NUM_THREADS (the local
-        launcher shares the cores among ranks that way), else TensorFlow's default."""
-        intra = options.get("intra_op_threads") or os.environ.get("OMP_NUM_THREADS")
-        if intra:
-            tf.config.threading.set_intra_op_parallelism_threads(int(intra))
-        inter = options.get("inter_op_threads")
-        if inter:
-            tf.config.threading.set_inter_op_parallelism_threads(int(inter))
+    def _barrier_fn(self):
+        """A barrier of the ranks: an all-reduce of one number."""
+        def barrier():
+            ctx = lambda: tf.distribute.get_replica_context().all_reduce(  # noqa: E731
+                tf.distribute.ReduceOp.SUM, tf.ones([]))
+            return self.strategy.experimental_local_results(self.strategy.run(ctx))[0]
+        return tf.function(barrier)
 
     def _strategy(self, spec, dist):
         if not dist.distributed:
             return tf.distribute.get_strategy()  # the default (no-op) strategy
-        timeout = float(spec["rendezvous_timeout_s"])
+        timeout = float(spec.rendezvous_timeout_s)
         hosts = worker_hosts(dist, rendezvous(dist, timeout))
         os.environ["TF_CONFIG"] = json.dumps(tf_config(dist, hosts))
         self.tf_config = os.environ["TF_CONFIG"]
@@ -251,12 +262,3 @@ class TFFilesSession(datafiles.FromLoader, TFSession):
         inputs, labels = self.loader.next()
         self.last = self._step(inputs, labels)
         return self.last
-
-
-def build(spec, dist):
-    files = datafiles.reads_files(spec)
-    return (TFFilesSession if files else TFSession)(spec, dist)
-
-
-build.is_oom = TFSession.is_oom
-build.data_backends = ("tf.data",)  # data=files: frameworks/tensorflow/loader.py

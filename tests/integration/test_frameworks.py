@@ -26,6 +26,7 @@ from tests.frameworks_env import (  # noqa: F401  (sweeps: a fixture)
     compile_sweep, fp32_amp_sweep, framework_ready, losses, parameter_count, parameter_counts,
     sweeps, two_ranks_sweep)
 from tests.frameworks_env import DATASET, dataset, files_sweep  # noqa: F401  (dataset: a fixture)
+from tests.runspecs import run_spec, stand_in
 from frameworks.common import datafiles
 
 framework = pytest.mark.framework  # every test but the first needs a framework's env
@@ -72,9 +73,8 @@ def test_the_checksum_is_recorded_and_its_failure_costs_only_that_field(monkeypa
     """The harness asks once the timed loop has ended ok, in a thread it waits on for at
     most CHECKSUM_TIMEOUT_S: the record stays `ok`, with null and the reason on failure."""
     monkeypatch.setattr(harness, "CHECKSUM_TIMEOUT_S", 1)
-    spec = {"point": "p", "repeat": 0, "framework": "none", "batch_size": 1,
-            "warmup_steps": 1, "measure_steps": 2}
-    rec = harness.run(lambda s, d: Trained(checksum), spec, DistEnv(0, 1, 0, 1, "h", 1))[0]
+    spec = run_spec(batch_size=1, warmup_steps=1, measure_steps=2)
+    rec = harness.run(stand_in(lambda s, d: Trained(checksum)), spec, DistEnv(0, 1, 0, 1, "h", 1))[0]
     assert rec["status"] == "ok" and rec["parameter_checksum"] == value
     assert rec.get("parameter_checksum_error") == error
 

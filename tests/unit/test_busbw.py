@@ -6,6 +6,7 @@ import torch
 
 from contract import busbw
 from frameworks.pytorch import comm
+from tests.runspecs import run_spec
 
 GiB = 1 << 30
 
@@ -124,12 +125,12 @@ def test_gate_messages():
 
 
 def test_options_defaults_and_validation():
-    o = comm.options({"bench_options": {"name": "comm", "max_bytes": "4M", "inplace": True}}, 2)
+    o = comm.options(run_spec(bench_options={"name": "comm", "max_bytes": "4M", "inplace": True}), 2)
     assert o["sizes"] == [1 << 20, 2 << 20, 4 << 20] and o["inplace"] == [True]
     assert o["ops"] == list(busbw.OPS)
     with pytest.raises(ValueError, match="bench.ops"):
-        comm.options({"bench_options": {"ops": ["all_reduce", "gossip"]}}, 2)
+        comm.options(run_spec(bench_options={"ops": ["all_reduce", "gossip"]}), 2)
     with pytest.raises(ValueError, match="bench.dtype"):
-        comm.options({"bench_options": {"dtype": "float8"}}, 2)
+        comm.options(run_spec(bench_options={"dtype": "float8"}), 2)
     with pytest.raises(ValueError, match="bench.root"):
-        comm.options({"bench_options": {"root": 2}}, 2)
+        comm.options(run_spec(bench_options={"root": 2}), 2)

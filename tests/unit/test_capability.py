@@ -3,8 +3,9 @@ this machine's CPU has."""
 import pytest
 
 from frameworks.common import capability
+from tests.runspecs import run_spec
 
-AMP = {"precision": "amp", "amp_dtype": "bf16", "compile": False}
+AMP = run_spec(precision="amp", amp_dtype="bf16", compile=False)
 NO_BF16 = frozenset({"fma", "avx", "avx2"})
 BF16 = frozenset({"avx512f", "avx512_bf16"})
 AMX = frozenset({"amx_bf16", "amx_tile"})
@@ -22,7 +23,7 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     (BF16, None), (AMX, None)])
 @pytest.mark.parametrize("framework,compile", [("mxnet", False), ("mxnet", True), ("paddle", True)])
 def test_onednn_bf16_on_a_cpu_needs_the_flags(framework, compile, flags, gap):
-    assert capability.precision_gap(framework, dict(AMP, compile=compile), flags=flags) == gap
+    assert capability.precision_gap(framework, AMP.replace(compile=compile), flags=flags) == gap
 
 
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "jax"])
@@ -39,9 +40,9 @@ def test_framework_gaps_on_a_cpu_whatever_the_flags(framework, spec, words):
 
 
 def test_mindspore_fp16_and_fp32_everywhere_are_fine():
-    assert capability.precision_gap("mindspore", dict(AMP, amp_dtype="fp16"), flags=NO_BF16) is None
+    assert capability.precision_gap("mindspore", AMP.replace(amp_dtype="fp16"), flags=NO_BF16) is None
     for fw in ("mxnet", "paddle", "oneflow", "mindspore"):
-        assert capability.precision_gap(fw, {"precision": "fp32"}, flags=NO_BF16) is None
+        assert capability.precision_gap(fw, run_spec(precision="fp32"), flags=NO_BF16) is None
 
 
 @pytest.mark.parametrize("cc,dtype,gap", [
@@ -49,12 +50,12 @@ def test_mindspore_fp16_and_fp32_everywhere_are_fine():
     ((8, 0), "bf16", None), ((9, 0), "fp16", None), ((5, 2), "fp16", "compute capability 5.3"),
     ((), "bf16", None)])  # a GPU whose framework does not tell its capability: not refused
 def test_gpu_precision_by_compute_capability(cc, dtype, gap):
-    got = capability.precision_gap("pytorch", dict(AMP, amp_dtype=dtype), gpu_capability=cc)
+    got = capability.precision_gap("pytorch", AMP.replace(amp_dtype=dtype), gpu_capability=cc)
     assert got == gap or (gap and gap in got)
 
 
 def test_gpu_framework_gaps():
-    assert "fp16" in capability.precision_gap("jax", dict(AMP, amp_dtype="fp16"), gpu_capability=(9, 0))
+    assert "fp16" in capability.precision_gap("jax", AMP.replace(amp_dtype="fp16"), gpu_capability=(9, 0))
     assert "CPU kernels only" in capability.precision_gap("mxnet", AMP, gpu_capability=(9, 0))
     assert capability.precision_gap("oneflow", AMP, gpu_capability=()) is None
 

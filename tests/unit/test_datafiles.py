@@ -9,8 +9,11 @@ import sys
 import pytest
 from hydra import compose, initialize_config_dir
 
+from contract.spec import RunSpec
+from frameworks import registry
 from frameworks.common import datafiles, distenv, harness
 from launchers import points
+from tests.runspecs import run_spec, stand_in
 
 CONF = str(points.ROOT / "conf")
 
@@ -39,7 +42,7 @@ def test_files_point_is_named_and_its_path_made_absolute(images, tmp_path, monke
     point = points.make_point(cfg_of("data=files", "data.path=ds", "data.workers=3"), tmp_path, 1)
     assert point["point"] == "001-pytorch-resnet50-fp32-1x1-bs8-files-w3"
     assert point["config"]["data"]["path"] == str(images)
-    spec = points.run_spec(point, 0)
+    spec = RunSpec.from_dict(points.run_spec(point, 0))
     assert datafiles.settings(spec)["workers"] == 3
 
 
@@ -109,38 +112,33 @@ def test_crop_box_stays_inside_the_image():
 
 
 def test_a_framework_without_a_pipeline_answers_unsupported(images):
-    spec = {"point": "p", "repeat": 0, "framework": "jax", "model": {"name": "resnet50"},
-            "warmup_steps": 0, "measure_steps": 1, "batch_size": 1, "seed": 0,
-            "config": {"data": {"source": "files", "path": str(images), "workers": 2}}}
+    data = {"source": "files", "path": str(images), "workers": 2}
+    spec = run_spec(framework="jax", model={"name": "resnet50"}, config={"data": data})
     dist = distenv.DistEnv(0, 1, 0, 1, "127.0.0.1", 0)
 
-    def build(spec, dist):  # an adapter that names no data backends
+    def build(spec, dist):  # of an adapter that names no data backends
         raise AssertionError("never built")
-    record, session = harness.run(build, spec, dist, host="h")
+    record, session = harness.run(stand_in(build, "jax"), spec, dist, host="h")
     assert (record["status"], record["error"]) == ("unsupported",
                                                    "data=files not implemented for jax yet")
     assert record["data"] == {"source": "files", "path": str(images), "backend": "default",
                               "workers": 2}
-    spec["config"]["data"]["backend"] = "dali"
-    build.data_backends = ("torch",)
-    record, _ = harness.run(build, spec, dist, host="h")
+    spec = run_spec(spec.as_dict(), config={"data": dict(data, backend="dali")})
+    record, _ = harness.run(stand_in(build, "jax", data_backends=("torch",)), spec, dist, host="h")
     assert record["error"] == "data.backend=dali is not available for jax here (implemented: torch)"
 
 
 def test_a_bench_a_framework_lacks_is_unsupported():
     with pytest.raises(harness.capability.Unsupported,
                        match="bench=nosuch is not implemented for pytorch yet"):
-        harness.load_build({"framework": "pytorch", "bench": "nosuch"})
+        registry.get("pytorch").bench("nosuch")
 
 
 def test_the_framework_table_says_which_adapters_read_files():
     """FRAMEWORKS[name].files (the table docs/frameworks/README.md's cells rest on) is the backend each
-    adapter's `build.data_backends` names first, and None exactly where it names none."""
-    import ast
+    adapter's `data_backends` names first, and None exactly where it names none (the registry,
+    read here in the suite's Python: it imports no framework)."""
     from tests.frameworks_env import FRAMEWORKS
     for name, fw in FRAMEWORKS.items():
-        tree = ast.parse((points.ROOT / "frameworks" / name / "worker.py").read_text())
-        named = [ast.literal_eval(node.value)[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.Assign) and any(
-                     isinstance(t, ast.Attribute) and t.attr == "data_backends" for t in node.targets)]
-        assert named == ([fw.files] if fw.files else []), name
+        named = registry.get(name).data_backends[:1]
+        assert named == ((fw.files,) if fw.files else ()), name

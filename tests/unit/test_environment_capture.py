@@ -9,6 +9,7 @@ from analysis import report
 from frameworks.common import environment, harness
 from frameworks.common.distenv import DistEnv
 from tests.sweepfiles import write_point, write_repeat
+from tests.runspecs import run_spec, stand_in
 from tests.unit.test_harness import SPEC, Counting
 
 SECRETS = {"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI-secret-1", "MY_TOKEN": "tok-secret-2",
@@ -20,7 +21,7 @@ def test_secrets_never_reach_a_record(monkeypatch):
     for k, v in SECRETS.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")
-    rec = harness.run(lambda s, d: Counting(s, d), dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
+    rec = harness.run(stand_in(Counting), run_spec(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
     assert rec["status"] == "ok"
     text = json.dumps(rec, default=str)
     for k, v in SECRETS.items():

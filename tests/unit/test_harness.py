@@ -5,6 +5,7 @@ import pytest
 
 from frameworks.common import harness
 from frameworks.common.distenv import DistEnv
+from tests.runspecs import run_spec, stand_in
 
 SPEC = {"point": "p", "repeat": 0, "framework": "none", "batch_size": 4,
         "warmup_steps": 2, "measure_steps": 5}
@@ -28,7 +29,8 @@ class Counting(harness.Session):
 
 
 def run(**kw):
-    return harness.run(lambda s, d: Counting(s, d, **kw), dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
+    return harness.run(stand_in(lambda s, d: Counting(s, d, **kw)), run_spec(SPEC),
+                       DistEnv(0, 1, 0, 1, "h", 1))[0]
 
 
 def test_ok_record_has_warmup_then_timed_steps():
@@ -47,7 +49,7 @@ def test_no_sync_inside_the_timed_window():
     def build(s, d):
         sessions.append(Counting(s, d))
         return sessions[-1]
-    harness.run(build, dict(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
+    harness.run(stand_in(build), run_spec(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
     # syncs after each warm-up step (1, 2), before the window (2), and at its end (7) only
     assert sessions[0].synced == [1, 2, 2, 7]
 
@@ -70,7 +72,7 @@ def test_injected_rank_failure(monkeypatch):
 
 
 def test_a_framework_that_cannot_import_still_leaves_a_record():
-    spec = dict(SPEC, framework="no_such_framework")
+    spec = run_spec(SPEC, framework="no_such_framework")
     rec = harness.run(None, spec, DistEnv(0, 1, 0, 1, "h", 1))[0]
     assert rec["status"] == "failed" and "ModuleNotFoundError" in rec["error"]
 
@@ -88,11 +90,10 @@ def test_memory_fields_present(key):
 def test_oom_while_a_torch_session_is_built_is_oom():
     """A real allocation refused inside TorchSession.__init__ (full-size BERT, 440 MB of
     weights, under a 64 MiB cap): the adapter's static OOM check decides, not `failed`."""
-    from frameworks.pytorch import worker
     from tests.frameworks_env import model_cfg
-    spec = dict(SPEC, framework="pytorch", model=model_cfg("bert_base", "full"), precision="fp32",
-                amp_dtype=None, compile=False, device="cpu", seed=0, rendezvous_timeout_s=30,
-                memory_limit_mb=64)
-    rec = harness.run(worker.build, spec, DistEnv(0, 1, 0, 1, "h", 1))[0]
+    spec = run_spec(SPEC, framework="pytorch", model=model_cfg("bert_base", "full"), precision="fp32",
+                    amp_dtype=None, compile=False, device="cpu", seed=0, rendezvous_timeout_s=30,
+                    memory_limit_mb=64)
+    rec = harness.run(None, spec, DistEnv(0, 1, 0, 1, "h", 1))[0]  # the registry's pytorch
     assert rec["status"] == "oom", rec["error"]
     assert "can't allocate memory" in rec["error"] or "not enough memory" in rec["error"]

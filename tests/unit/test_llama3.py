@@ -9,6 +9,7 @@ import torch
 from analysis import flops
 from frameworks.pytorch import llama3, parallelize
 from tests.frameworks_env import model_cfg
+from tests.runspecs import run_spec
 
 # Published sizes (Meta's model cards: "8B", "70B", "405B", Llama 3.2 "1B"), exactly, from the
 # config, by hand: per layer 2h^2 (wq, wo) + 2h x 1024 (wk, wv: 8 key-value heads of 128, 64 at
@@ -102,7 +103,7 @@ def _spec(parallel_settings, devices, micro, glob, **over):
     assert bad == []
     spec = {"model": dict(model_cfg("llama3", "tiny"), **over.pop("model", {})), "precision": "amp",
             "amp_dtype": "bf16", "compile": False, "seed": 0, "parallel": lay.as_dict(), **over}
-    return spec, lay
+    return run_spec(spec), lay
 
 
 @pytest.mark.parametrize("settings,devices,micro,glob,degrees,batch", [
@@ -145,4 +146,4 @@ def test_recompute_compile_and_the_gaps():
     cp, lay3 = _spec({"cp": 2}, 2, 1, 1)
     assert titan.gap(cp, lay3) == ("torchtitan's context parallelism (FlexAttention) needs the sequence "
                                    "a multiple of cp x 128: 64 % (2 x 128) = 64")
-    assert titan.gap(dict(cp, model=dict(cp["model"], seq_len=8192)), lay3) is None
+    assert titan.gap(cp.replace(model=cp.model.replace(seq_len=8192)), lay3) is None

@@ -113,14 +113,15 @@ def test_pytorch_clips_bert_gradients_by_global_norm(monkeypatch, clip):
     environment says which."""
     from frameworks.common.distenv import DistEnv
     from frameworks.pytorch import worker
+    from tests.runspecs import run_spec
     calls = []
     real = torch.nn.utils.clip_grad_norm_
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_",
                         lambda params, norm, *a, **k: calls.append(norm) or real(params, norm, *a, **k))
     cfg = dict(model_cfg("bert_base", "tiny"), clip_grad=clip)
-    spec = {"model": cfg, "precision": "fp32", "amp_dtype": None, "compile": False,
-            "batch_size": 2, "seed": 0, "device": "cpu", "rendezvous_timeout_s": 30}
-    session = worker.build(spec, DistEnv(0, 1, 0, 1, "127.0.0.1", 1))
+    spec = run_spec(model=cfg, precision="fp32", amp_dtype=None, compile=False,
+                    batch_size=2, seed=0, device="cpu", rendezvous_timeout_s=30)
+    session = worker.model_session(spec, DistEnv(0, 1, 0, 1, "127.0.0.1", 1))
     losses = [session.loss_value(session.step()) for _ in range(2)]
     assert all(map(torch.isfinite, map(torch.tensor, losses)))
     assert calls == ([1.0, 1.0] if clip else [])

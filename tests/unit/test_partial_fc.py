@@ -177,6 +177,7 @@ CAPPED = """
 import json, resource, sys
 from frameworks.common import harness
 from frameworks.common.distenv import DistEnv
+from tests.runspecs import run_spec, stand_in
 
 class Grab(harness.Session):
     def __init__(self, spec, dist):
@@ -184,9 +185,8 @@ class Grab(harness.Session):
     def step(self):
         return float(len(bytearray(self.size)) > 0)
 
-spec = {"point": "p", "repeat": 0, "framework": "none", "batch_size": 1, "warmup_steps": 1,
-        "measure_steps": 2, "memory_limit_mb": 64}
-rec = harness.run(Grab, spec, DistEnv(0, 1, 0, 1, "h", 1))[0]
+spec = run_spec(batch_size=1, warmup_steps=1, measure_steps=2, memory_limit_mb=64)
+rec = harness.run(stand_in(Grab), spec, DistEnv(0, 1, 0, 1, "h", 1))[0]
 print(json.dumps([rec["status"], resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY]))
 """
 
@@ -205,9 +205,10 @@ def test_memory_cap_makes_oom_reachable_and_is_lifted_after(mib, status):
 def test_running_out_of_memory_while_building_is_oom():
     from frameworks.common import harness
     from frameworks.common.distenv import DistEnv
+    from tests.runspecs import run_spec, stand_in
 
     def build(spec, dist):
         raise MemoryError("a table too large")
-    rec = harness.run(build, {"point": "p", "repeat": 0, "framework": "none", "batch_size": 1,
-                              "warmup_steps": 0, "measure_steps": 1}, DistEnv(0, 1, 0, 1, "h", 1))[0]
+    rec = harness.run(stand_in(build), run_spec(batch_size=1, warmup_steps=0, measure_steps=1),
+                      DistEnv(0, 1, 0, 1, "h", 1))[0]
     assert rec["status"] == "oom" and "a table too large" in rec["error"]

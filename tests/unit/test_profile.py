@@ -11,18 +11,19 @@ from frameworks.common import harness, profile
 from contract import paths
 from frameworks.common.distenv import DistEnv
 from tests.sweepfiles import write_point, write_repeat
+from tests.runspecs import run_spec, stand_in
 from tests.unit.test_harness import SPEC, Counting
 
 
 def run(tmp_path, rank=0, repeat=0, on=True, framework="none"):
-    spec = dict(SPEC, repeat=repeat, framework=framework, record_dir=str(tmp_path),
-                config={"profile": on})
+    spec = run_spec(SPEC, repeat=repeat, framework=framework, record_dir=str(tmp_path),
+                    config={"profile": on})
     sessions = []
 
     def build(s, d):
         sessions.append(Counting(s, d))
         return sessions[-1]
-    rec = harness.run(build, spec, DistEnv(rank, 2, rank, 2, "h", 1))[0]
+    rec = harness.run(stand_in(build), spec, DistEnv(rank, 2, rank, 2, "h", 1))[0]
     return rec, sessions[0].calls
 
 
