@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from healthchecks import nodechecks
-from launchers import health_verdict
+from launchers.health import verdict as health_verdict
 
 HOSTS = ["n1", "n2", "n3"]
 SETTINGS = {"min_fraction": 0.8}

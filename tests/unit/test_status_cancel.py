@@ -7,7 +7,8 @@ import os
 import pytest
 
 from contract import paths, records
-from launchers import cancel, sacct, status
+from launchers.backends.slurm import sacct
+from launchers.commands import cancel, status
 from tests import sweepfiles
 
 
@@ -36,8 +37,9 @@ def test_one_call_each_asks_for_arrays_by_their_array_id(monkeypatch):
         return "" if argv[0] == "squeue" else "5_[0-1]|CANCELLED by 0\n6|COMPLETED\n"
     monkeypatch.setattr(sacct, "_run", run)
     ids = ["5_0", "5_1", "6", "garbage; rm -rf /"]
-    assert sacct.job_states(ids) == {"5_0": "CANCELLED", "5_1": "CANCELLED", "6": "COMPLETED",
-                                     "garbage; rm -rf /": None}
+    states = {job: info["state"] for job, info in sacct.jobs(ids).items()}
+    assert states == {"5_0": "CANCELLED", "5_1": "CANCELLED", "6": "COMPLETED",
+                      "garbage; rm -rf /": None}
     assert [c[0] for c in calls] == ["squeue", "sacct"]
     assert calls[0][calls[0].index("-j") + 1] == "5,6" and "-r" in calls[0]
     assert calls[1][calls[1].index("-j") + 1] == "5,6"

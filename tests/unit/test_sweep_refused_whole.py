@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from launchers.points import ROOT
+from launchers.plan.points import ROOT
 
 
 def launch(*args):

@@ -125,7 +125,3 @@ def jobs(job_ids) -> dict:
         out[job] = {"state": state, "reason": None}
     return {j: out.get(j, {"state": None, "reason": None}) for j in ids}
 
-
-def job_states(job_ids) -> dict:
-    """job id -> state, as jobs()."""
-    return {j: info["state"] for j, info in jobs(job_ids).items()}
