@@ -105,37 +105,28 @@ def find_largest(attempt, start: int, maximum: int, tolerance: float) -> dict:
 
     Returns {largest_ok, smallest_oom, stopped}: `stopped` says why the search ended early
     (a try that was neither ok nor oom), else None."""
-    ok, oom = None, None
-
-    def verdict(value):
+    ok, oom, value = None, None, start
+    while value is not None:
         outcome = attempt(value)
-        return outcome if outcome in ("ok", "oom") else None, outcome
-
-    value = start
-    while True:  # doubling up (or halving down when even `start` does not fit)
-        v, outcome = verdict(value)
-        if v is None:
+        if outcome not in ("ok", "oom"):
             return {"largest_ok": ok, "smallest_oom": oom, "stopped": f"{value}: {outcome}"}
-        if v == "ok":
-            ok = value
-            if oom is not None or value >= maximum:
-                break
-            value = min(value * 2, maximum)
-        else:
-            oom = value
-            if ok is not None or value == 1:
-                break
-            value //= 2
-    while ok is not None and oom is not None and oom - ok > max(1, tolerance * ok):
-        value = (ok + oom) // 2
-        v, outcome = verdict(value)
-        if v is None:
-            return {"largest_ok": ok, "smallest_oom": oom, "stopped": f"{value}: {outcome}"}
-        if v == "ok":
+        if outcome == "ok":
             ok = value
         else:
             oom = value
+        value = _next_value(ok, oom, value, maximum, tolerance)
     return {"largest_ok": ok, "smallest_oom": oom, "stopped": None}
+
+
+def _next_value(ok, oom, value: int, maximum: int, tolerance: float):
+    """The value to try after `value`, or None when the search is done: doubling up while
+    every value trains (halving down while none does), then bisection between the largest
+    that trained and the smallest that did not, until they are within the tolerance."""
+    if ok is None:
+        return value // 2 if value > 1 else None
+    if oom is None:
+        return min(value * 2, maximum) if value < maximum else None
+    return (ok + oom) // 2 if oom - ok > max(1, tolerance * ok) else None
 
 
 def try_point(base, s: dict, value: int):

@@ -1,4 +1,4 @@
-"""`search=` on the real local Slurm cluster (launchers/slurm_search.py): the largest batch that
+"""`search=` on the real local Slurm cluster (launchers/backends/slurm/launcher.py): the largest batch that
 trains under a memory cap, found inside ONE allocation, each try's repeat an srun step, OOM
 as data; the same ledger and report section as on the local launcher
 (tests/integration/test_special_models.py); a requeue in the middle of the search resumes it

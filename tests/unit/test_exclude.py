@@ -1,4 +1,4 @@
-"""A sweep's exclusion rules (launchers/exclude.py): which points they match, the one line a
+"""A sweep's exclusion rules (launchers/plan/exclude.py): which points they match, the one line a
 bad rule costs, and a sweep that skips its excluded points with a line each."""
 import pytest
 

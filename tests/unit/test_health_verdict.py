@@ -1,4 +1,4 @@
-"""The health verdict (launchers/health_verdict.py) on rank records written by hand, against
+"""The health verdict (launchers/health/verdict.py) on rank records written by hand, against
 figures worked out by hand: 3 nodes x 2 devices, health.min_fraction 0.8."""
 import copy
 

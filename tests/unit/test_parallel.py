@@ -1,5 +1,5 @@
 """The layout relations (contract/parallel.py) against figures worked by hand, and
-a point refused in one line that names each relation it breaks (launchers/points.py)."""
+a point refused in one line that names each relation it breaks (launchers/plan/points.py)."""
 import pytest
 
 from contract import parallel

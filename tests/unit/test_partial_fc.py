@@ -1,5 +1,5 @@
 """Partial FC (frameworks/pytorch/special.py) against an unsharded computation, on 1 and on
-2 gloo ranks; and the search for the largest size that trains (launchers/search.py)."""
+2 gloo ranks; and the search for the largest size that trains (launchers/plan/search.py)."""
 import os
 import socket
 
@@ -100,7 +100,7 @@ def test_two_ranks_match_the_unsharded_loss_and_gradients():
         torch.testing.assert_close(r["backbone_grad"], backbone.weight.grad, rtol=1e-5, atol=1e-6)
 
 
-# --- the search (launchers/search.py) -------------------------------------------------
+# --- the search (launchers/plan/search.py) -------------------------------------------------
 
 def fits_up_to(limit, fail_at=None):
     tried = []

@@ -1,4 +1,4 @@
-"""The port rule (launchers/ports.py): one block of world_size + 2 ports per repeat."""
+"""The port rule (launchers/backends/ports.py): one block of world_size + 2 ports per repeat."""
 import socket
 
 from launchers.backends import ports

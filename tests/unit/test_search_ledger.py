@@ -1,4 +1,4 @@
-"""The search's ledger is its memory (launchers/search.py): run again, as after a requeue on
+"""The search's ledger is its memory (launchers/plan/search.py): run again, as after a requeue on
 Slurm, it tries no value twice; a try cut short resumes at its first unrecorded repeat;
 max_tries bounds every search (it sizes a Slurm search's allocation); a search on Slurm is
 refused only for a key that changes the allocation (launchers/backends/slurm/launcher.py)."""

@@ -1,6 +1,6 @@
 """`launch status` and `launch cancel` without a cluster: job-array ids as squeue and sacct
 print them, a search's own line and its tries, a cancelled point Slurm has forgotten, and
-the one-line refusals (launchers/sacct.py, launchers/status.py, launchers/cancel.py). The
+the one-line refusals (launchers/backends/slurm/sacct.py, launchers/commands/status.py, launchers/commands/cancel.py). The
 same commands against the real cluster: tests/integration/test_slurm_status_cancel.py."""
 import os
 
@@ -143,7 +143,7 @@ def preflight(p, outcome, excluded, error=None):
 
 
 def test_a_point_without_healthy_nodes_is_unhealthy_and_says_which_were_left_out(tmp_path):
-    """preflight=true (launchers/preflight.py): the left-out nodes and why, on every line; a
+    """preflight=true (launchers/health/preflight.py): the left-out nodes and why, on every line; a
     point that found too few healthy nodes is UNHEALTHY, not a failed training run."""
     gone = slurm_point(tmp_path, "000-a", "41")
     preflight(gone, "unhealthy", {"node1": ["devices: 1 GPU(s), 2 requested"]},
