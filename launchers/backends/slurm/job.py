@@ -145,10 +145,10 @@ def record(point, job, previous=None, time_min=None, **more) -> dict:
     return info
 
 
-def submit_group(group: list, make_driver, job_name: str = None, exclude=()) -> list:
+def submit_group(group: list, driver, job_name: str = None, exclude=()) -> list:
     """One sbatch for the group [(point, its previous slurm.json or None, whether its folder
     is new)]: a job array (a plain job for one point) named `job_name`, each task running
-    make_driver(point), none on the nodes of `exclude`. Each point's job id (`123_4` in an
+    driver(point's folder), none on the nodes of `exclude`. Each point's job id (`123_4` in an
     array) and driver log go to its slurm.json."""
     first = group[0][0]
     executor = make_executor(first, array=len(group), job_name=job_name)
@@ -156,7 +156,7 @@ def submit_group(group: list, make_driver, job_name: str = None, exclude=()) -> 
         executor.update_parameters(exclude=",".join(sorted(exclude)))
     names = first.name + (f" and {len(group) - 1} more" if len(group) > 1 else "")
     try:
-        jobs = submit(executor, [make_driver(p) for p, _, _ in group], names)
+        jobs = submit(executor, [driver(p.dir) for p, _, _ in group], names)
     except points.ConfigError:
         for p, _, fresh in group:
             if fresh:  # leave no point that looks submitted

@@ -32,7 +32,6 @@ requeue`, the time-limit signal): the drivers are submitit Checkpointables; a re
 runs its driver again, which skips every recorded repeat (and every value the search's
 ledger holds).
 """
-import json
 import os
 import shlex
 import subprocess
@@ -44,7 +43,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from contract import paths, records
 from launchers import repeats
 from launchers.backends.base import Launcher, NoVerdict
-from launchers.backends.slurm import job, nodes, preview, sacct, srun, srun_output
+from launchers.backends.slurm import arrays, job, nodes, preview, sacct, srun, srun_output
 from launchers.backends.slurm.allocation import Allocation, AllocationEnding, log
 from launchers.backends.slurm.step_watch import SrunRanks
 from launchers.health import preflight, step as health_step
@@ -83,19 +82,19 @@ class SlurmLauncher(Launcher):
         searches = [p for p in pts if p.search is not None]
         plain = [p for p in pts if p.search is None]
         if dry_run:
-            for group in shapes(plain):
-                print(preview.group_text(group, array_name(group)))
+            for group in arrays.shapes(plain):
+                print(preview.group_text(group, arrays.name(group)))
             for point in searches:
                 self.submit_search(point, dry_run=True)
             return
         job.preflight(pts)
-        todo = to_queue(plain)
-        size = max_array() if len(todo) > 1 else 1
+        todo = arrays.to_queue(plain)
+        size = arrays.max_size() if len(todo) > 1 else 1
         by_point = {id(t[0]): t for t in todo}
-        for group in shapes([t[0] for t in todo]):
+        for group in arrays.shapes([t[0] for t in todo]):
             for start in range(0, len(group), size):
                 part = [by_point[id(p)] for p in group[start:start + size]]
-                job.submit_group(part, lambda p: PointDriver(p.dir), array_name([t[0] for t in part]))
+                job.submit_group(part, PointDriver, arrays.name([t[0] for t in part]))
         for point in searches:
             self.submit_search(point)
 
@@ -237,7 +236,7 @@ class SlurmLauncher(Launcher):
                                       f"{'is' if gone == 1 else 'are'} left out")
         try:
             (queued,) = job.submit_group([(point, job.read_slurm_json(point.dir), False)],
-                                         lambda p: PointDriver(p.dir), exclude=sorted(state["excluded"]))
+                                         PointDriver, exclude=sorted(state["excluded"]))
         except points.ConfigError as exc:  # sbatch refused the exclusion: no node left to run on
             raise preflight.Unhealthy(f"{exc}; left out: {preflight.left_out(state)}") from None
         return str(queued.job_id)
@@ -257,56 +256,6 @@ class SlurmLauncher(Launcher):
         if (job.read_slurm_json(point.dir) or {}).get("job_id") != job_id:
             records.write_json_atomic(os.path.join(point.dir, paths.SLURM_FILE),
                                       dict(rec, point=point.name, search=base.name))
-
-
-# ---- submission ------------------------------------------------------------------------------
-def shapes(pts: list) -> list:
-    """The points grouped by allocation shape: the same sbatch options but for the job name
-    (and the same submitit folder and requeue limit), in sweep order. Each group can be one
-    job array."""
-    groups = {}
-    for p in pts:
-        params = job.executor_parameters(p)
-        del params["job_name"]
-        key = json.dumps([job.submitit_folder(p), params, p.launcher.max_requeues],
-                         sort_keys=True, default=str)
-        groups.setdefault(key, []).append(p)
-    return list(groups.values())
-
-
-def array_name(group: list) -> str:
-    first = group[0]
-    if len(group) == 1:
-        return f"dlbench-{first.name}"
-    return f"dlbench-{os.path.basename(first.sweep)}-{first.nodes}x{first.gpus_per_node}"
-
-
-def to_queue(pts: list) -> list:
-    """[(point, its previous slurm.json or None, whether its folder is new)] of the points
-    to submit, with their point.json written. A point whose earlier job is still pending or
-    running is left to it (its driver reads this point.json): one squeue call for them all."""
-    previous = {p.name: job.read_slurm_json(p.dir) for p in pts}
-    ids = [prev["job_id"] for prev in previous.values() if prev]
-    live = sacct.squeue_states(ids) if ids else {}
-    out = []
-    for point in pts:
-        prev = previous[point.name]
-        if prev and live.get(str(prev["job_id"])) in ("PENDING", "RUNNING"):
-            print(f"{point.name}: already queued as Slurm job {prev['job_id']}")
-            continue
-        fresh = not os.path.exists(os.path.join(point.dir, paths.POINT_FILE))
-        points.write_point(point)
-        preflight.new_round(point.dir)  # exclusions of an earlier submission do not carry over
-        if points.recorded(point) == point.repeats:
-            print(f"{point.name}: every repeat is recorded; nothing to submit")
-            continue
-        out.append((point, prev, fresh))
-    return out
-
-
-def max_array() -> int:
-    """How many tasks one job array may have (the controller's MaxArraySize)."""
-    return nodes.slurm_config(keys=("MaxArraySize",)).get("MaxArraySize") or 1001
 
 
 # ---- in the allocation: submitit's callables, run as the batch shell ---------------------------
