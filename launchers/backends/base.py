@@ -11,7 +11,7 @@ asks which backend it holds.
 """
 import abc
 
-from launchers.backends import step, worker
+from launchers.backends import step
 from launchers.health import step as health_step
 from launchers.plan import search
 
@@ -82,9 +82,3 @@ class Launcher(abc.ABC):
     def health_step(self, point, hdir: str) -> dict:
         """One health step in this allocation -> its verdict (launchers/health/step.py)."""
         return health_step.run(point, hdir, self)
-
-    def worker_argv(self, point, spec_path: str) -> list:
-        """The worker command of a repeat (launchers/backends/worker.py)."""
-        return worker.worker_argv(point, spec_path, self.python)
-
-    python = None  # the worker's interpreter where the framework names none

@@ -85,7 +85,6 @@ class LocalLauncher(Launcher):
     # A rank's failure is seen here at once (its exit) and its peers write to this disk:
     # they get 5 s where the point leaves launcher.failure_grace_s unset.
     FAILURE_GRACE_S = 5
-    python = sys.executable
 
     def check(self, point) -> None:
         if point.nodes != 1:
@@ -106,7 +105,9 @@ class LocalLauncher(Launcher):
                 repeats.run_point(point.dir, self, print)
 
     def describe(self, point) -> str:
-        argv = self.worker_argv(point, os.path.join(point.repeat_dir(0), paths.SPEC_FILE))
+        """What a dry run prints of a point."""
+        spec_path = os.path.join(point.repeat_dir(0), paths.SPEC_FILE)
+        argv = worker.worker_argv(point, spec_path, sys.executable)
         return (f"{point.name}: {point.world_size} local rank(s) x {point.repeats} repeat(s): "
                 f"{' '.join(argv)}")
 
@@ -118,7 +119,7 @@ class LocalLauncher(Launcher):
         return [os.uname().nodename]
 
     def start_repeat(self, point, spec_path: str, rdir: str):
-        ranks = self.start(point, self.worker_argv(point, spec_path), rdir)
+        ranks = self.start(point, worker.worker_argv(point, spec_path, sys.executable), rdir)
         repeat = records.read_spec(spec_path)["repeat"]
         outcome, rank_ends = self.run_ranks(ranks, point, f"{point.name} repeat {repeat}")
         return rank_ends, outcome.ended_by

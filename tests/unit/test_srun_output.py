@@ -85,7 +85,7 @@ def test_what_counts_as_ending_badly(end, bad):
     assert srun_output.ended_badly(end) is bad
 
 
-# ---- the pending reason in `launch status` (launchers/commands/status.py, launchers/backends/slurm/sacct.py) -----------
+# ---- the pending reason in `launch status` (launchers/commands/status.py, backends/slurm/sacct.py)
 def pending_point(runs=()):
     return {"name": "p", "expected": 2, "running": [], "slurm": {"job_id": "5", "log": "L"},
             "runs": {r: {"repeat": r, "status": s, "error": None if s == "ok" else f"{s}!"}
@@ -117,7 +117,7 @@ def test_squeue_reason_is_read_in_the_same_call(monkeypatch):
     assert sacct.jobs(["7"])["7"]["state"] == "PENDING"
 
 
-# ---- what the driver reads while a step runs (launchers/backends/slurm/step_watch.py) -----------------------
+# ---- what the driver reads while a step runs (launchers/backends/slurm/step_watch.py) -------------
 def test_the_step_watch_reads_records_and_whole_srun_lines(tmp_path):
     from launchers.backends.slurm.step_watch import StepWatch
     (tmp_path / "rank-00000.json").write_text('{"status": "ok"}')

@@ -57,7 +57,6 @@ NEVER = ("PartitionNodeLimit", "PartitionConfig", "PartitionTimeLimit", "BadCons
 
 class SlurmLauncher(Launcher):
     name = "slurm"
-    python = sys.executable
 
     def __init__(self, allocation: Allocation = None, search_base=None, log=print):
         super().__init__(log)
@@ -173,7 +172,7 @@ class SlurmLauncher(Launcher):
             self.name_try(point)
         alloc.leave_lost_nodes(rdir)
         repeat = records.read_spec(spec_path)["repeat"]
-        argv = srun.repeat_argv(point, spec_path, rdir, self.python, srun.time_limit_min(point))
+        argv = srun.repeat_argv(point, spec_path, rdir, sys.executable, srun.time_limit_min(point))
         try:
             ranks = self.srun(point, argv, rdir, f"repeat {repeat}", step_record=True)
             outcome, rank_ends = self.run_ranks(ranks, point, f"repeat {repeat}")
@@ -197,7 +196,7 @@ class SlurmLauncher(Launcher):
         return rank_ends, ended_by
 
     def start_health(self, point, spec_path: str, hdir: str) -> SrunRanks:
-        argv = srun.health_argv(point, spec_path, hdir, self.python)
+        argv = srun.health_argv(point, spec_path, hdir, sys.executable)
         return self.srun(point, argv, hdir, f"health step on {', '.join(self.hosts())}")
 
     def srun(self, point, argv: list, folder: str, what: str, step_record=False) -> SrunRanks:
