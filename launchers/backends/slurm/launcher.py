@@ -246,15 +246,16 @@ class SlurmLauncher(Launcher):
         cancel` see every try's job. From the job's environment where the submitter has not
         written it yet (the job started first)."""
         base, job_id = self.search_base, self.allocation.job_id
+        if (job.read_slurm_json(point.dir) or {}).get("job_id") == job_id:
+            return
         rec = job.read_slurm_json(base.dir)
         if not rec or rec.get("job_id") != job_id:
             from submitit import JobEnvironment
             rec = {"schema": paths.SLURM_SCHEMA, "version": paths.SCHEMA_VERSION, "job_id": job_id,
                    "submitit_folder": job.submitit_folder(base),
                    "log": str(JobEnvironment().paths.stdout), "previous_jobs": []}
-        if (job.read_slurm_json(point.dir) or {}).get("job_id") != job_id:
-            records.write_json_atomic(os.path.join(point.dir, paths.SLURM_FILE),
-                                      dict(rec, point=point.name, search=base.name))
+        records.write_json_atomic(os.path.join(point.dir, paths.SLURM_FILE),
+                                  dict(rec, point=point.name, search=base.name))
 
 
 # ---- in the allocation: submitit's callables, run as the batch shell ---------------------------
