@@ -8,13 +8,13 @@
 
 Hydra composes conf/ into one config per sweep point (the suite's own sweeper and
 launcher, hydra_plugins/dlbench_launcher); every point is validated and checked before
-any runs (launchers/sweep.py), written to SWEEP/points/<name>/point.json and handed to
-its launcher, `launcher=auto` by default (launchers/auto.py). Ranks
+any runs (launchers/plan/sweep.py), written to SWEEP/points/<name>/point.json and handed to
+its launcher object, `launcher=auto` by default (launchers/backends/auto.py). Ranks
 never run Hydra: they read the run spec the driver writes for them.
 """
 import sys
 
-from launchers import points, precheck
+from launchers.plan import points, precheck
 
 
 def run_point() -> None:
@@ -26,7 +26,7 @@ def run_point() -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from launchers import sweep
+    from launchers.plan import sweep
 
     # An absolute path: the same conf/ whether run as `python -m launch` or as the installed
     # `dlbench` command (where Hydra would otherwise look for a package named conf).
@@ -42,17 +42,17 @@ def run_point() -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["status"]:
-        from launchers import status
+        from launchers.commands import status
         return status.main(argv[1:])
     if argv[:1] == ["cancel"]:
-        from launchers import cancel
+        from launchers.commands import cancel
         return cancel.main(argv[1:])
     if argv[:1] == ["dataset"]:
-        from launchers import dataset
+        from launchers.commands import dataset
         return dataset.main(argv[1:])
     if argv[:1] == ["health"]:
-        from launchers import health
-        return health.main(argv[1:])
+        from launchers.health import command
+        return command.main(argv[1:])
     problem = precheck.check(argv)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
               f"(asked for {devices}). Nothing measured.")
         return 0
     from omegaconf import OmegaConf
-    from launchers.points import resolve_model
+    from launchers.plan.points import resolve_model
     cfg = OmegaConf.load(ROOT / "conf" / "model" / f"{args.model}.yaml")
     cfg.size = args.size
     model_cfg = resolve_model(cfg)

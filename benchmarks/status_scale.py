@@ -44,10 +44,10 @@ WRAPPER = '#!/bin/sh\necho "$0 $*" >> "{log}"\nexec {real} "$@"\n'
 def one_point(work: str) -> dict:
     """A point as `python -m launch` makes it for the local test cluster."""
     from hydra import compose, initialize_config_dir
-    from launchers import points
+    from launchers.plan import points
     with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base=None):
         cfg = compose("config", overrides=["launcher=slurm", "cluster=localtest", "preset=smoke"])
-    return points.make_point(cfg, work, 0)
+    return points.make_point(cfg, work, 0).as_dict()  # as point.json holds it
 
 
 def write_sweep(sweep: str, base: dict, job_ids: list) -> None:

@@ -24,7 +24,7 @@ are those calls; `graph` is MindSpore's GRAPH_MODE and OneFlow's nn.Graph. A fra
 not in the table (a site's own adapter) runs `eager` under auto and names its compiled
 mode `compiled`.
 
-The point (launchers/points.py) resolves auto: it keeps `compile` as the resolved bool,
+The point (launchers/plan/points.py) resolves auto: it keeps `compile` as the resolved bool,
 `compile_setting` as given (`"auto"`, true or false) and `mode` (a name above); every
 rank record carries `mode`.
 

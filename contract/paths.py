@@ -1,7 +1,7 @@
 """The sweep's layout on disk and its schema names, written once (docs/contract.md).
 
-    SWEEP/points/<point>/point.json                   the point (launchers/points.py)
-    SWEEP/points/<point>/slurm.json                   its Slurm job (launchers/slurm.py)
+    SWEEP/points/<point>/point.json                   the point (launchers/plan/points.py)
+    SWEEP/points/<point>/slurm.json                   its Slurm job (launchers/backends/slurm/launcher.py)
     SWEEP/points/<point>/repeat-NN/spec.json          what the ranks of repeat NN read
     SWEEP/points/<point>/repeat-NN/rank-KKKKK.json    one record per rank (the worker)
     SWEEP/points/<point>/repeat-NN/rank-KKKKK.log     the rank's stdout and stderr
@@ -12,12 +12,12 @@
     SWEEP/points/<point>/repeat-00/profile/rank-00000/ a trace on demand (profile=true:
                                                       frameworks/common/profile.py)
     SWEEP/points/<point>/preflight.json               preflight=true: each health attempt, the nodes
-                                                      left out and why, the outcome (launchers/preflight.py)
+                                                      left out and why, the outcome (launchers/health/preflight.py)
     SWEEP/points/<point>/health/attempt-NN/           one attempt's health step: spec.json, its ranks'
                                                       rank-KKKKK.json and .log, srun.log, health.json
-    SWEEP/searches/<point>.json                       a search's ledger (launchers/search.py)
+    SWEEP/searches/<point>.json                       a search's ledger (launchers/plan/search.py)
     SWEEP/slurm/                                      submitit's folder: sbatch scripts, pickles,
-                                                      driver logs <job>_0_log.out (launchers/slurm.py)
+                                                      driver logs <job>_0_log.out (launchers/backends/slurm/launcher.py)
 
 `python -m launch health` writes OUTPUT_ROOT/health-<time>/ as one attempt's folder above.
 
@@ -37,10 +37,10 @@ SLURM_SCHEMA = "dlbench.slurm"
 SEARCH_SCHEMA = "dlbench.search"
 REFERENCE_SCHEMA = "dlbench.reference"  # a regression gate's reference (analysis/compare.py)
 PEAKS_SCHEMA = "dlbench.peaks"          # device peak TFLOP/s, as data (analysis/peaks.yaml)
-HEALTH_SPEC_SCHEMA = "dlbench.health_spec"  # what a health step's ranks read (launchers/health_step.py)
+HEALTH_SPEC_SCHEMA = "dlbench.health_spec"  # what a health step's ranks read (launchers/health/step.py)
 HEALTH_RANK_SCHEMA = "dlbench.health_rank"  # one rank's checks (healthchecks/rank.py)
-HEALTH_SCHEMA = "dlbench.health"            # a health step's verdict (launchers/health_verdict.py)
-PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/preflight.py)
+HEALTH_SCHEMA = "dlbench.health"            # a health step's verdict (launchers/health/verdict.py)
+PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/health/preflight.py)
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"

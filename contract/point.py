@@ -31,7 +31,8 @@ class Launcher:
     step_overhead_s: float = 60      # per repeat, besides timeout_s: start, imports, rendezvous
     signal_delay_s: int = 120        # the requeue signal's lead before the time limit
     max_requeues: int = 3
-    failure_grace_s: float = 30      # after a rank fails, the others' time before the stop
+    failure_grace_s: Optional[float] = None  # after a rank fails, the others' time before
+                                             # the stop; None: the backend's (30 s Slurm, 5 s here)
 
 
 @dataclass(frozen=True)

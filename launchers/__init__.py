@@ -1,22 +1,30 @@
-"""Launchers: how a sweep point's ranks get started. One module per launcher, each with
-the same small surface, which launchers/sweep.py calls and nothing else:
+"""Launchers: from a composed config to a sweep's points, and how each point's ranks get
+started (docs/architecture.md).
 
-    check(point)                    refuse, with points.ConfigError, what this launcher
-                                    cannot do; called for every point of a sweep before
-                                    any point runs (launchers/sweep.py)
-    submit_all(points, dry_run)     run (local) or queue (Slurm: one job array per
-                                    allocation shape) the sweep's points, all checked
-    submit(point, dry_run)          the same for one point
-    submit_search(point, dry_run)   the same for a `search=` point (launchers/search.py)
-    start_repeat(point, spec, rdir) how one repeat's ranks start and end -> (rank_ends,
-                                    ended_by); the driver (launchers/driver.py) calls it
+    plan/       Hydra's config -> checked points (points, sweep, exclude, precheck, search)
+    backends/   one launcher object per backend over one base (base.py): local, slurm/;
+                launcher=auto's choice; the step runner (step.py) and the port rule
+    repeats.py  the repeat loop, run once per allocation with the backend's object
+    health/     the node checks: `launch health`, preflight=true, the verdict
+    commands/   `launch status`, `launch cancel`, `launch dataset`
+
+`get(name)` is the backend's launcher object (launchers/backends/base.py says its surface):
+`check(point)` for every point before any runs, `submit(points, dry_run)` with all of a
+sweep's points (searches included), `health(point)` for `launch health`; in its allocation
+`start_repeat`, `health_step`, `where` and `resubmit_without`, which the repeat loop, the
+search and the preflight call.
 """
 import importlib
 
-LAUNCHERS = ("local", "slurm")  # launcher=auto is one of them, chosen by launchers/auto.py
+# launcher=auto is one of them, chosen by launchers/backends/auto.py
+BACKENDS = {"local": ("launchers.backends.local", "LocalLauncher"),
+            "slurm": ("launchers.backends.slurm.launcher", "SlurmLauncher")}
+LAUNCHERS = tuple(BACKENDS)
 
 
 def get(name: str):
-    if name not in LAUNCHERS:
+    """The launcher object of backend `name` (imported when asked for: submitit only for Slurm)."""
+    if name not in BACKENDS:
         raise ValueError(f"unknown launcher {name!r} (valid: {', '.join(LAUNCHERS)})")
-    return importlib.import_module(f"launchers.{name}")
+    module, cls = BACKENDS[name]
+    return getattr(importlib.import_module(module), cls)()

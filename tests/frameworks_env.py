@@ -41,7 +41,7 @@ def require_env(name: str) -> str:
 def model_cfg(model: str, size: str) -> dict:
     """A model's resolved settings, as a run spec carries them."""
     from omegaconf import OmegaConf
-    from launchers.points import resolve_model
+    from launchers.plan.points import resolve_model
     cfg = OmegaConf.load(MODELS_CONF / f"{model}.yaml")
     cfg.size = size
     return resolve_model(cfg)
@@ -321,7 +321,7 @@ def compile_sweep(sweeps, name) -> dict:
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory):
     """A dataset of DATASET's counts (`python -m launch dataset`), made once per session."""
-    from launchers import dataset as writer
+    from launchers.commands import dataset as writer
     out = tmp_path_factory.mktemp("dataset") / "ds"
     writer.build(str(out), DATASET["images"], 3, DATASET["sequences"], seed=0)
     return out

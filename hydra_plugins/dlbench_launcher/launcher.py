@@ -5,7 +5,7 @@ hydra.sweep.dir and its multirun.yaml) without its validate_batch_is_legal, whic
 every job a first time only for the launcher to compose it again.
 
 DlbenchLauncher gets all the jobs' overrides at once: it composes each (compose.py: once
-per distinct combination of group choices) and hands them to launchers/sweep.py, which
+per distinct combination of group choices) and hands them to launchers/plan/sweep.py, which
 checks every point before any runs or is queued, then gives each launcher its points
 together. Jobs do not go through Hydra's run_job: no per-job folder (SWEEP/<num>/, empty
 before) and no per-job callbacks; the sweep's callbacks (on_multirun_end) run as before.
@@ -25,7 +25,7 @@ class DlbenchLauncher(Launcher):
         self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
 
     def launch(self, job_overrides, initial_job_idx):
-        from launchers import sweep  # the suite, imported only when a sweep runs
+        from launchers.plan import sweep  # the suite, imported only when a sweep runs
         from hydra_plugins.dlbench_launcher.compose import Compositions
         setup_globals()
         compositions = Compositions(self.hydra_context.config_loader, self.config)

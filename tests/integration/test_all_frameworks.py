@@ -8,8 +8,8 @@ import sys
 import pytest
 
 import analysis
-from launchers.points import ROOT
-from launchers.precheck import groups
+from launchers.plan.points import ROOT
+from launchers.plan.precheck import groups
 from tests.frameworks_env import FRAMEWORKS as TABLE
 
 FRAMEWORKS = list(TABLE)  # the seven of tests/frameworks_env.py's table

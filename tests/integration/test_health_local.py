@@ -10,7 +10,7 @@ import sys
 
 from healthchecks import nodechecks
 from contract import paths
-from launchers import points
+from launchers.plan import points
 
 
 def launch(*args, timeout=240):

@@ -18,7 +18,7 @@ import pytest
 
 from healthchecks import nodechecks
 from contract import paths
-from launchers import points
+from launchers.plan import points
 from tests.slurm_cluster import LocalSlurmCluster, config, skip_reason
 
 pytestmark = pytest.mark.slurm

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from launchers.points import ROOT
+from launchers.plan.points import ROOT
 
 pytest.importorskip("torchtitan.models.llama3", reason="torchtitan not installed: `make venv` installs "
                     "requirements-torchtitan.txt (pip install --no-deps)")

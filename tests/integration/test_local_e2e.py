@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import analysis
-from launchers.points import ROOT
+from launchers.plan.points import ROOT
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.points import ROOT
+from launchers.plan.points import ROOT
 
 DLBENCH = Path(sys.executable).parent / "dlbench"
 

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import analysis
-from launchers.points import ROOT
+from launchers.plan.points import ROOT
 
 pytestmark = pytest.mark.slurm
 NODE = re.compile(r"node\d+")

@@ -1,4 +1,4 @@
-"""`search=` on the real local Slurm cluster (launchers/slurm_search.py): the largest batch that
+"""`search=` on the real local Slurm cluster (launchers/backends/slurm/launcher.py): the largest batch that
 trains under a memory cap, found inside ONE allocation, each try's repeat an srun step, OOM
 as data; the same ledger and report section as on the local launcher
 (tests/integration/test_special_models.py); a requeue in the middle of the search resumes it
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from launchers.points import ROOT
+from launchers.plan.points import ROOT
 from tests.integration.test_slurm_launcher import (SMOKE, jload, launch, release_requeued, slurm,
                                                    status, status_lines, wait_for)
 

@@ -8,7 +8,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf, open_dict, read_write
 
 from hydra_plugins.dlbench_launcher.compose import Compositions
-from launchers import points
+from launchers.plan import points
 
 JOBS = [
     ["preset=smoke", "seed=0"],

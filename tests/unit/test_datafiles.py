@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from contract.spec import RunSpec
 from frameworks import registry
 from frameworks.common import datafiles, distenv, harness
-from launchers import points
+from launchers.plan import points
 from tests.runspecs import run_spec, stand_in
 
 CONF = str(points.ROOT / "conf")
@@ -33,16 +33,16 @@ def images(tmp_path):
 
 def test_synthetic_is_the_default(tmp_path):
     point = points.make_point(cfg_of("preset=smoke"), tmp_path, 0)
-    assert point["config"]["data"]["source"] == "synthetic"
-    assert point["point"] == "000-pytorch-resnet50-fp32-1x1-bs4"
+    assert point.config.data.source == "synthetic"
+    assert point.name == "000-pytorch-resnet50-fp32-1x1-bs4"
 
 
 def test_files_point_is_named_and_its_path_made_absolute(images, tmp_path, monkeypatch):
     monkeypatch.chdir(images.parent)
     point = points.make_point(cfg_of("data=files", "data.path=ds", "data.workers=3"), tmp_path, 1)
-    assert point["point"] == "001-pytorch-resnet50-fp32-1x1-bs8-files-w3"
-    assert point["config"]["data"]["path"] == str(images)
-    spec = RunSpec.from_dict(points.run_spec(point, 0))
+    assert point.name == "001-pytorch-resnet50-fp32-1x1-bs8-files-w3"
+    assert point.config.data.path == str(images)
+    spec = points.run_spec(point, 0)  # a RunSpec, as the worker reads it from the file
     assert datafiles.settings(spec)["workers"] == 3
 
 

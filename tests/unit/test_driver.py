@@ -2,9 +2,11 @@
 attempt is set aside whole."""
 import json
 import os
+from types import SimpleNamespace
 
 from contract import paths, records
-from launchers import driver, points
+from launchers import repeats
+from launchers.plan import points
 from tests.unit.test_points import cfg_of
 
 
@@ -12,6 +14,11 @@ def make(tmp_path, repeats=3):
     point = points.make_point(cfg_of("preset=smoke", f"repeats={repeats}"), tmp_path, 0)
     points.write_point(point)
     return point
+
+
+def launcher(start):
+    """A launcher object whose repeats start with `start(point, spec_path, rdir)`."""
+    return SimpleNamespace(start_repeat=start)
 
 
 def writer(calls, status="ok"):
@@ -28,36 +35,37 @@ def writer(calls, status="ok"):
 def test_each_repeat_runs_once_and_rerun_skips(tmp_path):
     point = make(tmp_path)
     calls = []
-    assert driver.run_point(point["dir"], writer(calls), log=lambda m: None) == ["ok"] * 3
-    assert driver.run_point(point["dir"], writer(calls), log=lambda m: None) == ["ok"] * 3
+    assert repeats.run_point(point.dir, launcher(writer(calls)), log=lambda m: None) == ["ok"] * 3
+    assert repeats.run_point(point.dir, launcher(writer(calls)), log=lambda m: None) == ["ok"] * 3
     assert calls == [0, 1, 2]
 
 
 def test_requeue_resumes_after_the_last_recorded_repeat(tmp_path):
     point = make(tmp_path)
     calls = []
-    driver.run_repeat(point, 0, writer(calls))
+    repeats.run_repeat(point, 0, launcher(writer(calls)))
     # repeat 1 was cut short: a rank record but no run.json
-    rdir = points.repeat_dir(point, 1)
+    rdir = point.repeat_dir(1)
     os.makedirs(rdir)
     open(os.path.join(rdir, "rank-00000.log"), "w").write("partial")
-    driver.run_point(point["dir"], writer(calls), log=lambda m: None)
+    repeats.run_point(point.dir, launcher(writer(calls)), log=lambda m: None)
     assert calls == [0, 1, 2]
-    aside = [d for d in os.listdir(point["dir"]) if ".interrupted-" in d]
+    aside = [d for d in os.listdir(point.dir) if ".interrupted-" in d]
     assert len(aside) == 1 and aside[0].startswith("repeat-01")
 
 
 def test_run_json_carries_status_and_timeout_wins(tmp_path):
     point = make(tmp_path, repeats=1)
-    run = driver.run_repeat(point, 0, lambda p, s, r: ({0: {"exit_code": None, "stopped": True}}, "timeout"))
+    run = repeats.run_repeat(point, 0, launcher(lambda p, s, r: ({0: {"exit_code": None, "stopped": True}},
+                                                                 "timeout")))
     assert run["status"] == "timeout"
-    with open(os.path.join(points.repeat_dir(point, 0), "run.json")) as f:
+    with open(os.path.join(point.repeat_dir(0), "run.json")) as f:
         assert json.load(f)["status"] == "timeout"
 
 
 def test_missing_rank_record_fails_the_repeat(tmp_path):
     point = make(tmp_path, repeats=1)
-    run = driver.run_repeat(point, 0, lambda p, s, r: ({0: {"exit_code": 0}}, None))
+    run = repeats.run_repeat(point, 0, launcher(lambda p, s, r: ({0: {"exit_code": 0}}, None)))
     assert run["status"] == "failed" and run["error"] == "no record from rank(s) 0"
 
 
@@ -68,7 +76,7 @@ def test_a_rank_killed_without_a_record_is_named_with_its_signal_and_log(tmp_pat
         with open(os.path.join(rdir, "rank-00000.log"), "w") as f:
             f.write("".join(f"line {i}\n" for i in range(30)) + "x" * 500 + "\n")
         return {0: {"exit_code": -11}}, None
-    run = driver.run_repeat(point, 0, crash)
+    run = repeats.run_repeat(point, 0, launcher(crash))
     assert run["status"] == "failed"
     assert run["error"] == "rank 0 left no record: killed by SIGSEGV"
     assert run["log_tail"]["rank"] == 0
@@ -81,9 +89,9 @@ def test_a_rank_killed_without_a_record_is_named_with_its_signal_and_log(tmp_pat
 def test_an_unsupported_point_runs_one_repeat_and_records_the_rest(tmp_path):
     point = make(tmp_path, repeats=3)
     calls = []
-    got = driver.run_point(point["dir"], writer(calls, status="unsupported"), log=lambda m: None)
+    got = repeats.run_point(point.dir, launcher(writer(calls, status="unsupported")), log=lambda m: None)
     assert got == ["unsupported"] * 3 and calls == [0]
-    with open(os.path.join(points.repeat_dir(point, 2), "run.json")) as f:
+    with open(os.path.join(point.repeat_dir(2), "run.json")) as f:
         run = json.load(f)
     assert run["not_run"] and "repeat 0 found it unsupported" in run["error"]
 
@@ -99,7 +107,7 @@ def test_set_aside_removes_an_attempt_that_never_started_and_keeps_one_that_did(
     open(os.path.join(started, "spec.json"), "w").write("{}")
     open(os.path.join(started, "rank-00000.log"), "w").write("partial")
     for rdir in (empty, spec_only, started, str(tmp_path / "repeat-09")):
-        driver.set_aside(rdir)
+        repeats.set_aside(rdir)
     names = sorted(os.listdir(tmp_path))
     assert len(names) == 1 and names[0].startswith("repeat-02.interrupted-")
     assert sorted(os.listdir(tmp_path / names[0])) == ["rank-00000.log", "spec.json"]
@@ -107,20 +115,20 @@ def test_set_aside_removes_an_attempt_that_never_started_and_keeps_one_that_did(
 
 def test_a_rerun_repeat_starts_in_an_empty_folder(tmp_path):
     point = make(tmp_path, repeats=1)
-    rdir = points.repeat_dir(point, 0)
+    rdir = point.repeat_dir(0)
     os.makedirs(rdir)
     open(os.path.join(rdir, "spec.json"), "w").write("{}")  # a spec, then the allocation ended
     seen = []
-    driver.run_repeat(point, 0, lambda p, s, r: (seen.append(sorted(os.listdir(r))),
-                                                 writer([])(p, s, r))[1])
+    repeats.run_repeat(point, 0, launcher(lambda p, s, r: (seen.append(sorted(os.listdir(r))),
+                                                           writer([])(p, s, r))[1]))
     assert seen == [["spec.json"]]
-    assert not [d for d in os.listdir(point["dir"]) if ".interrupted-" in d]
+    assert not [d for d in os.listdir(point.dir) if ".interrupted-" in d]
 
 
 def test_an_array_task_names_itself_by_array_and_task(monkeypatch):
     """Task 0's SLURM_JOB_ID equals its array's id, which squeue and scancel read as the whole
     array: the driver must name its own job A_T, or it stops its siblings' steps."""
-    from launchers import slurm_nodes
+    from launchers.backends.slurm import nodes as slurm_nodes
     monkeypatch.setenv("SLURM_JOB_ID", "1013")
     monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
     assert slurm_nodes.this_job() == "1013"

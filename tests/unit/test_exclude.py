@@ -1,8 +1,8 @@
-"""A sweep's exclusion rules (launchers/exclude.py): which points they match, the one line a
+"""A sweep's exclusion rules (launchers/plan/exclude.py): which points they match, the one line a
 bad rule costs, and a sweep that skips its excluded points with a line each."""
 import pytest
 
-from launchers import exclude, points, sweep
+from launchers.plan import exclude, points, sweep
 from tests.unit.test_points import cfg_of
 
 
@@ -50,7 +50,7 @@ def _jobs(rule, values):
 
 def test_a_sweep_skips_what_a_rule_excludes_and_says_so(capsys):
     made = sweep.make_points(_jobs('[{where:"parallel.tp > gpus_per_node"}]', [1, 2, 4]))
-    assert [p["parallel"]["tp"] for p, _ in made] == [1, 2]
+    assert [p.parallel.tp for p, _ in made] == [1, 2]
     out = capsys.readouterr().out
     assert "skipped sweep point 2 (parallel.tp=4): excluded by where parallel.tp > gpus_per_node" in out
 

@@ -1,5 +1,5 @@
 """Bad `health.*` input is refused in one line before anything runs, by `launch health` and by
-a sweep alike (launchers/health_settings.py, through points.validate)."""
+a sweep alike (launchers/health/settings.py, through points.validate)."""
 import os
 import subprocess
 import sys
@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 
 import launch
 from healthchecks import nodechecks
-from launchers import points
+from launchers.plan import points
 
 CONF = str(points.ROOT / "conf")
 BAD = [
@@ -41,9 +41,9 @@ def test_a_point_with_bad_health_settings_is_refused(override, message):
 
 
 def test_the_checks_resolve_to_names(tmp_path):
-    assert points.make_point(cfg_of(), tmp_path, 0)["health"]["checks"] == list(nodechecks.CHECKS)
+    assert list(points.make_point(cfg_of(), tmp_path, 0).health.checks) == list(nodechecks.CHECKS)
     point = points.make_point(cfg_of("health.checks=[memory,links]"), tmp_path, 0)
-    assert point["health"]["checks"] == ["memory", "links"] and point["preflight"] is False
+    assert list(point.health.checks) == ["memory", "links"] and point.preflight is False
 
 
 @pytest.mark.parametrize("override,message", BAD[:4] + BAD[5:6])

@@ -1,11 +1,11 @@
-"""The health verdict (launchers/health_verdict.py) on rank records written by hand, against
+"""The health verdict (launchers/health/verdict.py) on rank records written by hand, against
 figures worked out by hand: 3 nodes x 2 devices, health.min_fraction 0.8."""
 import copy
 
 import pytest
 
 from healthchecks import nodechecks
-from launchers import health_verdict
+from launchers.health import verdict as health_verdict
 
 HOSTS = ["n1", "n2", "n3"]
 SETTINGS = {"min_fraction": 0.8}

@@ -17,8 +17,8 @@ LITERAL = re.compile(r"(point|spec|run|step|slurm)\.json|srun\.log|rank-|repeat-
                      r"dlbench\.")
 SKIP_DIRS = {"tests", "outputs", "multirun", "__pycache__"}
 # Once allowed to spell the layout out, now checked like every other file.
-FORMERLY_ALLOWED = {"launchers/slurm.py", "launchers/slurm_driver.py", "launchers/sacct.py",
-                    "launchers/status.py"}
+FORMERLY_ALLOWED = {"launchers/backends/slurm/launcher.py", "launchers/backends/slurm/allocation.py",
+                    "launchers/backends/slurm/sacct.py", "launchers/commands/status.py"}
 
 
 def code_files():

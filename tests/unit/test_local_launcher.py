@@ -1,9 +1,9 @@
-"""The local launcher's process rules, with real processes (launchers/local.py)."""
+"""The local launcher's process rules, with real processes (launchers/backends/local.py)."""
 import os
 import subprocess
 import time
 
-from launchers import local
+from launchers.backends import local, step
 
 
 def alive(pid: int) -> bool:
@@ -32,9 +32,16 @@ def child_pid(pidfile) -> int:
     return int(pidfile.read_text())
 
 
+def wait_ranks(procs, timeout_s):
+    """The ranks run to their end by the step runner -> (rank_ends, ended_by)."""
+    ranks = local.Processes(procs)
+    outcome = step.run(ranks, timeout_s, local.LocalLauncher.FAILURE_GRACE_S, "ranks", print)
+    return ranks.rank_ends(outcome.stopped), outcome.ended_by
+
+
 def test_what_an_ended_rank_left_behind_is_killed(tmp_path):
     ranks = [rank_leaving_a_child(tmp_path, code) for code in (0, 3)]
-    ends, ended_by = local.wait_ranks([proc for proc, _ in ranks], timeout_s=30)
+    ends, ended_by = wait_ranks([proc for proc, _ in ranks], timeout_s=30)
     assert ended_by is None and ends[0]["exit_code"] == 0 and ends[1]["exit_code"] == 3
     for _, pidfile in ranks:
         pid = child_pid(pidfile)
@@ -48,7 +55,7 @@ def test_a_process_outside_the_ranks_groups_is_left_alone(tmp_path):
     bystander = subprocess.Popen(["sleep", "30"])
     try:
         proc, pidfile = rank_leaving_a_child(tmp_path, 0)
-        local.wait_ranks([proc], timeout_s=30)
+        wait_ranks([proc], timeout_s=30)
         assert bystander.poll() is None and os.getpgid(bystander.pid) != proc.pid
     finally:
         bystander.kill()

@@ -1,9 +1,9 @@
 """The layout relations (contract/parallel.py) against figures worked by hand, and
-a point refused in one line that names each relation it breaks (launchers/points.py)."""
+a point refused in one line that names each relation it breaks (launchers/plan/points.py)."""
 import pytest
 
 from contract import parallel
-from launchers import points
+from launchers.plan import points
 from tests.unit.test_points import cfg_of
 
 
@@ -118,21 +118,21 @@ def test_a_layout_point_names_its_layout_and_pads_its_vocabulary():
     p = points.make_point(cfg_of("model=gpt", "model.size=tiny", "gpus_per_node=4", "parallel.tp=2",
                                  "parallel.pp=2", "global_batch_size=16", "batch_size=2",
                                  "model.vocab_size=1001"), "/tmp/dlbench-test-sweep", 3, commit=None)
-    assert p["point"] == "003-pytorch-gpt-fp32-1x4-bs2-tp2-pp2-m8"
-    assert p["parallel"]["accumulation"] == 8 and p["parallel"]["global_batch_size"] == 16
-    assert (p["model"]["vocab_size"], p["model"]["data_vocab_size"]) == (1024, 1001)
-    assert p["notes"] == ["vocabulary 1001 padded to 1024 (a multiple of 128 x tp = 256), as Megatron-LM pads it"]
+    assert p.name == "003-pytorch-gpt-fp32-1x4-bs2-tp2-pp2-m8"
+    assert p.parallel.accumulation == 8 and p.parallel.global_batch_size == 16
+    assert (p.model.vocab_size, p.model.data_vocab_size) == (1024, 1001)
+    assert p.notes == ("vocabulary 1001 padded to 1024 (a multiple of 128 x tp = 256), as Megatron-LM pads it",)
     spec = points.run_spec(p, 0)
-    assert spec["parallel"] == p["parallel"]
+    assert spec.parallel == p.parallel
     plain = points.make_point(cfg_of("model=resnet50", "gpus_per_node=2"), "/tmp/dlbench-test-sweep", 0, commit=None)
-    assert plain["point"] == "000-pytorch-resnet50-fp32-1x2-bs8" and plain["parallel"]["global_batch_size"] == 16
+    assert plain.name == "000-pytorch-resnet50-fp32-1x2-bs8" and plain.parallel.global_batch_size == 16
 
 
 def test_a_batch_size_search_moves_the_layouts_micro_batch():
-    from launchers import search
+    from launchers.plan import search
     base = points.make_point(cfg_of("model=gpt", "model.size=tiny", "gpus_per_node=2", "batch_size=max",
                                     "global_batch_size=32"), "/tmp/dlbench-test-sweep", 0, commit=None)
-    assert base["parallel"]["accumulation"] == 2          # micro 8 (the search's start) x dp 2 x 2
-    tried = search.try_point(base, base["search"] | {"key": "batch_size"}, 16)
-    assert tried["batch_size"] == 16 and tried["parallel"]["micro_batch_size"] == 16
-    assert tried["parallel"]["accumulation"] == 2 and tried["parallel"]["global_batch_size"] == 64
+    assert base.parallel.accumulation == 2          # micro 8 (the search's start) x dp 2 x 2
+    tried = search.try_point(base, dict(base.search) | {"key": "batch_size"}, 16)
+    assert tried.batch_size == 16 and tried.parallel.micro_batch_size == 16
+    assert tried.parallel.accumulation == 2 and tried.parallel.global_batch_size == 64

@@ -1,5 +1,5 @@
 """Partial FC (frameworks/pytorch/special.py) against an unsharded computation, on 1 and on
-2 gloo ranks; and the search for the largest size that trains (launchers/search.py)."""
+2 gloo ranks; and the search for the largest size that trains (launchers/plan/search.py)."""
 import os
 import socket
 
@@ -10,7 +10,8 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from frameworks.pytorch.special import PartialFC, shard_rows
-from launchers import points, search
+from contract.point import Point
+from launchers.plan import points, search
 
 EMB, CLASSES, BATCH, SCALE, MARGIN = 8, 7, 5, 16.0, 0.3   # 7 classes: uneven shards of 4 and 3
 
@@ -99,7 +100,7 @@ def test_two_ranks_match_the_unsharded_loss_and_gradients():
         torch.testing.assert_close(r["backbone_grad"], backbone.weight.grad, rtol=1e-5, atol=1e-6)
 
 
-# --- the search (launchers/search.py) -------------------------------------------------
+# --- the search (launchers/plan/search.py) -------------------------------------------------
 
 def fits_up_to(limit, fail_at=None):
     tried = []
@@ -148,27 +149,30 @@ def test_search_stops_on_a_try_that_says_nothing_about_memory():
     ({"key": "model.num_classes", "step": 2}, "unknown search setting(s) step"),
 ])
 def test_bad_search_settings_are_one_line(setting, message):
-    point = {"search": setting, "model": {"name": "insightface", "num_classes": 1000},
-             "batch_size": 8}
+    point = Point.from_dict({"point": "p", "dir": "/p", "framework": {"name": "pytorch"},
+                             "search": setting, "model": {"name": "insightface", "num_classes": 1000},
+                             "batch_size": 8})
     with pytest.raises(points.ConfigError) as err:
         search.settings(point)
     assert message in str(err.value)
 
 
 def test_each_try_is_a_point_of_its_own(tmp_path):
-    base = {"point": "000-pytorch-insightface-fp32-1x2-bs8", "dir": str(tmp_path / "points" / "000-x"),
-            "model": {"name": "insightface", "num_classes": 1000}, "batch_size": 8,
-            "config": {"model": {"num_classes": 1000}}, "search": {"key": "model.num_classes"}}
+    base = Point.from_dict({
+        "point": "000-pytorch-insightface-fp32-1x2-bs8", "dir": str(tmp_path / "points" / "000-x"),
+        "framework": {"name": "pytorch"}, "model": {"name": "insightface", "num_classes": 1000},
+        "batch_size": 8, "config": {"model": {"num_classes": 1000}},
+        "search": {"key": "model.num_classes"}})
     s = search.settings(base)
     assert (s["start"], s["max"], s["tolerance"]) == (1000, 1000 * 2**20, 0.05)
     p = search.try_point(base, s, 4096)
-    assert p["point"] == "000-pytorch-insightface-fp32-1x2-bs8-num_classes=4096"
-    assert p["dir"] == str(tmp_path / "points" / p["point"])
-    assert p["model"]["num_classes"] == p["config"]["model"]["num_classes"] == 4096
-    assert p["search"]["base"] == base["point"] and p["search"]["value"] == 4096
-    assert base["model"]["num_classes"] == 1000                  # the base is left alone
-    batch = search.try_point(dict(base, search={"key": "batch_size"}), {"key": "batch_size"}, 64)
-    assert batch["batch_size"] == 64 and batch["config"]["batch_size"] == 64
+    assert p.name == "000-pytorch-insightface-fp32-1x2-bs8-num_classes=4096"
+    assert p.dir == str(tmp_path / "points" / p.name)
+    assert p.model.num_classes == p.config.model.num_classes == 4096
+    assert p.search.base == base.name and p.search.value == 4096
+    assert base.model.num_classes == 1000                  # the base is left alone
+    batch = search.try_point(base.replace(search={"key": "batch_size"}), {"key": "batch_size"}, 64)
+    assert batch.batch_size == 64 and batch.config.batch_size == 64
 
 
 # --- OOM on a CPU: the harness's memory_limit_mb ------------------------------------------

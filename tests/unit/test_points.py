@@ -3,7 +3,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from contract import records
-from launchers import points
+from contract.point import Framework, Point
+from launchers.backends import worker
+from launchers.plan import points
 
 CONF = str(points.ROOT / "conf")
 
@@ -16,10 +18,10 @@ def cfg_of(*overrides):
 def test_point_and_spec(tmp_path):
     cfg = cfg_of("preset=smoke", "model=bert_base", "precision=amp", "gpus_per_node=2")
     point = points.make_point(cfg, tmp_path, 7)
-    assert point["point"] == "007-pytorch-bert_base-amp-1x2-bs4"
-    assert point["model"]["hidden"] == 128 and "sizes" not in point["model"]
-    assert point["world_size"] == 2 and point["repeats"] == 2
-    spec = points.run_spec(point, 1)
+    assert point.name == "007-pytorch-bert_base-amp-1x2-bs4"
+    assert point.model.hidden == 128 and "sizes" not in point.model
+    assert point.world_size == 2 and point.repeats == 2
+    spec = points.run_spec(point, 1).as_dict()
     assert spec["repeat"] == 1 and spec["record_dir"].endswith("/repeat-01")
     assert all(k in spec for k in records.SPEC_KEYS)
 
@@ -46,9 +48,9 @@ def test_validate(override, message):
 
 def test_missing_interpreter_is_named(tmp_path):
     point = points.make_point(cfg_of(), tmp_path, 0)
-    point["framework"] = {"name": "tensorflow", "python": ".venvs/nowhere/bin/python"}
-    with pytest.raises(points.WorkerUnavailable, match="make env-tensorflow"):
-        points.worker_argv(point, "spec.json", "python3")
+    point = point.replace(framework=Framework("tensorflow", python=".venvs/nowhere/bin/python"))
+    with pytest.raises(worker.WorkerUnavailable, match="make env-tensorflow"):
+        worker.worker_argv(point, "spec.json", "python3")
 
 
 @pytest.mark.parametrize("framework,compile,setting,compiled,mode", [
@@ -69,10 +71,10 @@ def test_compile_auto_is_resolved_when_the_point_is_made(tmp_path, framework, co
     compiled, auto or not), the setting as given, and the mode's name; the spec carries both."""
     overrides = ["preset=smoke", f"framework={framework}"] + ([f"compile={compile}"] if compile else [])
     point = points.make_point(cfg_of(*overrides), tmp_path, 3)
-    assert point["compile"] is compiled and point["compile_setting"] == setting
-    assert point["mode"] == mode
-    assert point["point"] == f"003-{framework}-resnet50-fp32-1x1-bs4" + ("-compile" if compiled else "")
-    spec = points.run_spec(point, 0)
+    assert point.compile is compiled and point.compile_setting == setting
+    assert point.mode == mode
+    assert point.name == f"003-{framework}-resnet50-fp32-1x1-bs4" + ("-compile" if compiled else "")
+    spec = points.run_spec(point, 0).as_dict()
     assert (spec["compile"], spec["compile_setting"], spec["mode"]) == (compiled, setting, mode)
 
 
@@ -81,10 +83,10 @@ def test_the_default_is_auto():
 
 
 def test_a_point_written_before_auto_still_makes_a_spec(tmp_path):
-    point = points.make_point(cfg_of("framework=jax", "compile=true"), tmp_path, 0)
+    point = points.make_point(cfg_of("framework=jax", "compile=true"), tmp_path, 0).as_dict()
     for key in ("compile_setting", "mode"):
         del point[key]
-    spec = points.run_spec(point, 0)
+    spec = points.run_spec(Point.from_dict(point), 0).as_dict()
     assert (spec["compile_setting"], spec["mode"]) == (True, "jit")
 
 
@@ -106,7 +108,7 @@ def test_bad_compile_and_recipe_values_are_one_line(override, message):
     ("compile=maybe", "compile must be auto, true or false, got 'maybe'"),
 ])
 def test_precheck_refuses_a_bad_compile_value(tmp_path, override, problem):
-    from launchers import precheck
+    from launchers.plan import precheck
     assert precheck.check([override, f"output_root={tmp_path}"]) == problem
 
 
@@ -119,9 +121,9 @@ def test_bert_clips_and_gathers_by_default():
 
 
 def test_batch_size_max_is_a_search_of_the_batch_from_8(tmp_path):
-    from launchers import search
+    from launchers.plan import search
     point = points.make_point(cfg_of("preset=smoke", "batch_size=max"), tmp_path, 0)
-    assert point["batch_size"] == 8 and point["search"] == {"key": "batch_size"}
+    assert point.batch_size == 8 and point.search == {"key": "batch_size"}
     assert search.settings(point)["start"] == 8
     with pytest.raises(points.ConfigError, match="batch_size=max is itself a search"):
         points.make_point(cfg_of("batch_size=max", "search={key:model.num_classes}"), tmp_path, 0)

@@ -1,7 +1,7 @@
-"""The port rule (launchers/ports.py): one block of world_size + 2 ports per repeat."""
+"""The port rule (launchers/backends/ports.py): one block of world_size + 2 ports per repeat."""
 import socket
 
-from launchers import ports
+from launchers.backends import ports
 
 
 def test_a_block_is_world_size_plus_two_ports_inside_the_range():

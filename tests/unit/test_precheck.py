@@ -1,7 +1,7 @@
 """Bad command lines are caught before anything runs, in one line."""
 import pytest
 
-from launchers import precheck
+from launchers.plan import precheck
 
 
 @pytest.mark.parametrize("argv,message", [

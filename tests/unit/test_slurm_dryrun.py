@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from launchers import points, ports, sacct, slurm, slurm_job, srun_step, status
+from launchers.backends import ports
+from launchers.backends.slurm import job as slurm_job, sacct, srun as srun_step
+from launchers.backends.slurm.launcher import SlurmLauncher
+from launchers.commands import status
+from launchers.plan import points
 from tests import sweepfiles
 from tests.unit.test_points import cfg_of
 
@@ -90,12 +94,12 @@ def make(*overrides):
 
 def test_too_many_gpus_per_node_is_refused():
     with pytest.raises(points.ConfigError, match="more than cluster localtest has per node"):
-        slurm.check(make("cluster=localtest", "gpus_per_node=3"))
+        SlurmLauncher().check(make("cluster=localtest", "gpus_per_node=3"))
 
 
 def test_no_gpus_asked_where_the_site_has_none():
     point = make("cluster=local", "nodes=2", "gpus_per_node=2", "preset=smoke")
-    argv = srun_step.srun_argv(point, "/s/spec.json", "/s", "py", 10)
+    argv = srun_step.repeat_argv(point, "/s/spec.json", "/s", "py", 10)
     assert not any(a.startswith("--gpus") for a in argv)
     assert "gpus_per_node" not in slurm_job.executor_parameters(point)
     assert argv[-5:] == ["py", "-m", "frameworks", "--spec", "/s/spec.json"]
@@ -115,7 +119,7 @@ def test_ports_differ_between_repeats_requeues_and_jobs():
 
     def step(job):
         port = srun_step.master_port(point, job, free=lambda p: p not in waiting)
-        waiting.update(range(port, port + ports.span(point["world_size"])))
+        waiting.update(range(port, port + ports.span(point.world_size)))
         return port
     # consecutive steps: the next repeat, and the same repeat rerun after a requeue
     first, second, requeued = step(41), step(41), step(41)

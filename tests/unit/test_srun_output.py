@@ -1,11 +1,12 @@
-"""srun's own lines about a step's tasks (launchers/srun_output.py), as srun 22.05 prints
+"""srun's own lines about a step's tasks (launchers/backends/slurm/srun_output.py), as srun 22.05 prints
 them on the local test cluster; what the Slurm driver makes of them and of the rank records
 while a step runs; and the pending reason the status command shows."""
 import signal
 
 import pytest
 
-from launchers import sacct, srun_output, status
+from launchers.backends.slurm import sacct, srun_output
+from launchers.commands import status
 
 
 @pytest.mark.parametrize("line,rank,end", [
@@ -84,7 +85,7 @@ def test_what_counts_as_ending_badly(end, bad):
     assert srun_output.ended_badly(end) is bad
 
 
-# ---- the pending reason in `launch status` (launchers/status.py, launchers/sacct.py) -----------
+# ---- the pending reason in `launch status` (launchers/commands/status.py, backends/slurm/sacct.py)
 def pending_point(runs=()):
     return {"name": "p", "expected": 2, "running": [], "slurm": {"job_id": "5", "log": "L"},
             "runs": {r: {"repeat": r, "status": s, "error": None if s == "ok" else f"{s}!"}
@@ -113,12 +114,12 @@ def test_squeue_reason_is_read_in_the_same_call(monkeypatch):
     assert jobs == {"7": {"state": "PENDING", "reason": "ReqNodeNotAvail, UnavailableNodes:node3"},
                     "8": {"state": "RUNNING", "reason": None}}
     assert len(calls) == 1 and calls[0][-1] == "%i|%T|%r"
-    assert sacct.job_states(["7"]) == {"7": "PENDING"}
+    assert sacct.jobs(["7"])["7"]["state"] == "PENDING"
 
 
-# ---- what the driver reads while a step runs (launchers/step_watch.py) -----------------------
+# ---- what the driver reads while a step runs (launchers/backends/slurm/step_watch.py) -------------
 def test_the_step_watch_reads_records_and_whole_srun_lines(tmp_path):
-    from launchers.step_watch import StepWatch
+    from launchers.backends.slurm.step_watch import StepWatch
     (tmp_path / "rank-00000.json").write_text('{"status": "ok"}')
     (tmp_path / "srun.log").write_text("srun: error: node2: task 1: Segmentation fault (core dumped)\n"
                                        "srun: error: node3: task 2: Exi")  # a line half written
@@ -141,7 +142,7 @@ def test_the_step_watch_reads_records_and_whole_srun_lines(tmp_path):
     (None, "srun: error: node1: task 0: Killed\n", "rank 0 on node1: SIGKILL"),
 ])
 def test_what_starts_the_failure_grace(tmp_path, record, srun_line, bad):
-    from launchers.step_watch import StepWatch
+    from launchers.backends.slurm.step_watch import StepWatch
     if record:
         (tmp_path / "rank-00000.json").write_text(record)
     (tmp_path / "srun.log").write_text(srun_line)
@@ -151,21 +152,18 @@ def test_what_starts_the_failure_grace(tmp_path, record, srun_line, bad):
 
 
 def test_rank_ends_place_ranks_on_nodes_and_leave_the_unknown_unknown(tmp_path):
-    from launchers.slurm_driver import PointDriver
-    from launchers.step_watch import StepWatch
-    driver = PointDriver(str(tmp_path))
-    driver.hosts = ["node1", "node2", "node3"]
+    from launchers.backends.slurm.step_watch import StepWatch
+    hosts = ["node1", "node2", "node3"]
     for rank in (0, 1, 2, 3):
         (tmp_path / f"rank-{rank:05d}.json").write_text('{"status": "failed"}')
     (tmp_path / "srun.log").write_text("srun: error: node1: tasks 0-1: Exited with exit code 1\n"
                                        "srun: error: node2: task 3: Aborted (core dumped)\n")
     watch = StepWatch(str(tmp_path), 6)
     watch.poll()
-    point = {"world_size": 6, "gpus_per_node": 2}
-    ends = driver._rank_ends(point, watch, None, stopped={4, 5})  # srun left waiting
+    ends = watch.rank_ends(hosts, 2, None, stopped={4, 5})  # srun left waiting
     assert [ends[r]["node"] for r in range(6)] == ["node1", "node1", "node2", "node2", "node3", "node3"]
     assert ends[0] == {"exit_code": 1, "signal": None, "node": "node1", "stopped": False}
     assert ends[2]["exit_code"] == 0           # recorded, not reported: it exited 0
     assert ends[3]["signal"] == "SIGABRT"
     assert ends[5] == {"exit_code": None, "signal": None, "node": "node3", "stopped": True}
-    assert driver._rank_ends(point, watch, 0, set())[5]["exit_code"] == 0  # srun succeeded
+    assert watch.rank_ends(hosts, 2, 0, set())[5]["exit_code"] == 0  # srun succeeded

@@ -1,13 +1,14 @@
 """`launch status` and `launch cancel` without a cluster: job-array ids as squeue and sacct
 print them, a search's own line and its tries, a cancelled point Slurm has forgotten, and
-the one-line refusals (launchers/sacct.py, launchers/status.py, launchers/cancel.py). The
+the one-line refusals (launchers/backends/slurm/sacct.py, launchers/commands/status.py, launchers/commands/cancel.py). The
 same commands against the real cluster: tests/integration/test_slurm_status_cancel.py."""
 import os
 
 import pytest
 
 from contract import paths, records
-from launchers import cancel, sacct, status
+from launchers.backends.slurm import sacct
+from launchers.commands import cancel, status
 from tests import sweepfiles
 
 
@@ -36,8 +37,9 @@ def test_one_call_each_asks_for_arrays_by_their_array_id(monkeypatch):
         return "" if argv[0] == "squeue" else "5_[0-1]|CANCELLED by 0\n6|COMPLETED\n"
     monkeypatch.setattr(sacct, "_run", run)
     ids = ["5_0", "5_1", "6", "garbage; rm -rf /"]
-    assert sacct.job_states(ids) == {"5_0": "CANCELLED", "5_1": "CANCELLED", "6": "COMPLETED",
-                                     "garbage; rm -rf /": None}
+    states = {job: info["state"] for job, info in sacct.jobs(ids).items()}
+    assert states == {"5_0": "CANCELLED", "5_1": "CANCELLED", "6": "COMPLETED",
+                      "garbage; rm -rf /": None}
     assert [c[0] for c in calls] == ["squeue", "sacct"]
     assert calls[0][calls[0].index("-j") + 1] == "5,6" and "-r" in calls[0]
     assert calls[1][calls[1].index("-j") + 1] == "5,6"
@@ -141,7 +143,7 @@ def preflight(p, outcome, excluded, error=None):
 
 
 def test_a_point_without_healthy_nodes_is_unhealthy_and_says_which_were_left_out(tmp_path):
-    """preflight=true (launchers/preflight.py): the left-out nodes and why, on every line; a
+    """preflight=true (launchers/health/preflight.py): the left-out nodes and why, on every line; a
     point that found too few healthy nodes is UNHEALTHY, not a failed training run."""
     gone = slurm_point(tmp_path, "000-a", "41")
     preflight(gone, "unhealthy", {"node1": ["devices: 1 GPU(s), 2 requested"]},

@@ -1,5 +1,5 @@
 """Every point of a sweep is checked before any runs or is queued: one impossible point
-costs one line, a non-zero exit and nothing run (launchers/sweep.py). Real `python -m
+costs one line, a non-zero exit and nothing run (launchers/plan/sweep.py). Real `python -m
 launch` runs on the default launcher, with no Slurm cluster."""
 import os
 import subprocess
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from launchers.points import ROOT
+from launchers.plan.points import ROOT
 
 
 def launch(*args):

@@ -13,32 +13,35 @@ into the same sweep, a requeued Slurm allocation), the search replays the same r
 takes the outcome of every value the ledger already holds instead of trying it again; a
 try cut short resumes at its first unrecorded repeat.
 
-Where the tries run is the launcher's business: one after another here (launchers/local.py),
-as srun steps inside one allocation on Slurm (launchers/slurm_search.py).
+Where the tries run is the launcher object's business (`run` is handed it and calls its
+`start_repeat` through the repeat loop): one after another here (launchers/backends/local.py),
+as srun steps inside one allocation on Slurm (launchers/backends/slurm/launcher.py).
 
 A try is `ok` when all its repeats are; `oom` when one ended `oom`, or failed because a rank
 ran out of memory (its peers then fail on a broken collective); anything else stops the
 search, since it says nothing about memory. `key` is any integer setting of the point:
 `model.num_classes`, `model.deep_vocab_size`, or `batch_size` (issue 6's batch_size=max).
 """
-import copy
 import json
 import math
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from contract import parallel, paths, records, statuses
-from launchers import driver, points
+from contract import paths, records, statuses, values
+from contract.frozen import Settings
+from launchers import repeats
+from launchers.plan import points
 
 SCHEMA = paths.SEARCH_SCHEMA
 DEFAULTS = {"start": None, "max": None, "tolerance": 0.05}
 
 
-def settings(point: dict) -> dict:
+def settings(point) -> dict:
     """The point's search settings, checked; raises points.ConfigError."""
-    s = point.get("search")
-    if not isinstance(s, dict) or not isinstance(s.get("key"), str):
+    s = point.search
+    if not isinstance(s, Mapping) or not isinstance(s.get("key"), str):
         raise points.ConfigError("search needs a key, e.g. search={key:model.num_classes,start:1024}")
     unknown = set(s) - {"key", *DEFAULTS}
     if unknown:
@@ -46,16 +49,15 @@ def settings(point: dict) -> dict:
                                  f"(valid: key, {', '.join(DEFAULTS)})")
     s = {**DEFAULTS, **s}
     current = _get(point, s["key"])
-    if not isinstance(current, int) or isinstance(current, bool):
+    if not values.is_integer(current):
         raise points.ConfigError(f"search key {s['key']!r} is not an integer setting of this point")
     s["start"] = current if s["start"] is None else s["start"]
     s["max"] = s["start"] * 2**20 if s["max"] is None else s["max"]
     for name in ("start", "max"):
-        if not isinstance(s[name], int) or isinstance(s[name], bool) or s[name] < 1:
-            raise points.ConfigError(f"search.{name} must be an integer >= 1, got {s[name]!r}")
+        values.integer(s[name], f"search.{name}", error=points.ConfigError)
     if s["max"] < s["start"]:
         raise points.ConfigError(f"search.max ({s['max']}) is below search.start ({s['start']})")
-    if not isinstance(s["tolerance"], (int, float)) or not 0 < s["tolerance"] < 1:
+    if not values.is_number(s["tolerance"]) or not 0 < s["tolerance"] < 1:
         raise points.ConfigError(f"search.tolerance must be a fraction in (0, 1), got {s['tolerance']!r}")
     return s
 
@@ -64,20 +66,23 @@ def _path(key: str):
     return key.split(".")
 
 
-def _get(point: dict, key: str):
-    node = point
-    for part in _path(key):
-        if not isinstance(node, dict) or part not in node:
+def _get(point, key: str):
+    """The value of a dotted key of the point (`batch_size`, `model.num_classes`), or None."""
+    head, *rest = _path(key)
+    node = getattr(point, head, None)
+    for part in rest:
+        if not isinstance(node, Mapping) or part not in node:
             return None
         node = node[part]
     return node
 
 
-def _set(tree: dict, key: str, value) -> None:
-    *parents, leaf = _path(key)
-    for part in parents:
-        tree = tree.setdefault(part, {})
-    tree[leaf] = value
+def _set(settings: Settings, path: list, value) -> Settings:
+    """The settings with the value at `path` (a list of keys) replaced."""
+    head, *rest = path
+    if not rest:
+        return settings.replace(**{head: value})
+    return settings.replace(**{head: _set(settings.get(head) or Settings(), rest, value)})
 
 
 # What makes two ledgers the same search: a try's outcome depends on these, not on the
@@ -100,54 +105,44 @@ def find_largest(attempt, start: int, maximum: int, tolerance: float) -> dict:
 
     Returns {largest_ok, smallest_oom, stopped}: `stopped` says why the search ended early
     (a try that was neither ok nor oom), else None."""
-    ok, oom = None, None
-
-    def verdict(value):
+    ok, oom, value = None, None, start
+    while value is not None:
         outcome = attempt(value)
-        return outcome if outcome in ("ok", "oom") else None, outcome
-
-    value = start
-    while True:  # doubling up (or halving down when even `start` does not fit)
-        v, outcome = verdict(value)
-        if v is None:
+        if outcome not in ("ok", "oom"):
             return {"largest_ok": ok, "smallest_oom": oom, "stopped": f"{value}: {outcome}"}
-        if v == "ok":
-            ok = value
-            if oom is not None or value >= maximum:
-                break
-            value = min(value * 2, maximum)
-        else:
-            oom = value
-            if ok is not None or value == 1:
-                break
-            value //= 2
-    while ok is not None and oom is not None and oom - ok > max(1, tolerance * ok):
-        value = (ok + oom) // 2
-        v, outcome = verdict(value)
-        if v is None:
-            return {"largest_ok": ok, "smallest_oom": oom, "stopped": f"{value}: {outcome}"}
-        if v == "ok":
+        if outcome == "ok":
             ok = value
         else:
             oom = value
+        value = _next_value(ok, oom, value, maximum, tolerance)
     return {"largest_ok": ok, "smallest_oom": oom, "stopped": None}
 
 
-def try_point(base: dict, s: dict, value: int) -> dict:
+def _next_value(ok, oom, value: int, maximum: int, tolerance: float):
+    """The value to try after `value`, or None when the search is done: doubling up while
+    every value trains (halving down while none does), then bisection between the largest
+    that trained and the smallest that did not, until they are within the tolerance."""
+    if ok is None:
+        return value // 2 if value > 1 else None
+    if oom is None:
+        return min(value * 2, maximum) if value < maximum else None
+    return (ok + oom) // 2 if oom - ok > max(1, tolerance * ok) else None
+
+
+def try_point(base, s: dict, value: int):
     """The base point with the searched key set to value, as a point of its own."""
-    p = copy.deepcopy(base)
-    _set(p, s["key"], value)
-    _set(p["config"], s["key"], value)
-    if s["key"] == "batch_size" and p.get("parallel"):  # the micro-batch of a layout, and its global
-        p["parallel"] = parallel.Layout.of(p["parallel"]).with_micro(value).as_dict()
-    leaf = _path(s["key"])[-1]
-    p["point"] = f"{base['point']}-{leaf}={value}"
-    p["dir"] = str(Path(base["dir"]).parent / p["point"])
-    p["search"] = {**s, "base": base["point"], "value": value}
-    return p
+    head, *rest = _path(s["key"])
+    name = f"{base.name}-{_path(s['key'])[-1]}={value}"
+    changes = {head: _set(getattr(base, head), rest, value) if rest else value,
+               "config": _set(base.config, _path(s["key"]), value),
+               "name": name, "dir": str(Path(base.dir).parent / name),
+               "search": Settings(s, base=base.name, value=value)}
+    if s["key"] == "batch_size" and base.parallel:  # the micro-batch of a layout, and its global
+        changes["parallel"] = base.parallel.with_micro(value)
+    return base.replace(**changes)
 
 
-def outcome(point: dict, ended: list) -> str:
+def outcome(point, ended: list) -> str:
     """ok, oom, or the worst other status of a try's repeats."""
     if ended and all(st == "ok" for st in ended):
         return "ok"
@@ -155,30 +150,30 @@ def outcome(point: dict, ended: list) -> str:
         return "oom"
     for repeat, st in enumerate(ended):
         if st == "failed":  # a rank out of memory, its peers failing on the broken collective
-            ranks = driver.read_rank_records(points.repeat_dir(point, repeat), point["world_size"])
+            ranks = repeats.read_rank_records(point.repeat_dir(repeat), point.world_size)
             if any(r is not None and r["status"] == "oom" for r in ranks.values()):
                 return "oom"
     return statuses.worst(ended) if ended else "failed"
 
 
-def ledger_path(base: dict) -> str:
-    return paths.search_ledger(paths.sweep_of(base["dir"]), base["point"])
+def ledger_path(base) -> str:
+    return paths.search_ledger(base.sweep, base.name)
 
 
-def new_ledger(base: dict) -> dict:
+def new_ledger(base) -> dict:
     """A search's ledger before its first try."""
     s = settings(base)
-    return {"schema": SCHEMA, "version": paths.SCHEMA_VERSION, "point": base["point"], "key": s["key"],
+    return {"schema": SCHEMA, "version": paths.SCHEMA_VERSION, "point": base.name, "key": s["key"],
             "start": s["start"], "max": s["max"], "tolerance": s["tolerance"],
-            "framework": base["framework"]["name"], "model": base["model"]["name"],
-            "model_size": base["model"].get("size"), "precision": base["precision"],
-            "batch_size": base["batch_size"], "nodes": base["nodes"],
-            "gpus_per_node": base["gpus_per_node"], "world_size": base["world_size"],
-            "compile": base["compile"], "memory_limit_mb": base.get("memory_limit_mb"),
+            "framework": base.framework.name, "model": base.model.name,
+            "model_size": base.model.get("size"), "precision": base.precision,
+            "batch_size": base.batch_size, "nodes": base.nodes,
+            "gpus_per_node": base.gpus_per_node, "world_size": base.world_size,
+            "compile": base.compile, "memory_limit_mb": base.memory_limit_mb,
             "tries": [], "done": False, "largest_ok": None, "smallest_oom": None, "stopped": None}
 
 
-def read_ledger(base: dict):
+def read_ledger(base):
     """The ledger already on disk for this very search (SAME_SEARCH), else None."""
     try:
         with open(ledger_path(base)) as f:
@@ -192,7 +187,7 @@ def read_ledger(base: dict):
     return old
 
 
-def begin(base: dict) -> dict:
+def begin(base) -> dict:
     """The search's ledger, written now if there is none for it yet: what a search queued on
     Slurm shows before its first try. Returns the ledger (done: nothing left to try)."""
     old = read_ledger(base)
@@ -204,9 +199,10 @@ def begin(base: dict) -> dict:
     return fresh
 
 
-def run(base: dict, start, log=print) -> dict:
-    """Run the search of a point with the driver's `start(point, spec_path, rdir)`; every
-    value the ledger already holds is taken from it, not tried again."""
+def run(base, launcher, log=print) -> dict:
+    """Run the search of a point, each try's repeats with `launcher` (the backend's object in
+    its allocation; launchers/repeats.py); every value the ledger already holds is taken from
+    it, not tried again."""
     s = settings(base)
     ledger = new_ledger(base)
     known = {t["value"]: t for t in (read_ledger(base) or {}).get("tries", [])
@@ -221,9 +217,9 @@ def run(base: dict, start, log=print) -> dict:
             return known[value]["outcome"]
         p = try_point(base, s, value)
         points.write_point(p)
-        statuses = driver.run_point(p["dir"], start, log)
+        statuses = repeats.run_point(p.dir, launcher, log)
         result = outcome(p, statuses)
-        ledger["tries"].append({"value": value, "point": p["point"], "outcome": result,
+        ledger["tries"].append({"value": value, "point": p.name, "outcome": result,
                                 "statuses": statuses})
         records.write_json_atomic(path, ledger)
         log(f"search {s['key']}={value}: {result}")
@@ -239,9 +235,9 @@ def run(base: dict, start, log=print) -> dict:
     return ledger
 
 
-def describe(point: dict) -> str:
+def describe(point) -> str:
     """A search's plan in one line (what a dry run prints)."""
     s = settings(point)
-    return (f"{point['point']}: search {s['key']} from {s['start']}, doubling to at most "
+    return (f"{point.name}: search {s['key']} from {s['start']}, doubling to at most "
             f"{s['max']}, then bisection to {s['tolerance']:.0%}; each try a point of its own")
 

@@ -1,16 +1,19 @@
-"""One repeat's `srun` job step on Slurm: its argument list, environment, port, time limit,
-and how its ranks are signalled (docs/slurm.md, "How a repeat runs").
+"""One `srun` job step on Slurm (a repeat's, or a health step's): its argument list,
+environment, port, time limit, and how its ranks are signalled (docs/slurm.md, "How a repeat
+runs").
 
-Both sides of launcher=slurm use it: launchers/slurm.py (submission and the dry run) and
-launchers/slurm_driver.py (the driver in the allocation, which runs the steps). It imports
-neither of them.
+Both sides of launcher=slurm use it: the submission and the dry run, and the launcher object
+in the allocation, which runs the steps (launchers/backends/slurm/launcher.py).
 """
+import dataclasses
 import math
 import os
 import subprocess
 
 from contract import paths
-from launchers import points, ports
+from launchers.backends import ports, worker
+from launchers.health import step as health_step
+from launchers.plan import points
 
 # Per-rank variables a worker prefers over Slurm's (frameworks/common/distenv.py): a stale
 # RANK in the driver's environment would give every task the same rank.
@@ -20,108 +23,99 @@ STEP_PREFIXES = ("SLURM_STEP", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", 
                  "SLURM_GTIDS", "SLURM_CPU_BIND", "SLURM_SRUN_COMM", "SLURM_LAUNCH_NODE_IPADDR")
 
 
-# ---- the point's settings ---------------------------------------------------------------
-def cluster(point) -> dict:
-    return point.get("cluster") or {}
-
-
-def launcher(point) -> dict:
-    return point.get("launcher") or {}
-
-
-def container_image(point):
-    """The framework's image: framework.container, else the site's containers.<framework>."""
-    fw = point["framework"]
-    return fw.get("container") or (cluster(point).get("containers") or {}).get(fw["name"])
-
-
 def time_limit_min(point) -> int:
     """The allocation's time limit: launcher.time_min, else enough for every repeat
     (timeout_s + step_overhead_s each, plus the requeue signal's lead), capped at the
     cluster's max_time_min. A point that needs more is requeued by its checkpoint."""
-    ln, cl = launcher(point), cluster(point)
-    if ln.get("time_min"):
-        return int(ln["time_min"])
-    need_s = point["repeats"] * (point["timeout_s"] + ln.get("step_overhead_s", 60)) \
-        + ln.get("signal_delay_s", 120)
-    need = math.ceil(need_s / 60)
-    cap = cl.get("max_time_min")
+    ln, cap = point.launcher, point.cluster.max_time_min
+    if ln.time_min:
+        return int(ln.time_min)
+    need = math.ceil((point.repeats * (point.timeout_s + ln.step_overhead_s) + ln.signal_delay_s) / 60)
     return min(need, int(cap)) if cap else need
 
 
 def step_time_min(point, job_min: int) -> int:
     """srun --time for one repeat: a backstop just past timeout_s (the driver's own timer
     ends the step first), never above the allocation's limit."""
-    return max(1, min(math.ceil(point["timeout_s"] / 60) + 1, job_min))
+    return max(1, min(math.ceil(point.timeout_s / 60) + 1, job_min))
 
 
 def master_port(point, job_id, free=ports.is_free) -> int:
-    """MASTER_PORT of a step (launchers/ports.py, the one rule). The driver runs on the
+    """MASTER_PORT of a step (launchers/backends/ports.py, the one rule). The driver runs on the
     allocation's first node (MASTER_ADDR), so the ports it finds free are free there. The
     preferred slot comes from the job id, so concurrent jobs sharing a first node start
     apart; a port the previous repeat (or the requeued job's last run) left in TIME_WAIT
     is not free, so the next block is taken."""
-    return ports.free_block(point["world_size"], preferred_slot=int(job_id), free=free)
+    return ports.free_block(point.world_size, preferred_slot=int(job_id), free=free)
 
 
 def port_rule_text(point) -> str:
     """master_port in words, for the dry run."""
-    world = point["world_size"]
+    world = point.world_size
     return (f"<first free block of world_size + 2 = {ports.span(world)} ports in "
             f"{ports.LOW}..{ports.HIGH - 1}, from slot job_id % {ports.slots(world)} "
-            "(launchers/ports.py)>")
+            "(launchers/backends/ports.py)>")
 
 
 # ---- the step ---------------------------------------------------------------------------
 def worker_argv(point, spec_path: str, python: str) -> list:
     """The worker command: in the framework's container its own `python`, else the
     framework's interpreter (or ours) as on the local launcher."""
-    if container_image(point):
-        bare = dict(point, framework=dict(point["framework"], python=None))
-        return points.worker_argv(bare, spec_path, cluster(point).get("container_python") or "python")
-    return points.worker_argv(point, spec_path, python)
+    if point.container_image:
+        bare = point.replace(framework=dataclasses.replace(point.framework, python=None))
+        return worker.worker_argv(bare, spec_path, point.cluster.container_python or "python")
+    return worker.worker_argv(point, spec_path, python)
 
 
-def srun_argv(point, spec_path: str, rdir: str, python: str, job_min: int, command=None,
-              time_min: int = None) -> list:
-    """One repeat's job step as an argument list: one task per GPU on every node; `command`
-    (the worker's by default) is what each task runs, `time_min` its --time (the repeat's
-    backstop by default).
+def srun_argv(point, rdir: str, command: list, time_min: int) -> list:
+    """A job step as an argument list: one task per GPU on every node, each running
+    `command`, with --time `time_min` (the step's backstop: the runner ends it first).
 
     --kill-on-bad-exit=0 (whatever the site's KillOnBadExit): the driver ends the step
     when a rank fails, after launcher.failure_grace_s, with signals. srun's own kill of the
     step is queued by the controller for a node that does not answer and delivered when the
     node is back, where it kills the same-numbered step of the requeued job (Slurm 22.05)."""
-    cl = cluster(point)
-    gpn = point["gpus_per_node"]
-    argv = ["srun", f"--nodes={point['nodes']}", f"--ntasks={point['world_size']}",
-            f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=0",
-            f"--time={time_min or step_time_min(point, job_min)}",
+    cl = point.cluster
+    gpn = point.gpus_per_node
+    argv = ["srun", f"--nodes={point.nodes}", f"--ntasks={point.world_size}",
+            f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=0", f"--time={time_min}",
             f"--output={os.path.join(rdir, paths.RANK_LOG_SRUN)}", f"--chdir={points.ROOT}"]
-    if cl.get("cpus_per_task"):
-        argv.append(f"--cpus-per-task={int(cl['cpus_per_task'])}")
-    if cl.get("gpus"):
+    if cl.cpus_per_task:
+        argv.append(f"--cpus-per-task={int(cl.cpus_per_task)}")
+    if cl.gpus:
         argv.append(f"--gpus-per-node={gpn}")
-    image = container_image(point)
+    image = point.container_image
     if image:  # pyxis
-        root, sweep = str(points.ROOT), paths.sweep_of(point["dir"])
+        root, sweep = str(points.ROOT), point.sweep
         mounts = [f"{root}:{root}"]
         if not (sweep + os.sep).startswith(root + os.sep):
             mounts.append(f"{sweep}:{sweep}")
-        mounts += [str(m) for m in cl.get("container_mounts") or []]
+        mounts += [str(m) for m in cl.container_mounts]
         argv += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}",
                  f"--container-workdir={root}"]
-    argv += [str(a) for a in cl.get("srun_args") or []]
-    return argv + (command or worker_argv(point, spec_path, python))
+    return argv + [str(a) for a in cl.srun_args] + list(command)
+
+
+def repeat_argv(point, spec_path: str, rdir: str, python: str, job_min: int) -> list:
+    """One repeat's step: the worker on every task, --time just past timeout_s."""
+    return srun_argv(point, rdir, worker_argv(point, spec_path, python),
+                     step_time_min(point, job_min))
+
+
+def health_argv(point, spec_path: str, hdir: str, python: str) -> list:
+    """The health step's srun line: the point's shape, a rank per GPU, in the PyTorch
+    framework's Python or container, --time just past health.timeout_s."""
+    return srun_argv(health_step.as_pytorch(point), hdir,
+                     health_step.command(point, spec_path, python),
+                     math.ceil(float(point.health.timeout_s) / 60) + 1)
 
 
 def step_env_additions(point, master_addr: str, port) -> dict:
     """What the driver adds to its environment for every rank of a step."""
-    cl = cluster(point)
-    env = {str(k): str(v) for k, v in (cl.get("env") or {}).items()}
+    env = {str(k): str(v) for k, v in point.cluster.env.items()}
     env.update(MASTER_ADDR=str(master_addr), MASTER_PORT=str(port))
     # Ranks share the task's CPUs instead of each claiming the whole node.
-    env.setdefault("OMP_NUM_THREADS", str(int(cl.get("cpus_per_task") or 1)))
+    env.setdefault("OMP_NUM_THREADS", str(int(point.cluster.cpus_per_task or 1)))
     return env
 
 
@@ -132,14 +126,15 @@ def _stale(name: str) -> bool:
 def step_env(point, master_addr: str, port, base=None) -> dict:
     """The step's whole environment: the driver's own job's, minus stale per-rank and
     per-step variables, plus the additions; PYTHONPATH leads to the suite."""
-    return points.rank_environ(base, _stale, step_env_additions(point, master_addr, port))
+    return worker.rank_environ(base, _stale, step_env_additions(point, master_addr, port))
 
 
 def scancel_steps(job_id, signal: str = None, timeout: float = 30) -> None:
     """Signal the job's running srun steps (not the job, not its batch shell): with
     `signal` (TERM: the ranks write their records and end; KILL), else cancel them. A
     signal to a node that does not answer fails after MessageTimeout; a cancel is queued
-    until the node answers again (slurm_driver.PointDriver._stop)."""
+    until the node answers again (launchers/backends/step.py `stop`, abandon in
+    step_watch.SrunRanks)."""
     try:
         out = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i"],
                              capture_output=True, text=True, timeout=timeout).stdout

@@ -1,10 +1,9 @@
 """One Slurm batch job of launcher=slurm: its sbatch options, submitit's executor and the
-script it writes, the environment sbatch is called in, what submission needs, and the
-job's record (SWEEP/points/<point>/slurm.json). Both the sweep's submission
-(launchers/slurm.py) and a search's (launchers/slurm_search.py) build their jobs here, so
-neither imports the other's module for them; so does the driver's preflight
-(launchers/preflight.py), which resubmits its point without its sick nodes (`submit_group`'s
-`exclude`), and `launch health`'s one job (launchers/health.py).
+script it writes, the environment sbatch is called in, what submission needs, the sbatch
+call itself (`submit`: a refusal said in one line) and the job's record
+(SWEEP/points/<point>/slurm.json, `record`). Every job of the Slurm launcher object
+(launchers/backends/slurm/launcher.py) is built and submitted here: a sweep's job arrays,
+a search's one job, a preflight's resubmission without its sick nodes, `launch health`'s job.
 """
 import contextlib
 import os
@@ -14,7 +13,9 @@ import sys
 import time
 
 from contract import paths, records
-from launchers import points, srun_step
+from launchers.backends.slurm import srun
+from launchers.backends.worker import WorkerUnavailable, worker_argv
+from launchers.plan import points
 
 # Variables of an outer job or step that must not reach a nested submission (sbatch exports
 # the submitting environment into the job, and srun/sbatch read these as defaults).
@@ -24,24 +25,24 @@ KEEP = ("SLURM_CONF",)  # which cluster to talk to: the submitter's choice, not 
 
 def submitit_folder(point) -> str:
     """One folder per sweep: a job array's tasks share submitit's folder."""
-    return paths.submitit_dir(paths.sweep_of(point["dir"]))
+    return paths.submitit_dir(point.sweep)
 
 
 def executor_parameters(point) -> dict:
     """submitit SlurmExecutor parameters (sbatch options) for the point's allocation."""
-    cl, ln = srun_step.cluster(point), srun_step.launcher(point)
-    gpn = point["gpus_per_node"]
-    params = {"job_name": f"dlbench-{point['point']}", "nodes": point["nodes"],
-              "ntasks_per_node": gpn, "time": srun_step.time_limit_min(point),
+    cl = point.cluster
+    gpn = point.gpus_per_node
+    params = {"job_name": f"dlbench-{point.name}", "nodes": point.nodes,
+              "ntasks_per_node": gpn, "time": srun.time_limit_min(point),
               "use_srun": False,          # the driver runs once, on the first node
               "stderr_to_stdout": True,   # one driver log: SWEEP/points/<p>/slurm/<job>_0_log.out
-              "signal_delay_s": int(ln.get("signal_delay_s", 120))}
-    if cl.get("gpus"):
+              "signal_delay_s": int(point.launcher.signal_delay_s)}
+    if cl.gpus:
         params["gpus_per_node"] = gpn
     for key in ("partition", "account", "qos", "constraint", "cpus_per_task", "mem"):
-        if cl.get(key) not in (None, ""):
-            params[key] = cl[key]
-    if cl.get("exclusive"):
+        if getattr(cl, key) not in (None, ""):
+            params[key] = getattr(cl, key)
+    if cl.exclusive:
         params["exclusive"] = True
     extra = {
         "requeue": True,                  # preemption and `scontrol requeue` put it back in the queue
@@ -50,7 +51,7 @@ def executor_parameters(point) -> dict:
         "signal": f"B:{_usr_sig()}@{params['signal_delay_s']}",
         "chdir": str(points.ROOT),        # the driver unpickles launchers.* from here
     }
-    extra.update({str(k): v for k, v in (cl.get("sbatch_args") or {}).items()})
+    extra.update({str(k): v for k, v in cl.sbatch_args.as_dict().items()})
     params["additional_parameters"] = extra
     return params
 
@@ -73,7 +74,7 @@ def make_executor(point, require_srun: bool = True, array: int = 0, job_name: st
             return SlurmExecutor.affinity() if require_srun else 2
 
     ex = _Executor(folder=folder or submitit_folder(point),
-                   max_num_timeout=int(srun_step.launcher(point).get("max_requeues", 3)),
+                   max_num_timeout=int(point.launcher.max_requeues),
                    python="exec " + shlex.quote(sys.executable))
     ex.update_parameters(**executor_parameters(point))
     if array > 1:  # every task of the array may run at once: no throttle of submitit's own
@@ -111,42 +112,57 @@ def read_slurm_json(point_dir: str):
 def preflight(pts: list) -> None:
     """What submission needs, for every point, before any is written or queued."""
     for point in pts:
-        if not srun_step.container_image(point):
+        if not point.container_image:
             try:
-                points.worker_argv(point, paths.SPEC_FILE, sys.executable)
-            except points.WorkerUnavailable as exc:
+                worker_argv(point, paths.SPEC_FILE, sys.executable)
+            except WorkerUnavailable as exc:
                 raise points.ConfigError(str(exc)) from None
     if shutil.which("sbatch") is None or shutil.which("srun") is None:
         raise points.ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
 
 
-def submit_group(group: list, make_driver, job_name: str = None, exclude=()) -> None:
+def submit(executor, drivers: list, what: str) -> list:
+    """One sbatch: a job array of the drivers (a plain job for one) -> submitit's jobs.
+    sbatch refusing it is points.ConfigError, in one line that names `what`."""
+    try:
+        with submission_environ():
+            with executor.batch():
+                return [executor.submit(driver) for driver in drivers]
+    except Exception as exc:  # sbatch refused: say why in one line
+        message = " ".join(str(exc).split())
+        raise points.ConfigError(f"sbatch refused {what}: {message[-400:]}") from None
+
+
+def record(point, job, previous=None, time_min=None, **more) -> dict:
+    """The point's job record (slurm.json), written: this job, its log, the jobs before it."""
+    info = {"schema": paths.SLURM_SCHEMA, "version": paths.SCHEMA_VERSION,
+            "point": point.name, "job_id": str(job.job_id),
+            "submitit_folder": submitit_folder(point), "log": str(job.paths.stdout),
+            "submitted_unix": time.time(), "time_min": time_min or srun.time_limit_min(point),
+            "previous_jobs": ([previous["job_id"]] + previous.get("previous_jobs", []))
+            if previous else [], **more}
+    records.write_json_atomic(os.path.join(point.dir, paths.SLURM_FILE), info)
+    return info
+
+
+def submit_group(group: list, driver, job_name: str = None, exclude=()) -> list:
     """One sbatch for the group [(point, its previous slurm.json or None, whether its folder
     is new)]: a job array (a plain job for one point) named `job_name`, each task running
-    make_driver(point), none on the nodes of `exclude`. Each point's job id (`123_4` in an
+    driver(point's folder), none on the nodes of `exclude`. Each point's job id (`123_4` in an
     array) and driver log go to its slurm.json."""
     first = group[0][0]
     executor = make_executor(first, array=len(group), job_name=job_name)
     if exclude:
         executor.update_parameters(exclude=",".join(sorted(exclude)))
+    names = first.name + (f" and {len(group) - 1} more" if len(group) > 1 else "")
     try:
-        with submission_environ():
-            with executor.batch():
-                jobs = [executor.submit(make_driver(p)) for p, _, _ in group]
-    except Exception as exc:  # sbatch refused: say why in one line
+        jobs = submit(executor, [driver(p.dir) for p, _, _ in group], names)
+    except points.ConfigError:
         for p, _, fresh in group:
             if fresh:  # leave no point that looks submitted
-                shutil.rmtree(p["dir"], ignore_errors=True)
-        message = " ".join(str(exc).split())
-        names = first["point"] + (f" and {len(group) - 1} more" if len(group) > 1 else "")
-        raise points.ConfigError(f"sbatch refused {names}: {message[-400:]}") from None
-    now = time.time()
+                shutil.rmtree(p.dir, ignore_errors=True)
+        raise
     for (point, prev, _), job in zip(group, jobs):
-        info = {"schema": paths.SLURM_SCHEMA, "version": paths.SCHEMA_VERSION,
-                "point": point["point"], "job_id": str(job.job_id),
-                "submitit_folder": submitit_folder(point), "log": str(job.paths.stdout),
-                "submitted_unix": now, "time_min": srun_step.time_limit_min(point),
-                "previous_jobs": ([prev["job_id"]] + prev.get("previous_jobs", [])) if prev else [],
-                **({"exclude": sorted(exclude)} if exclude else {})}
-        records.write_json_atomic(os.path.join(point["dir"], paths.SLURM_FILE), info)
-        print(f"{point['point']}: queued as Slurm job {job.job_id}")
+        record(point, job, prev, **({"exclude": sorted(exclude)} if exclude else {}))
+        print(f"{point.name}: queued as Slurm job {job.job_id}")
+    return jobs

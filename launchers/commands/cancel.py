@@ -23,7 +23,8 @@ import sys
 import time
 
 from contract import paths, records
-from launchers import sacct, status
+from launchers.backends.slurm import sacct
+from launchers.commands import status
 
 # scancel's words for a job that ended between our squeue and its call: nothing to do.
 GONE = ("already completing or completed", "Invalid job id specified")

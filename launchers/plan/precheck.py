@@ -17,8 +17,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from contract import modes
+from contract.values import is_integer
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = Path(__file__).resolve().parent.parent.parent / "conf"
 MINIMUM = {"nodes": 1, "gpus_per_node": 1, "batch_size": 1, "measure_steps": 1,
            "repeats": 1, "timeout_s": 1, "warmup_steps": 0}
 
@@ -105,7 +106,7 @@ def check(argv) -> str:
             for v in values:
                 if key == "batch_size" and v == "max":  # a search (points.batch_size_max)
                     continue
-                if not isinstance(v, int) or isinstance(v, bool) or v < MINIMUM[key]:
+                if not is_integer(v) or v < MINIMUM[key]:
                     return f"{key} must be an integer >= {MINIMUM[key]}, got {v!r}"
         if key == "compile":
             for v in values:

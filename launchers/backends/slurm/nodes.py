@@ -2,9 +2,9 @@
 its own job id, whether the controller still runs it, a few numbers of its configuration,
 which of its nodes are lost, and how to put it back in the queue.
 
-The driver (launchers/slurm_driver.py) asks these between repeats; the health checks
-(launchers/health.py) name the allocation's hosts with them. Each call is bounded: a node
-or controller that does not answer costs seconds, never a hang.
+The allocation's launcher object (launchers/backends/slurm/launcher.py) asks these between
+repeats and names the allocation's hosts with them. Each call is bounded: a node or
+controller that does not answer costs seconds, never a hang.
 """
 import os
 import re
@@ -93,7 +93,7 @@ def unreachable(nodes, port: int) -> dict:
     """node -> why it is down or unreachable, for those of `nodes` that are: Slurm's own
     view first (down, failing, not responding), then a connection to the slurmd of each
     of the others. No probe step: a step that Slurm cannot start or end on a dead node
-    leaves a kill queued for it (slurm_driver.PointDriver._stop)."""
+    leaves a kill queued for it (step_watch.SrunRanks.abandon)."""
     seen, out = _sinfo(nodes), {}
     for node in nodes:
         state, addr = seen.get(node, ("", node))

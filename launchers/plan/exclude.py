@@ -1,6 +1,6 @@
 """A sweep's exclusion rules: the points of a cartesian sweep it skips, each with one line
 (Ramble's `exclude`/`where` idea). Without a rule, one impossible point still refuses the
-whole sweep (launchers/sweep.py).
+whole sweep (launchers/plan/sweep.py).
 
     python -m launch -m parallel.tp=1,2,4,8 nodes=1,2 gpus_per_node=4 \\
         'exclude=[{parallel.tp:8,nodes:1}]'

@@ -74,9 +74,11 @@ def _rows(out, ids) -> dict:
     return rows
 
 
-def _wanted(job_ids) -> list:
-    """The well-formed ids among job_ids (a plain job's `123` or an array task's `123_4`)."""
-    return sorted({str(j) for j in job_ids if JOB_ID.fullmatch(str(j))})
+def _asked(job_ids) -> tuple:
+    """(the well-formed ids among job_ids, a plain job's `123` or an array task's `123_4`;
+    the ids to ask Slurm for, joined: each array once)."""
+    ids = sorted({str(j) for j in job_ids if JOB_ID.fullmatch(str(j))})
+    return ids, ",".join(sorted({_base(j) for j in ids}))
 
 
 def squeue_jobs(job_ids, timeout: float = 30) -> dict:
@@ -85,10 +87,9 @@ def squeue_jobs(job_ids, timeout: float = 30) -> dict:
     why a pending job waits (Resources, Priority, BeginTime, ReqNodeNotAvail, ...), None
     when it says none. One squeue call, however many jobs: unknown ids among several are
     left out by squeue itself (one unknown id alone fails the call: then nothing is known)."""
-    ids = _wanted(job_ids)
+    ids, asked = _asked(job_ids)
     if not ids:
         return {}
-    asked = ",".join(sorted({_base(j) for j in ids}))
     out = _run(["squeue", "-h", "-r", "--states=all", "-j", asked, "-o", "%i|%T|%r"], timeout)
     jobs = {}
     for job, rest in _rows(out, set(ids)).items():
@@ -105,10 +106,9 @@ def squeue_states(job_ids, timeout: float = 30) -> dict:
 
 def sacct_states(job_ids, timeout: float = 60) -> dict:
     """job id -> final-or-not state from accounting; {} where accounting is off. One call."""
-    ids = _wanted(job_ids)
+    ids, asked = _asked(job_ids)
     if not ids:
         return {}
-    asked = ",".join(sorted({_base(j) for j in ids}))
     out = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", asked], timeout)
     return {job: normalize(state) for job, state in _rows(out, set(ids)).items()}
 
@@ -125,7 +125,3 @@ def jobs(job_ids) -> dict:
         out[job] = {"state": state, "reason": None}
     return {j: out.get(j, {"state": None, "reason": None}) for j in ids}
 
-
-def job_states(job_ids) -> dict:
-    """job id -> state, as jobs()."""
-    return {j: info["state"] for j, info in jobs(job_ids).items()}

@@ -7,13 +7,14 @@ points of one allocation shape as one job array).
 
 One impossible point refuses the whole sweep: points.ConfigError, in one line, naming the
 point, and nothing has run; a point that an `exclude` rule matches is skipped instead, with a
-line (launchers/exclude.py). The suite's commit is looked up once per sweep.
+line (launchers/plan/exclude.py). The suite's commit is looked up once per sweep.
 """
 import sys
 from dataclasses import dataclass
 
 import launchers
-from launchers import auto, exclude, points
+from launchers.backends import auto
+from launchers.plan import exclude, points
 
 
 @dataclass
@@ -43,12 +44,12 @@ def make_points(jobs) -> list:
             continue
         try:
             point = points.make_point(job.cfg, job.sweep_dir, job.num, job.overrides, commit=commit)
-            launchers.get(point["launcher"]["name"]).check(point)
+            launchers.get(point.launcher.name).check(point)
         except points.ConfigError as exc:
             refused.append((job, str(exc)))
             continue
         made.append((point, bool(job.cfg.get("dry_run"))))
-    for note in dict.fromkeys(n for point, _ in made for n in point.get("notes") or ()):
+    for note in dict.fromkeys(n for point, _ in made for n in point.notes):
         print(f"note: {note}")
     if refused and len(jobs) == 1:
         raise points.ConfigError(refused[0][1])
@@ -67,10 +68,10 @@ def run(jobs) -> list:
     made = make_points(jobs)
     groups = {}  # (launcher, dry_run) -> points, in sweep order
     for point, dry_run in made:
-        groups.setdefault((point["launcher"]["name"], dry_run), []).append(point)
+        groups.setdefault((point.launcher.name, dry_run), []).append(point)
     for (name, dry_run), pts in groups.items():
-        launchers.get(name).submit_all(pts, dry_run=dry_run)
-    return [point["point"] for point, _ in made]
+        launchers.get(name).submit(pts, dry_run=dry_run)
+    return [point.name for point, _ in made]
 
 
 def fail(message: str):

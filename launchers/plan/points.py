@@ -1,7 +1,9 @@
-"""From a composed Hydra config to a sweep point on disk, and from a point to run specs.
+"""From a composed Hydra config to a sweep point, typed (contract/point.py), and from a
+point to the run spec of one repeat (contract/spec.py).
 
-A sweep folder holds one folder per point (its `point.json` is the manifest
-entry) and one folder per repeat below it:
+The point is built and checked here, once; everything after reads its attributes. On disk a
+sweep folder holds one folder per point (its `point.json` is the manifest entry) and one
+folder per repeat below it:
 
     SWEEP/points/000-pytorch-resnet50-fp32-1x2-bs8/point.json
     SWEEP/points/000-.../repeat-00/{spec.json, rank-00000.json, ..., run.json}
@@ -15,11 +17,14 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from contract import modes, parallel, paths, records, typed, values
+from contract.point import Point
+from contract.spec import RunSpec
 from frameworks.common import datafiles
-from contract import modes, parallel, paths, records
-from launchers import auto, health_settings
+from launchers.backends import auto
+from launchers.health import settings as health_settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 POINT_SCHEMA = paths.POINT_SCHEMA
 
 
@@ -28,10 +33,7 @@ class ConfigError(ValueError):
 
 
 def _positive(cfg, key, minimum=1):
-    value = cfg.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
-    return value
+    return values.integer(cfg.get(key), key, minimum, error=ConfigError)
 
 
 def validate(cfg) -> None:
@@ -51,29 +53,37 @@ def validate(cfg) -> None:
     compile_setting(cfg)
     check_data(cfg)
     model = cfg.model
-    if model.get("clip_grad") not in (None, True, False):
-        raise ConfigError(f"model.clip_grad must be true or false, got {model.get('clip_grad')!r}")
-    norm = model.get("clip_norm")
-    if model.get("clip_grad") and norm is not None and not _number(norm, 0.0):
-        raise ConfigError(f"model.clip_norm must be a number > 0, got {norm!r}")
+    values.optional(values.boolean, model.get("clip_grad"), "model.clip_grad", error=ConfigError)
+    if model.get("clip_grad"):
+        values.optional(values.number, model.get("clip_norm"), "model.clip_norm", above=0,
+                        error=ConfigError)
     health(cfg)
-    if cfg.get("preflight") not in (None, True, False):
-        raise ConfigError(f"preflight must be true or false, got {cfg.get('preflight')!r}")
+    check_cluster(cfg)
+    values.optional(values.boolean, cfg.get("preflight"), "preflight", error=ConfigError)
     if cfg.get("preflight") and cfg.get("search") is not None:
         raise ConfigError("preflight=true applies to a sweep's points, not to a search (search=)")
-    p = model.get("max_predictions_per_seq")
-    if p is not None and not (isinstance(p, int) and not isinstance(p, bool) and p >= 1):
-        raise ConfigError(f"model.max_predictions_per_seq must be an integer >= 1, got {p!r}")
+    values.optional(values.integer, model.get("max_predictions_per_seq"),
+                    "model.max_predictions_per_seq", 1, error=ConfigError)
 
 
 def health(cfg) -> dict:
-    """The point's checked health settings (launchers/health_settings.py)."""
+    """The point's checked health settings (launchers/health/settings.py)."""
     node = cfg.get("health")
     try:
         return health_settings.settings(OmegaConf.to_container(node, resolve=True)
                                         if OmegaConf.is_config(node) else node)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def check_cluster(cfg) -> None:
+    """The site's lists and mappings (conf/cluster/<site>.yaml) are what they say."""
+    cl = cfg.get("cluster") or {}
+    for keys, kind, is_kind in ((("srun_args", "container_mounts"), "a list", OmegaConf.is_list),
+                                (("sbatch_args", "env", "containers"), "a mapping", OmegaConf.is_dict)):
+        for key in keys:
+            if cl.get(key) is not None and not is_kind(cl.get(key)):
+                raise ConfigError(f"cluster.{key} must be {kind}, got {cl.get(key)!r}")
 
 
 def check_data(cfg) -> None:
@@ -96,14 +106,9 @@ def check_data(cfg) -> None:
     if cfg.model.name in ("resnet50", "bert_base") and not datafiles.has_samples(path, cfg.model.name):
         want = "train/<class>/*.JPEG" if cfg.model.name == "resnet50" else "bert/pretrain-*.npz"
         raise ConfigError(f"data.path {path!r} holds nothing for {cfg.model.name} (no {want})")
-    if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool)
-                                    and workers >= 0):
+    if workers is not None and not (values.is_integer(workers) and workers >= 0):
         raise ConfigError(f"data.workers must be an integer >= 0 or null, got {workers!r}")
     cfg.data.path = os.path.abspath(path)
-
-
-def _number(value, above) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > above
 
 
 def compile_setting(cfg):
@@ -196,7 +201,7 @@ def suite_commit() -> str:
 
 def launcher_settings(config: dict) -> dict:
     """The point's launcher settings from its resolved config; `launcher=auto` resolved
-    (launchers/auto.py), saying why."""
+    (launchers/backends/auto.py), saying why."""
     settings = copy.deepcopy(config["launcher"])
     if settings.get("name") == "auto":
         settings["name"], settings["auto"] = auto.choose()
@@ -208,7 +213,7 @@ BATCH_MAX_START = 8
 
 def batch_size_max(cfg):
     """`batch_size=max` (DLPerf's "bsz=max") is the search of the largest batch that trains
-    (launchers/search.py), from 8 upwards: `search={key:batch_size,start:8}`. Not from 1: a
+    (launchers/plan/search.py), from 8 upwards: `search={key:batch_size,start:8}`. Not from 1: a
     batch of one fails batch norm's training statistics wherever a feature map is 1x1."""
     if cfg.get("batch_size") != "max":
         return cfg
@@ -220,8 +225,9 @@ def batch_size_max(cfg):
 COMMIT = object()  # make_point's default: look the commit up (a sweep looks it up once)
 
 
-def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
-    """Validate cfg and return the point (not yet written)."""
+def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> Point:
+    """Validate cfg and return the point (not yet written), built and checked once here:
+    a key the point's framework, launcher or cluster does not know is refused."""
     cfg = batch_size_max(cfg)
     validate(cfg)
     config = OmegaConf.to_container(cfg, resolve=True)  # resolved once; the point's parts are copies
@@ -229,18 +235,14 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
     lay, notes = check_layout(cfg, model)
     name = point_name(cfg, num, lay)
     setting, is_compiled = compile_setting(cfg), compiled(cfg)
-
-    def part(key):
-        return copy.deepcopy(config.get(key))
-    return {
-        "schema": POINT_SCHEMA, "version": paths.SCHEMA_VERSION,
+    point = {
         "point": name, "num": num,
         "dir": str(Path(paths.point_dir(sweep_dir, name)).resolve()),
         "bench": config["bench"]["name"],
-        "bench_options": part("bench"),
-        "framework": part("framework"),
+        "bench_options": config["bench"],
+        "framework": config["framework"],
         "model": model,
-        "parallel": lay.as_dict(),        # the grid and batch sizes (contract/parallel.py)
+        "parallel": lay,                  # the grid and batch sizes (contract/parallel.py)
         "notes": notes,                   # what was changed to fit the layout, said at submission
         "case": config.get("case"),       # a published case's name (gpt_case=...), or None
         "precision": config["precision"]["name"],
@@ -256,79 +258,43 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> dict:
         "memory_limit_mb": config.get("memory_limit_mb"),
         "preflight": bool(config.get("preflight")),
         "health": health(cfg),            # checked; `checks` resolved to names
-        "search": part("search"),         # checked in launchers/search.py
+        "search": config.get("search"),   # checked in launchers/plan/search.py
         "launcher": launcher_settings(config),
-        "cluster": part("cluster"),
+        "cluster": config.get("cluster"),
         "overrides": list(overrides),
         "config": config,
         "suite_commit": suite_commit() if commit is COMMIT else commit,
         "created_unix": time.time(),
     }
+    try:
+        return Point.from_dict(point, unknown="refuse")
+    except (typed.UnknownKey, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
 
 
-def write_point(point: dict) -> None:
-    os.makedirs(point["dir"], exist_ok=True)
-    records.write_json_atomic(os.path.join(point["dir"], paths.POINT_FILE), point)
+def write_point(point: Point) -> None:
+    os.makedirs(point.dir, exist_ok=True)
+    records.write_json_atomic(os.path.join(point.dir, paths.POINT_FILE), point.as_dict())
 
 
-def read_point(point_dir) -> dict:
+def read_point(point_dir) -> Point:
     with open(os.path.join(point_dir, paths.POINT_FILE)) as f:
-        return json.load(f)
+        return Point.from_dict(json.load(f))
 
 
-def repeat_dir(point: dict, repeat: int) -> str:
-    return paths.repeat_dir(point["dir"], repeat)
-
-
-def recorded(point: dict) -> int:
+def recorded(point: Point) -> int:
     """How many of the point's repeats are recorded (their run.json exists)."""
-    return sum(os.path.exists(os.path.join(repeat_dir(point, r), paths.RUN_FILE))
-               for r in range(point["repeats"]))
+    return sum(os.path.exists(os.path.join(rdir, paths.RUN_FILE)) for rdir in point.repeat_dirs)
 
 
-def run_spec(point: dict, repeat: int) -> dict:
+def run_spec(point: Point, repeat: int) -> RunSpec:
     """What one repeat's workers read: the point's settings, the repeat, where to write."""
-    keep = ("point", "bench", "bench_options", "model", "precision", "amp_dtype", "compile",
-            "batch_size", "warmup_steps", "measure_steps", "device", "seed", "rendezvous_timeout_s",
-            "suite_commit", "config")
-    optional = ("parallel",)  # points written before layouts have none
-    spec = {"schema": paths.SPEC_SCHEMA, "version": paths.SCHEMA_VERSION}
-    spec.update({k: point[k] for k in keep})
-    spec.update({k: point[k] for k in optional if k in point})
-    # A point written before compile=auto existed has neither: its compile was explicit.
-    spec["compile_setting"] = point.get("compile_setting", point["compile"])
-    spec["mode"] = point.get("mode") or modes.mode_name(point["framework"]["name"], point["compile"])
-    spec.update(framework=point["framework"]["name"], repeat=repeat,
-                record_dir=repeat_dir(point, repeat), options=point["framework"].get("options", {}),
-                memory_limit_mb=point.get("memory_limit_mb"))
-    return spec
-
-
-def rank_environ(base, drop, additions: dict) -> dict:
-    """A rank's environment, as each launcher builds it: `base` (os.environ when None)
-    without the variables `drop(name)` is true of, plus the launcher's `additions`;
-    PYTHONPATH leads to the suite, then whatever PYTHONPATH was there."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not drop(k)}
-    env.update(additions)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
-class WorkerUnavailable(RuntimeError):
-    """The framework's interpreter is not there: the repeat fails with this message."""
-
-
-def worker_argv(point: dict, spec_path: str, python: str) -> list:
-    """The worker command: the framework's interpreter (or ours) running the harness.
-
-    A relative interpreter path is taken from the repository root (`.venvs/<name>`)."""
-    fw_python = point["framework"].get("python")
-    if fw_python:
-        python = str(ROOT / fw_python)
-        if not os.path.exists(python) and not point["framework"].get("container"):
-            raise WorkerUnavailable(f"{point['framework']['name']} interpreter {fw_python} not found "
-                                    f"(make env-{point['framework']['name']} builds it)")
-        if os.path.isfile(python) and not os.access(python, os.X_OK):
-            raise WorkerUnavailable(f"{point['framework']['name']} interpreter {fw_python} "
-                                    "is not executable")
-    return [python, "-m", "frameworks", "--spec", spec_path]
+    return RunSpec(
+        point=point.name, repeat=repeat, framework=point.framework.name, model=point.model,
+        precision=point.precision, batch_size=point.batch_size, warmup_steps=point.warmup_steps,
+        measure_steps=point.measure_steps, record_dir=point.repeat_dir(repeat), bench=point.bench,
+        bench_options=point.bench_options, amp_dtype=point.amp_dtype, compile=point.compile,
+        compile_setting=point.compile_setting, mode=point.mode, device=point.device,
+        seed=point.seed, rendezvous_timeout_s=point.rendezvous_timeout_s,
+        options=point.framework.options, memory_limit_mb=point.memory_limit_mb,
+        parallel=point.parallel, suite_commit=point.suite_commit, config=point.config)

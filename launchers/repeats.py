@@ -1,10 +1,11 @@
-"""The driver: runs once per allocation and runs a point's repeats, each with fresh ranks.
+"""The repeat loop: runs once per allocation (here, or the Slurm driver in its allocation)
+and runs a point's repeats, each with fresh ranks, after its preflight where it asks for one.
 
-How ranks start is the launcher's business (processes here, `srun` on Slurm);
-what a repeat is, when it counts as done, and how its status is decided live
-here, once. A repeat is done when its run.json exists: a rerun or a requeued
-allocation skips it, so nothing is counted twice, and a repeat interrupted
-half-way is moved aside whole and run again.
+How ranks start is the launcher object's business (`launcher.start_repeat`: processes here,
+an `srun` step on Slurm); what a repeat is, when it counts as done, and how its status is
+decided live here, once. A repeat is done when its run.json exists: a rerun or a requeued
+allocation skips it, so nothing is counted twice, and a repeat interrupted half-way is moved
+aside whole and run again.
 """
 import json
 import os
@@ -12,7 +13,9 @@ import shutil
 import time
 
 from contract import paths, records, statuses
-from launchers import points
+from launchers.backends.worker import WorkerUnavailable
+from launchers.health import preflight
+from launchers.plan import points
 
 
 def read_rank_records(rdir: str, world_size: int) -> dict:
@@ -56,26 +59,27 @@ def log_tail(rdir: str, rank: int) -> list:
         return []
 
 
-def run_repeat(point: dict, repeat: int, start) -> dict:
-    """Run one repeat with `start(point, spec_path, rdir) -> (rank_ends, ended_by)`, where
-    rank_ends maps rank -> {exit_code, signal, node, stopped} (statuses.run_outcome)."""
-    rdir = points.repeat_dir(point, repeat)
+def run_repeat(point, repeat: int, launcher) -> dict:
+    """Run one repeat with `launcher.start_repeat(point, spec_path, rdir) -> (rank_ends,
+    ended_by)`, where rank_ends maps rank -> {exit_code, signal, node, stopped}
+    (statuses.run_outcome)."""
+    rdir = point.repeat_dir(repeat)
     _fresh(rdir)
     spec_path = os.path.join(rdir, paths.SPEC_FILE)
-    records.write_json_atomic(spec_path, points.run_spec(point, repeat))
+    records.write_json_atomic(spec_path, points.run_spec(point, repeat).as_dict())
     started = time.time()
-    world = point["world_size"]
+    world = point.world_size
     rank_ends, cause, lost = {}, None, []
     try:
-        rank_ends, ended_by = start(point, spec_path, rdir)
+        rank_ends, ended_by = launcher.start_repeat(point, spec_path, rdir)
         out = statuses.run_outcome(read_rank_records(rdir, world), world, ended_by, rank_ends)
         status, error, cause, lost = out["status"], out["error"], out["cause"], out["lost"]
-    except points.WorkerUnavailable as exc:
+    except WorkerUnavailable as exc:
         status, error = "failed", str(exc)
     # The log of the rank that named the status, else of the first that left no record.
     tail_rank = cause if cause is not None else (lost[0] if lost else None)
     run = {"schema": paths.RUN_SCHEMA, "version": paths.SCHEMA_VERSION,
-           "point": point["point"], "repeat": repeat, "status": status, "error": error,
+           "point": point.name, "repeat": repeat, "status": status, "error": error,
            "world_size": world,
            "exit_codes": [rank_ends.get(r, {}).get("exit_code") for r in range(world)],
            "rank_ends": {str(r): e for r, e in sorted(rank_ends.items())
@@ -88,39 +92,43 @@ def run_repeat(point: dict, repeat: int, start) -> dict:
     return run
 
 
-def _not_run(point: dict, repeat: int, because: dict) -> dict:
+def _not_run(point, repeat: int, because: dict) -> dict:
     """A repeat not run because an earlier one found the point unsupported here: a missing
     capability does not come back on the next try, so the point ends in seconds."""
-    rdir = points.repeat_dir(point, repeat)
+    rdir = point.repeat_dir(repeat)
     _fresh(rdir)
     now = time.time()
     run = {"schema": paths.RUN_SCHEMA, "version": paths.SCHEMA_VERSION,
-           "point": point["point"], "repeat": repeat, "status": "unsupported",
+           "point": point.name, "repeat": repeat, "status": "unsupported",
            "error": f"{because['error']} (not run: repeat {because['repeat']} found it unsupported)",
-           "world_size": point["world_size"], "exit_codes": [], "rank_ends": {},
+           "world_size": point.world_size, "exit_codes": [], "rank_ends": {},
            "cause_rank": None, "lost_ranks": [], "log_tail": None, "not_run": True,
            "started_unix": now, "ended_unix": now}
     records.write_json_atomic(os.path.join(rdir, paths.RUN_FILE), run)
     return run
 
 
-def run_point(point_dir: str, start, log=print) -> list:
-    """Run every repeat of the point not yet recorded; return the statuses of all."""
+def run_point(point_dir: str, launcher, log=print):
+    """Run every repeat of the point not yet recorded, with `launcher` (the backend's object,
+    in its allocation), once the point's preflight passes (launchers/health/preflight.py);
+    return the statuses of all, or None when the preflight gave the allocation up."""
     point = points.read_point(point_dir)
+    if not preflight.passes(point, launcher, log):
+        return None
     ended, unsupported = [], None
-    for repeat in range(point["repeats"]):
-        done = os.path.join(points.repeat_dir(point, repeat), paths.RUN_FILE)
+    for repeat in range(point.repeats):
+        done = os.path.join(point.repeat_dir(repeat), paths.RUN_FILE)
         if os.path.exists(done):
             with open(done) as f:
                 run = json.load(f)
-            log(f"{point['point']} repeat {repeat}: already recorded ({run['status']})")
+            log(f"{point.name} repeat {repeat}: already recorded ({run['status']})")
         elif unsupported:
             run = _not_run(point, repeat, unsupported)
-            log(f"{point['point']} repeat {repeat}: unsupported (not run)")
+            log(f"{point.name} repeat {repeat}: unsupported (not run)")
         else:
-            run = run_repeat(point, repeat, start)
+            run = run_repeat(point, repeat, launcher)
             detail = f" ({run['error']})" if run["error"] else ""
-            log(f"{point['point']} repeat {repeat}: {run['status']}{detail}")
+            log(f"{point.name} repeat {repeat}: {run['status']}{detail}")
         if run["status"] == "unsupported" and not unsupported:
             unsupported = run
         ended.append(run["status"])

@@ -17,18 +17,18 @@ in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
 
 The records' reading is statuses.point_status's (contract/statuses.py), mapped to
 Slurm's words here. A point with preflight=true says which nodes its preflight left out and
-why (SWEEP/points/<p>/preflight.json, launchers/preflight.py).
+why (SWEEP/points/<p>/preflight.json, launchers/health/preflight.py).
 Points of local-launcher sweeps have no slurm.json: their state comes from the records alone.
 A point cancelled by `python -m launch cancel` stays CANCELLED once Slurm forgets its job.
 
-A search (`search=`, launchers/search.py) is one line of its own, named by its point, from
+A search (`search=`, launchers/plan/search.py) is one line of its own, named by its point, from
 its ledger (SWEEP/searches/<p>.json) and, on Slurm, its one job (SWEEP/points/<p>/slurm.json):
 ok/rec/exp counts its tries (ok / tried / -), the detail its answer. Its tries are points
 (<p>-<key>=<value>); once every repeat of a try is recorded, the try is final, though the
 search's job runs on. OOM tries are the search's data: with --wait, the search's own line
 counts, not its tries'.
 
-Each call asks Slurm about every job at once (launchers/sacct.py): one squeue call and at
+Each call asks Slurm about every job at once (launchers/backends/slurm/sacct.py): one squeue call and at
 most one sacct call, however many points.
 Exit status: 0; with --wait, 0 when every point and search COMPLETED, 1 when one did not,
 3 when --timeout passed first; 2 when SWEEP holds no points and no searches.
@@ -45,7 +45,7 @@ except ImportError:
     from json import loads as _loads
 
 from contract import paths, statuses
-from launchers import sacct
+from launchers.backends.slurm import sacct
 
 # A point's status (statuses.point_status) in Slurm's words.
 STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",

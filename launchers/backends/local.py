@@ -1,0 +1,160 @@
+"""The local launcher: a point's ranks as processes on this machine (one node).
+
+Each rank gets the same environment contract as under Slurm (RANK, WORLD_SIZE,
+LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Points run one after
+another, synchronously: this is the embedded default that needs no cluster. The object
+is at once the submitter and the allocation: this machine.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from contract import paths, records, statuses
+from launchers import repeats
+from launchers.backends import ports, step, worker
+from launchers.backends.base import Launcher
+from launchers.health import preflight, step as health_step
+from launchers.plan import points, search
+
+
+class Processes(step.Ranks):
+    """A step's ranks as processes here, each the leader of its own process group."""
+
+    def __init__(self, procs: list):
+        self.procs = procs
+        self.signalled = set()  # ranks a stop signalled: their ends are not their own
+
+    def poll(self) -> None:
+        for p in self.procs:  # every rank, not just the first
+            p.poll()
+
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.procs)
+
+    def wait(self, seconds: float) -> bool:
+        until = time.monotonic() + seconds
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.0, until - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return False
+        return True
+
+    def first_bad(self):
+        for rank, p in enumerate(self.procs):
+            if p.returncode not in (None, 0):
+                return f"rank {rank}: {statuses.describe_end({'exit_code': p.returncode})}"
+        return None
+
+    def unended(self) -> set:
+        return {r for r, p in enumerate(self.procs) if p.poll() is None}
+
+    def signal(self, name: str) -> None:
+        for rank in self.unended():
+            self.signalled.add(rank)
+            try:
+                os.killpg(self.procs[rank].pid, getattr(signal, "SIG" + name))
+            except ProcessLookupError:  # it ended just now
+                pass
+
+    def ends(self) -> dict:
+        return {r: {"exit_code": p.returncode, "node": None} for r, p in enumerate(self.procs)
+                if r not in self.signalled}
+
+    def rank_ends(self, stopped) -> dict:
+        return {r: {"exit_code": p.returncode, "node": None, "stopped": r in stopped}
+                for r, p in enumerate(self.procs)}
+
+    def close(self) -> None:
+        """SIGKILL whatever each ended rank left in its process group: a loader's worker
+        processes outlive a rank that leaves with os._exit (PaddlePaddle's did, asleep for
+        good), and under Slurm the step's end would take them. Each rank leads its own group
+        (start_new_session), so this reaches its descendants and nothing else."""
+        for p in self.procs:
+            if p.poll() is not None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):  # the group is empty: nothing left
+                    pass
+
+
+class LocalLauncher(Launcher):
+    name = "local"
+    # A rank's failure is seen here at once (its exit) and its peers write to this disk:
+    # they get 5 s where the point leaves launcher.failure_grace_s unset.
+    FAILURE_GRACE_S = 5
+
+    def check(self, point) -> None:
+        if point.nodes != 1:
+            raise points.ConfigError(f"launcher=local runs on one node; nodes={point.nodes} "
+                                     "needs launcher=slurm")
+        super().check(point)
+
+    def submit(self, pts: list, dry_run: bool = False) -> None:
+        """The sweep's local points, one after another; a search runs here, one try after
+        another (launchers/plan/search.py)."""
+        for point in pts:
+            if dry_run:
+                print(search.describe(point) if point.search is not None else self.describe(point))
+            elif point.search is not None:
+                search.run(point, self, print)
+            else:
+                points.write_point(point)
+                repeats.run_point(point.dir, self, print)
+
+    def describe(self, point) -> str:
+        """What a dry run prints of a point."""
+        spec_path = os.path.join(point.repeat_dir(0), paths.SPEC_FILE)
+        argv = worker.worker_argv(point, spec_path, sys.executable)
+        return (f"{point.name}: {point.world_size} local rank(s) x {point.repeats} repeat(s): "
+                f"{' '.join(argv)}")
+
+    def health(self, point) -> dict:
+        return self.health_step(point, point.dir)
+
+    # ---- this machine is the allocation ----------------------------------------------------
+    def hosts(self) -> list:
+        return [os.uname().nodename]
+
+    def start_repeat(self, point, spec_path: str, rdir: str):
+        ranks = self.start(point, worker.worker_argv(point, spec_path, sys.executable), rdir)
+        repeat = records.read_spec(spec_path)["repeat"]
+        outcome, rank_ends = self.run_ranks(ranks, point, f"{point.name} repeat {repeat}")
+        return rank_ends, outcome.ended_by
+
+    def start_health(self, point, spec_path: str, hdir: str) -> Processes:
+        return self.start(point, health_step.command(point, spec_path, sys.executable), hdir)
+
+    def start(self, point, argv: list, folder: str) -> Processes:
+        """world_size processes of `argv`, each with its rank's environment and log."""
+        port = ports.free_block(point.world_size)
+        procs = []
+        for rank in range(point.world_size):
+            with open(os.path.join(folder, paths.rank_log_name(rank)), "w") as log:
+                try:
+                    procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
+                                                  stdout=log, stderr=subprocess.STDOUT,
+                                                  start_new_session=True))
+                except OSError as exc:  # not an interpreter at all: the repeat fails, saying so
+                    step.stop(Processes(procs), step.TERM_S)
+                    raise worker.WorkerUnavailable(f"cannot start {argv[0]}: "
+                                                   f"{exc.strerror or exc}") from None
+        return Processes(procs)
+
+    def resubmit_without(self, point, state: dict):
+        raise preflight.Unhealthy("this machine is sick and the local launcher has no other "
+                                  f"node: {preflight.left_out(state)}")
+
+
+def rank_env(point, rank: int, port: int, base=None) -> dict:
+    world = point.world_size
+    env = {str(k): str(v) for k, v in point.cluster.env.items()}
+    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+               LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # An outer allocation's variables would mislead.
+    env = worker.rank_environ(base, lambda name: name.startswith("SLURM_"), env)
+    # Share the cores among the ranks instead of letting each claim them all.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world)))
+    return env

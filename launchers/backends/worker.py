@@ -1,0 +1,33 @@
+"""The worker as every backend starts it: its command and its environment (docs/contract.md)."""
+import os
+
+from launchers.plan import points
+
+
+class WorkerUnavailable(RuntimeError):
+    """The framework's interpreter is not there: the repeat fails with this message."""
+
+
+def worker_argv(point, spec_path: str, python: str) -> list:
+    """The worker command: the framework's interpreter (or `python`) running the harness.
+
+    A relative interpreter path is taken from the repository root (`.venvs/<name>`)."""
+    fw = point.framework
+    if fw.python:
+        python = str(points.ROOT / fw.python)
+        if not os.path.exists(python) and not fw.container:
+            raise WorkerUnavailable(f"{fw.name} interpreter {fw.python} not found "
+                                    f"(make env-{fw.name} builds it)")
+        if os.path.isfile(python) and not os.access(python, os.X_OK):
+            raise WorkerUnavailable(f"{fw.name} interpreter {fw.python} is not executable")
+    return [python, "-m", "frameworks", "--spec", spec_path]
+
+
+def rank_environ(base, drop, additions: dict) -> dict:
+    """A rank's environment, as each backend builds it: `base` (os.environ when None)
+    without the variables `drop(name)` is true of, plus the backend's `additions`;
+    PYTHONPATH leads to the suite, then whatever PYTHONPATH was there."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not drop(k)}
+    env.update(additions)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(points.ROOT), env.get("PYTHONPATH")]))
+    return env
