@@ -1,5 +1,5 @@
 """The report's "Nodes left out by preflight" section: for each point run with
-preflight=true whose health checks left a node out (launchers/preflight.py), which nodes and
+preflight=true whose health checks left a node out (launchers/health/preflight.py), which nodes and
 why, where it ran in the end, or that it found too few healthy nodes (`unhealthy`, no
 repeat): each point's preflight record as analysis.load read it (Results.preflights)."""
 from contract import statuses

@@ -191,5 +191,5 @@ def _ledger(ledger: dict) -> dict:
 
 
 def search_ledger(path) -> dict:
-    """A search ledger (launchers/search.py), checked, or CorruptFile."""
+    """A search ledger (launchers/plan/search.py), checked, or CorruptFile."""
     return _checked(path, paths.SEARCH_SCHEMA, _ledger)

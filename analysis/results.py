@@ -45,7 +45,7 @@ class Results:
 
     and plain data for the report's other sections:
 
-    searches      the search ledgers (launchers/search.py), as written
+    searches      the search ledgers (launchers/plan/search.py), as written
     environments  one entry per rank record read: sweep, point, repeat, rank, host,
                   framework, environment, window (its timed window), profile (profile=true's
                   trace, else None), parallel (a layout's grid place and parameter counts)

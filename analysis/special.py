@@ -7,7 +7,7 @@
   samples/s, tokens/s, achieved TFLOP/s per device (analysis/flops.py), percent of peak,
   aggregate PFLOP/s and a pipeline's bubble; DLPerf's published cases of the same layout and
   shape beside them (analysis/published_layouts.py).
-- InsightFace: the largest num_classes that trains per ranks x batch (launchers/search.py),
+- InsightFace: the largest num_classes that trains per ranks x batch (launchers/plan/search.py),
   with every size tried and its outcome.
 
 The per-point figures these sections show are analysis/metrics.py's `metrics(results)`,

@@ -15,8 +15,6 @@ RECORD_SCHEMA = paths.RANK_SCHEMA
 RUN_SCHEMA = paths.RUN_SCHEMA
 SCHEMA_VERSION = paths.SCHEMA_VERSION
 
-SPEC_KEYS = ("point", "repeat", "framework", "model", "precision", "batch_size",
-             "warmup_steps", "measure_steps", "record_dir")
 
 
 def _create_temporary(folder: str):
@@ -57,17 +55,6 @@ def read_json(path):
             return json.load(f)
     except (OSError, ValueError):
         return None
-
-
-def read_spec(path) -> dict:
-    with open(path) as f:
-        spec = json.load(f)
-    if spec.get("schema") != SPEC_SCHEMA or spec.get("version") != SCHEMA_VERSION:
-        raise ValueError(f"{path}: not a {SPEC_SCHEMA} v{SCHEMA_VERSION} file")
-    missing = [k for k in SPEC_KEYS if k not in spec]
-    if missing:
-        raise ValueError(f"{path}: spec lacks {', '.join(missing)}")
-    return spec
 
 
 def new_record(spec: dict, dist, host: str, origin_unix: float) -> dict:

@@ -1,6 +1,6 @@
 """The checks of one node, run by its first rank (docs/health.md lists each, its threshold
 and where it comes from). Each answers {"status": "ok" | "sick" | "skipped", "reason": ...}
-and, where the allocation's median judges it (launchers/health_verdict.py), a `value`.
+and, where the allocation's median judges it (launchers/health/verdict.py), a `value`.
 A check that cannot apply here says why it is skipped; it never passes silently.
 
 NVML comes from nvidia-ml-py (`pynvml`), imported only when a check asks for it.

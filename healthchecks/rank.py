@@ -6,7 +6,7 @@ matrix multiply on its device; the node's first rank runs the node's checks
 (healthchecks/nodechecks.py); then the node leaders test the links between nodes in
 two rings (healthchecks/linktest.py) over torch.distributed: gloo on CPU, NCCL on GPUs.
 Each rank writes its record (paths.rank_record_name) into the spec's record_dir, whole or
-not at all, however it ends; launchers/health_verdict.py judges them together.
+not at all, however it ends; launchers/health/verdict.py judges them together.
 Standard library and torch: this runs in the suite's Python, or the PyTorch container.
 """
 import argparse

@@ -12,7 +12,7 @@ import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TREE = ("analysis", "frameworks", "launchers", "hydra_plugins", "benchmarks", "tests",
+TREE = ("analysis", "contract", "frameworks", "healthchecks", "launchers", "hydra_plugins", "benchmarks", "tests",
         "launch.py")
 
 

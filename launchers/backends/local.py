@@ -11,7 +11,8 @@ import subprocess
 import sys
 import time
 
-from contract import paths, records, statuses
+from contract import spec as specs
+from contract import paths, statuses
 from launchers import repeats
 from launchers.backends import ports, step, worker
 from launchers.backends.base import Launcher
@@ -120,7 +121,7 @@ class LocalLauncher(Launcher):
 
     def start_repeat(self, point, spec_path: str, rdir: str):
         ranks = self.start(point, worker.worker_argv(point, spec_path, sys.executable), rdir)
-        repeat = records.read_spec(spec_path)["repeat"]
+        repeat = specs.read(spec_path).repeat
         outcome, rank_ends = self.run_ranks(ranks, point, f"{point.name} repeat {repeat}")
         return rank_ends, outcome.ended_by
 

@@ -1,7 +1,6 @@
 """A site's own config folder, outside the checkout, as Hydra users keep one: found through
 `--config-dir` and `hydra.searchpath` by the installed `dlbench` command and by
 `python -m launch`, run from another working directory."""
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -9,7 +9,6 @@ import sys
 import pytest
 from hydra import compose, initialize_config_dir
 
-from contract.spec import RunSpec
 from frameworks import registry
 from frameworks.common import datafiles, distenv, harness
 from launchers.plan import points

@@ -4,6 +4,7 @@ import json
 import os
 from types import SimpleNamespace
 
+from contract import spec as specs
 from contract import paths, records
 from launchers import repeats
 from launchers.plan import points
@@ -24,8 +25,7 @@ def launcher(start):
 def writer(calls, status="ok"):
     """A start function whose single rank writes its record, as a worker would."""
     def start(point, spec_path, rdir):
-        spec = records.read_spec(spec_path)
-        calls.append(spec["repeat"])
+        calls.append(specs.read(spec_path).repeat)
         records.write_json_atomic(os.path.join(rdir, paths.rank_record_name(0)),
                                   {"status": status, "error": None if status == "ok" else "x"})
         return {0: {"exit_code": 0}}, None

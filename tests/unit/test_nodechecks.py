@@ -1,6 +1,5 @@
 """The node checks (healthchecks/nodechecks.py) on files laid out as the kernel lays them
 out, real scripts and this machine: each says ok, sick with its reason, or skipped with why."""
-import os
 import stat
 
 import pytest

@@ -2,7 +2,7 @@
 import pytest
 from hydra import compose, initialize_config_dir
 
-from contract import records
+from contract import spec as specs
 from contract.point import Framework, Point
 from launchers.backends import worker
 from launchers.plan import points
@@ -23,7 +23,7 @@ def test_point_and_spec(tmp_path):
     assert point.world_size == 2 and point.repeats == 2
     spec = points.run_spec(point, 1).as_dict()
     assert spec["repeat"] == 1 and spec["record_dir"].endswith("/repeat-01")
-    assert all(k in spec for k in records.SPEC_KEYS)
+    assert all(k in spec for k in specs.REQUIRED)
 
 
 def test_full_size_is_the_default():

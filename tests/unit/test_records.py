@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from contract import spec as specs
 from contract import records, statuses
 
 
@@ -55,10 +56,10 @@ def test_read_spec_checks_schema_and_keys(tmp_path):
     p = tmp_path / "spec.json"
     p.write_text(json.dumps({"schema": "dlbench.spec", "version": 1, "point": "x"}))
     with pytest.raises(ValueError, match="spec lacks repeat"):
-        records.read_spec(p)
+        specs.read(p)
     p.write_text(json.dumps({"schema": "other", "version": 1}))
     with pytest.raises(ValueError, match="not a dlbench.spec"):
-        records.read_spec(p)
+        specs.read(p)
 
 
 def test_a_crash_without_a_record_is_the_cause_before_its_peers_errors():

@@ -9,7 +9,7 @@ import pytest
 from contract import modes
 from frameworks import registry
 from frameworks.common.capability import Unsupported
-from launchers import points
+from launchers.plan import points
 
 FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "paddle", "mxnet", "mindspore", "oneflow",
                      "numpy")

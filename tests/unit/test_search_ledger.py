@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from contract import spec as specs
 from contract import paths, records
 from contract.frozen import Settings
 from launchers.backends.slurm.launcher import SlurmLauncher
@@ -32,7 +33,7 @@ def launcher(start):
 def fake_start(tried):
     """A launcher's start that records, instead of training, ok up to FITS and oom past it."""
     def start(point, spec_path, rdir):
-        tried.append((point.batch_size, records.read_spec(spec_path)["repeat"]))
+        tried.append((point.batch_size, specs.read(spec_path).repeat))
         ok = point.batch_size <= FITS
         records.write_json_atomic(os.path.join(rdir, paths.rank_record_name(0)), {
             "status": "ok" if ok else "oom", "error": None if ok else "out of memory"})

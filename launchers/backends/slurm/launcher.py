@@ -40,6 +40,7 @@ import time
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
+from contract import spec as specs
 from contract import paths, records
 from launchers import repeats
 from launchers.backends.base import Launcher, NoVerdict
@@ -171,7 +172,7 @@ class SlurmLauncher(Launcher):
         if self.search_base is not None:
             self.name_try(point)
         alloc.leave_lost_nodes(rdir)
-        repeat = records.read_spec(spec_path)["repeat"]
+        repeat = specs.read(spec_path).repeat
         argv = srun.repeat_argv(point, spec_path, rdir, sys.executable, srun.time_limit_min(point))
         try:
             ranks = self.srun(point, argv, rdir, f"repeat {repeat}", step_record=True)
