@@ -17,13 +17,13 @@ demo: venv
 	    preset=smoke launcher=local hydra.sweep.dir=$(DEMO_DIR)
 	$(PYTHON) -m analysis report $(DEMO_DIR)
 
-# Framework environments and the Slurm packages are part of what the tests need;
-# the Slurm cluster itself is started and stopped by the tests' own fixture.
+# Framework environments, the Slurm packages and the test image (mk/image.mk) are part of
+# what the tests need; the Slurm cluster itself is started and stopped by the tests' own fixture.
 # The six framework envs build three at a time: a cold build is mostly downloads.
 test-deps: venv
 	@$(MAKE) --no-print-directory -j 3 envs
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps; \
-	 else echo "not root: Slurm and browser tests will skip"; fi
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps image; \
+	 else echo "not root: Slurm, browser and container tests will skip"; fi
 
 test: test-deps
 	$(PYTHON) -m pytest -q

@@ -18,6 +18,8 @@ A reference file (YAML, or JSON when it ends in .json; benchmarks/references/) i
         unit: samples/s
         tolerance: 0.05       # optional
         lower_is_better: false  # optional; the metric's own sense by default
+        image: sha256:...     # optional: the container image it was measured in (its digest,
+                              # else its reference); a point that ran in another gets a note
 
 An entry matches the one point whose configuration agrees on every key it gives (keys:
 CONFIG_KEYS, `model.<key>` for MODEL_KEYS, `search` for a search's key). The gate is
@@ -40,7 +42,7 @@ import sys
 import yaml
 from tabulate import tabulate
 
-from analysis import load, matching, published, tables
+from analysis import images, load, matching, published, tables
 from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
 from analysis.terminal import say
@@ -217,8 +219,23 @@ def verdicts(results, entries) -> list:
         if not found:
             out.append((e, None, None, "NOT RUN" if e.get("published") else "MISSING"))
             continue
-        out += verdicts_of(e, found[0])
+        out += verdicts_of(dict(e, matched=(found[0].get("sweep"), found[0]["point"])), found[0])
     return out
+
+
+def image_notes(results, found) -> list:
+    """One line per entry measured in another container image than its point ran in (the
+    reference's `image`, written by `reference`): not the same measurement (analysis/images.py)."""
+    ran_in, notes = images.of_points(results), []
+    for e, *_ in found:
+        if "image" not in e or not e.get("matched"):
+            continue
+        mine = ran_in.get(e["matched"])
+        if images.identity(mine) != e["image"]:
+            notes.append(f"note: entry {e['n']} ({_describe(e['config'])}) was measured in image "
+                         f"{e['image'] or 'none'}; point {e['matched'][1]} ran in "
+                         f"{images.label(mine)}: not the same measurement")
+    return notes
 
 
 def verdicts_of(e: dict, row: dict) -> list:
@@ -271,6 +288,9 @@ def cmd_compare(args) -> int:
                                  "tolerance", "verdict"], tablefmt="github", disable_numparse=True))
     if labels:
         say("\n" + "\n".join(labels))
+    notes = image_notes(results, found)
+    if notes:
+        say("\n" + "\n".join(notes))
     unsupported = sum(row[-1] == "UNSUPPORTED" for row in table)
     failed = sum(not row[-1].startswith("PASS") for row in table) - unsupported
     say(f"\n{len(table) - failed - unsupported} of {len(table)} within tolerance"
@@ -287,7 +307,7 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
     if system is None:
         names = sorted(set(results.runs.get("device", []).dropna().astype(str))) if len(results.runs) else []
         system = " + ".join(names) or "unknown"
-    entries, seen = [], {}
+    entries, seen, ran_in = [], {}, images.of_points(results)
     for r in figures(results):
         if r["status"] != "ok":
             continue
@@ -313,8 +333,11 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
                               "make a reference from one sweep")
         seen[key] = r["point"]
         unit = r["search"].split(".")[-1] if metric == "largest_ok" else METRICS[metric][1]
-        entries.append({"config": config, "metric": metric, "value": float(f"{value:.6g}"),
-                        "unit": unit})
+        entry = {"config": config, "metric": metric, "value": float(f"{value:.6g}"), "unit": unit}
+        image = images.identity(ran_in.get((r.get("sweep"), r["point"])))
+        if image:  # the container image it was measured in: compare says when a point's differs
+            entry["image"] = image
+        entries.append(entry)
     if not entries:
         raise RecordError(f"no ok point under {results.root} to make a reference from")
     return {"schema": SCHEMA, "version": 1, "system": system, "tolerance": tolerance,

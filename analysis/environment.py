@@ -4,12 +4,13 @@ distinct system.
 A system is what the rank records say a host ran on (frameworks/common/environment.py and
 the adapter's environment()): device x count, driver / CUDA / cuDNN / NCCL, CPU, memory,
 interconnect (`nvidia-smi topo -m` of local rank 0, InfiniBand ports). Hosts with the
-same facts are one system. From the first recorded repeat of each point, as analysis.load
+same facts are one system. Where points ran in container images, each image follows, with its
+points (analysis/images.py). From the first recorded repeat of each point, as analysis.load
 read it (Results.environments; this module reads no file).
 """
 import re
 
-from analysis import tables
+from analysis import images, tables
 
 VERSIONS = (("nvidia_driver", "driver"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("nccl", "NCCL"))
 
@@ -109,4 +110,4 @@ def environment_block(results) -> str:
                   f"  CPU: {f['cpu']}",
                   f"  interconnect: {inter}",
                   f"  frameworks: {', '.join(sorted(s['frameworks'])) or 'unknown'}"]
-    return "\n".join(lines)
+    return "\n".join(lines + images.environment_lines(results))

@@ -172,6 +172,7 @@ class _Reader:
                                   "rank": rec["rank"], "host": rec["host"],
                                   "framework": rec["framework"],
                                   "environment": rec.get("environment") or {},
+                                  "container": _dict_or_none(rec.get("container")),  # its image
                                   "window": _dict_or_none(rec.get("window")),   # the timed window
                                   "profile": _dict_or_none(rec.get("profile")),  # profile=true's trace
                                   # a layout's grid place and counts, a pipeline's bubble

@@ -51,6 +51,7 @@ class Cluster:
     max_time_min: Optional[int] = None
     sbatch_args: Settings = Settings()
     srun_args: tuple = ()
+    container_runtime: str = "pyxis"    # pyxis, apptainer or charliecloud (launchers/backends/containers.py)
     containers: Settings = Settings()   # framework -> image
     container_mounts: tuple = ()
     container_python: str = "python"
@@ -109,6 +110,8 @@ class Point:
     cluster: Cluster = Cluster()
     overrides: tuple = ()
     config: Settings = Settings()    # the whole resolved config, as composed
+    container: Optional[Settings] = None  # the image as submitted: runtime, image, digest
+                                          # (launchers/backends/containers.py; docs/containers.md)
     suite_commit: Optional[str] = None
     created_unix: Optional[float] = None
     schema: str = field(default=paths.POINT_SCHEMA, repr=False)

@@ -42,6 +42,7 @@ class RunSpec:
     parallel: Optional[Layout] = None
     suite_commit: Optional[str] = None
     config: Settings = Settings()    # the point's whole resolved config
+    container: Optional[Settings] = None  # the image the ranks run in: runtime, image, digest
     schema: str = field(default=paths.SPEC_SCHEMA, repr=False)
     version: int = field(default=paths.SCHEMA_VERSION, repr=False)
 

@@ -107,6 +107,7 @@ def capture(topology: bool = False) -> dict:
     facts = {
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
+        "python_executable": sys.executable,  # the image's own, in a container
         "platform": platform.platform(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),

@@ -209,6 +209,8 @@ def run(adapter, spec, dist, host=None):
     record["parameter_checksum"] = None  # run_steps fills it in once the loop has ended ok
     record["mode"] = spec.mode  # eager, jit, graph, ... (contract/modes.py)
     record["data"] = datafiles.settings(spec, dist)  # source, backend, workers (docs/data.md)
+    # the image this rank ran in, as the submitting side named and hashed it (docs/containers.md)
+    record["container"] = None if spec.container is None else spec.container.as_dict()
     session = limits = oom_rule = None
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)

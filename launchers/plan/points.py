@@ -26,6 +26,7 @@ from launchers.health import settings as health_settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 POINT_SCHEMA = paths.POINT_SCHEMA
+CONTAINER_RUNTIMES = ("pyxis", "apptainer", "charliecloud")  # launchers/backends/containers.py
 
 
 class ConfigError(ValueError):
@@ -84,6 +85,15 @@ def check_cluster(cfg) -> None:
         for key in keys:
             if cl.get(key) is not None and not is_kind(cl.get(key)):
                 raise ConfigError(f"cluster.{key} must be {kind}, got {cl.get(key)!r}")
+    images = cl.get("containers")
+    for fw in (images or {}):
+        if OmegaConf.is_missing(images, fw):  # ??? in the site file: the user names it
+            raise ConfigError(f"cluster.containers.{fw} is not set: the site leaves its image to "
+                              f"you (cluster.containers.{fw}=IMAGE)")
+    runtime = cl.get("container_runtime", "pyxis")
+    if runtime not in CONTAINER_RUNTIMES:
+        raise ConfigError(f"cluster.container_runtime must be one of {', '.join(CONTAINER_RUNTIMES)}, "
+                          f"got {runtime!r}")
 
 
 def check_data(cfg) -> None:
@@ -297,4 +307,5 @@ def run_spec(point: Point, repeat: int) -> RunSpec:
         compile_setting=point.compile_setting, mode=point.mode, device=point.device,
         seed=point.seed, rendezvous_timeout_s=point.rendezvous_timeout_s,
         options=point.framework.options, memory_limit_mb=point.memory_limit_mb,
-        parallel=point.parallel, suite_commit=point.suite_commit, config=point.config)
+        parallel=point.parallel, suite_commit=point.suite_commit, config=point.config,
+        container=point.container)

@@ -13,8 +13,10 @@ import sys
 import time
 
 from contract import paths, records
+from launchers.backends import containers
 from launchers.backends.slurm import srun
 from launchers.backends.worker import WorkerUnavailable, worker_argv
+from launchers.health import step as health_step
 from launchers.plan import points
 
 # Variables of an outer job or step that must not reach a nested submission (sbatch exports
@@ -110,8 +112,13 @@ def read_slurm_json(point_dir: str):
 
 
 def preflight(pts: list) -> None:
-    """What submission needs, for every point, before any is written or queued."""
+    """What submission needs, for every point, before any is written or queued: its
+    container runtime and image (the health step's PyTorch image too, with preflight=true),
+    else its framework's interpreter."""
     for point in pts:
+        containers.require(point)
+        if point.preflight:
+            containers.require(health_step.as_pytorch(point))
         if not point.container_image:
             try:
                 worker_argv(point, paths.SPEC_FILE, sys.executable)

@@ -43,6 +43,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from contract import spec as specs
 from contract import paths, records
 from launchers import repeats
+from launchers.backends import containers
 from launchers.backends.base import Launcher, NoVerdict
 from launchers.backends.slurm import arrays, job, nodes, preview, sacct, srun, srun_output
 from launchers.backends.slurm.allocation import Allocation, AllocationEnding, log
@@ -71,6 +72,7 @@ class SlurmLauncher(Launcher):
             raise points.ConfigError(f"search key {point.search['key']} changes the allocation; on "
                                      "Slurm a search runs inside one allocation (sweep it instead: "
                                      "-m nodes=1,2,4)")
+        containers.check_settings(point)
         most = point.cluster.max_gpus_per_node
         if point.cluster.gpus and most and point.gpus_per_node > int(most):
             raise points.ConfigError(f"gpus_per_node={point.gpus_per_node} is more than cluster "
@@ -88,6 +90,7 @@ class SlurmLauncher(Launcher):
                 self.submit_search(point, dry_run=True)
             return
         job.preflight(pts)
+        plain = containers.stamped(plain)  # the image digests, once per image
         todo = arrays.to_queue(plain)
         size = arrays.max_size() if len(todo) > 1 else 1
         by_point = {id(t[0]): t for t in todo}
@@ -108,6 +111,7 @@ class SlurmLauncher(Launcher):
             print(job.sbatch_script(sized).rstrip("\n"))
             return
         job.preflight([base])
+        (base,) = containers.stamped([base])
         previous = job.read_slurm_json(base.dir)
         queued = str((previous or {}).get("job_id") or "")
         if queued and sacct.squeue_states([queued]).get(queued) in ("PENDING", "RUNNING"):
@@ -127,6 +131,7 @@ class SlurmLauncher(Launcher):
 
     def health(self, point) -> dict:
         """One job of the point's shape whose driver runs the health step; wait for its verdict."""
+        containers.require(health_step.as_pytorch(point))
         executor = job.make_executor(point, job_name="dlbench-health",
                                      folder=paths.submitit_dir(point.dir))
         executor.update_parameters(time=int(point.health.timeout_s // 60) + 3)

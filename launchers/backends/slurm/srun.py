@@ -11,7 +11,7 @@ import os
 import subprocess
 
 from contract import paths
-from launchers.backends import ports, worker
+from launchers.backends import containers, ports, worker
 from launchers.health import step as health_step
 from launchers.plan import points
 
@@ -69,7 +69,9 @@ def worker_argv(point, spec_path: str, python: str) -> list:
 
 def srun_argv(point, rdir: str, command: list, time_min: int) -> list:
     """A job step as an argument list: one task per GPU on every node, each running
-    `command`, with --time `time_min` (the step's backstop: the runner ends it first).
+    `command` (in the framework's image where the site names one: its runtime's srun options,
+    then srun_args, then the runtime's command), with --time `time_min` (the step's
+    backstop: the runner ends it first).
 
     --kill-on-bad-exit=0 (whatever the site's KillOnBadExit): the driver ends the step
     when a rank fails, after launcher.failure_grace_s, with signals. srun's own kill of the
@@ -85,15 +87,8 @@ def srun_argv(point, rdir: str, command: list, time_min: int) -> list:
     if cl.gpus:
         argv.append(f"--gpus-per-node={gpn}")
     image = point.container_image
-    if image:  # pyxis
-        root, sweep = str(points.ROOT), point.sweep
-        mounts = [f"{root}:{root}"]
-        if not (sweep + os.sep).startswith(root + os.sep):
-            mounts.append(f"{sweep}:{sweep}")
-        mounts += [str(m) for m in cl.container_mounts]
-        argv += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}",
-                 f"--container-workdir={root}"]
-    return argv + [str(a) for a in cl.srun_args] + list(command)
+    box = containers.step(point, image) if image else containers.Step()
+    return argv + list(box.srun) + [str(a) for a in cl.srun_args] + list(box.wrap) + list(command)
 
 
 def repeat_argv(point, spec_path: str, rdir: str, python: str, job_min: int) -> list:
@@ -125,8 +120,10 @@ def _stale(name: str) -> bool:
 
 def step_env(point, master_addr: str, port, base=None) -> dict:
     """The step's whole environment: the driver's own job's, minus stale per-rank and
-    per-step variables, plus the additions; PYTHONPATH leads to the suite."""
-    return worker.rank_environ(base, _stale, step_env_additions(point, master_addr, port))
+    per-step variables, plus the additions; PYTHONPATH leads to the suite. In an image, as
+    its runtime needs it (containers.environ)."""
+    env = worker.rank_environ(base, _stale, step_env_additions(point, master_addr, port))
+    return containers.environ(point, env) if point.container_image or point.cluster.containers else env
 
 
 def scancel_steps(job_id, signal: str = None, timeout: float = 30) -> None:

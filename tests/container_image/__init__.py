@@ -1,0 +1,127 @@
+"""The suite's test image: Debian 12 (mmdebstrap) with its own Python 3.11 and torch==2.13.0
+(the CPU wheel) from PyPI, one SquashFS file that Charliecloud runs (docs/containers.md).
+
+    python -m tests.container_image build    build it unless it is cached; print its path
+    python -m tests.container_image path     print its path, built or not
+    make image                               the same as build, after the apt packages
+
+It is cached outside the clone (`cache_dir()`), under a name keyed by a hash of its recipe
+(RECIPE and this package's source): a fresh clone's `make test` builds it once, in a few
+minutes, and every later run reuses it. Concurrent builds wait for one another (a lock).
+"""
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from launchers.plan.points import ROOT
+
+HERE = Path(__file__).resolve().parent
+RECIPE = {
+    "suite": "bookworm",
+    "mirror": "http://deb.debian.org/debian",
+    "debs": ["python3", "python3-pip", "ca-certificates"],
+    "wheels": ["torch==2.13.0", "numpy==2.4.6"],
+    "python": "3.11",
+    # ch-run binds a host path only where the image has a directory for it (it makes none in
+    # a read-only image): the checkout's path. Sweep folders under /tmp need none.
+    "mount_points": [str(ROOT)],
+}
+# The wheels come from the host's pip, which has this network's configuration; the image's own
+# pip installs them offline. The tags are the image's Python's, whatever the host's.
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+TOOLS = ("mmdebstrap", "ch-run", "mksquashfs")
+PACKAGES = "charliecloud mmdebstrap squashfs-tools squashfuse fuse3"
+
+
+def cache_dir() -> Path:
+    """$DLBENCH_IMAGE_CACHE, else /var/cache/dlbench/images as root, else the user's cache."""
+    if os.environ.get("DLBENCH_IMAGE_CACHE"):
+        return Path(os.environ["DLBENCH_IMAGE_CACHE"])
+    if os.getuid() == 0:
+        return Path("/var/cache/dlbench/images")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dlbench" / "images"
+
+
+def key() -> str:
+    h = hashlib.sha256(json.dumps(RECIPE, sort_keys=True).encode())
+    for source in sorted(HERE.glob("*.py")):
+        h.update(source.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def path() -> Path:
+    return cache_dir() / f"pytorch-cpu-{key()}.sqfs"
+
+
+def skip_reason():
+    """Why a test cannot have the image here, or None."""
+    if os.getuid() != 0:
+        return "the test image needs root (mmdebstrap); `make image` as root builds it"
+    missing = [t for t in TOOLS if not shutil.which(t)]
+    if missing:
+        return f"{', '.join(missing)} not installed (`make image-deps`: apt-get install {PACKAGES})"
+    return None
+
+
+def _run(argv, env=None, what=""):
+    out = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{what or argv[0]} failed ({out.returncode}): "
+                           f"{(out.stderr or out.stdout).strip()[-2000:]}")
+    return out.stdout
+
+
+def _chroot_env() -> dict:
+    return dict(os.environ, USER=os.environ.get("USER") or "root")
+
+
+def build(log=print) -> Path:
+    """The image, built unless cached: mmdebstrap, the wheels, a check, mksquashfs."""
+    target = path()
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent build of the same image: wait for it
+        if target.exists():
+            return target
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as work:
+            root, wheels = Path(work) / "root", Path(work) / "wheels"
+            log(f"image: mmdebstrap {RECIPE['suite']} into {root}")
+            _run(["mmdebstrap", "--variant=minbase", "--include=" + ",".join(RECIPE["debs"]),
+                  RECIPE["suite"], str(root), RECIPE["mirror"]], what="mmdebstrap")
+            for d in ("proc", "dev", "sys", "tmp", "home", "mnt", *RECIPE["mount_points"]):
+                (root / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            for f in ("etc/hosts", "etc/resolv.conf"):  # ch-run binds the host's over them
+                (root / f).touch()
+            log(f"image: pip download {' '.join(RECIPE['wheels'])}")
+            plat = [a for p in PLATFORMS for a in ("--platform", p)]
+            _run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
+                  "--python-version", RECIPE["python"], "--implementation", "cp", *plat,
+                  "-d", str(wheels), *RECIPE["wheels"]], what="pip download")
+            log("image: pip install in the image, offline")
+            _run(["ch-run", "-w", "-b", f"{wheels}:/wheels", str(root), "--", "python3", "-m",
+                  "pip", "install", "-q", "--break-system-packages", "--no-cache-dir", "--no-index",
+                  "--find-links", "/wheels", *RECIPE["wheels"]], env=_chroot_env(),
+                 what="pip install in the image")
+            got = _run(["ch-run", str(root), "--", "python3", "-c",
+                        "import sys, numpy, torch; print(torch.__version__, sys.version.split()[0])"],
+                       env=_chroot_env(), what="import torch in the image").split()
+            log(f"image: torch {got[0]}, Python {got[1]}; mksquashfs")
+            tmp = Path(work) / "image.sqfs"
+            _run(["mksquashfs", str(root), str(tmp), "-comp", "zstd", "-Xcompression-level", "3",
+                  "-noappend", "-quiet", "-no-progress"], what="mksquashfs")
+            os.replace(tmp, target)  # whole or not at all
+        info = {"recipe": RECIPE, "key": key(), "torch": got[0], "python": got[1],
+                "built_unix": time.time(), "build_s": round(time.monotonic() - t0, 1)}
+        Path(str(target) + ".json").write_text(json.dumps(info, indent=1))
+        log(f"image: built in {info['build_s']} s: {target}")
+    return target
