@@ -97,3 +97,12 @@ def test_oom_while_a_torch_session_is_built_is_oom():
     rec = harness.run(None, spec, DistEnv(0, 1, 0, 1, "h", 1))[0]  # the registry's pytorch
     assert rec["status"] == "oom", rec["error"]
     assert "can't allocate memory" in rec["error"] or "not enough memory" in rec["error"]
+
+
+def test_the_record_names_the_image_its_spec_gives():
+    image = {"runtime": "charliecloud", "image": "/i.sqfs", "digest": "sha256:ab", "digest_of": "f",
+             "why": None}
+    rec = harness.run(stand_in(lambda s, d: Counting(s, d)), run_spec(SPEC, container=image),
+                      DistEnv(0, 1, 0, 1, "h", 1))[0]
+    assert rec["container"] == image and rec["framework"]["version"] == "0"
+    assert run()["container"] is None  # no image: the suite's own interpreters
