@@ -23,7 +23,9 @@ def listing(path: str) -> list:
 
 
 def facts() -> dict:
-    return {"host": socket.gethostname(), "interfaces": listing("/sys/class/net"),
+    # the interfaces of this process's network namespace (/sys/class/net is the namespace of
+    # whoever mounted /sys, which on the test cluster's nodes is the host's)
+    return {"host": socket.gethostname(), "interfaces": sorted(n for _, n in socket.if_nameindex()),
             "hcas": listing("/sys/class/infiniband"), "checkout": os.getcwd()}
 
 

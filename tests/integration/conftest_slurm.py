@@ -38,3 +38,14 @@ def slurm_cluster():
     finally:
         if started:
             cluster.down()
+
+
+@pytest.fixture(scope="session")
+def test_image():
+    """The suite's test image (tests/container_image: Debian 12, its own Python and torch),
+    built once if `make image` has not (about a minute), else the cached file."""
+    from tests import container_image
+    reason = container_image.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return str(container_image.build())
