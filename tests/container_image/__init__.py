@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from contract import records
 from launchers.plan.points import ROOT
 
 HERE = Path(__file__).resolve().parent
@@ -119,9 +120,9 @@ def build(log=print) -> Path:
             tmp = Path(work) / "image.sqfs"
             _run(["mksquashfs", str(root), str(tmp), "-comp", "zstd", "-Xcompression-level", "3",
                   "-noappend", "-quiet", "-no-progress"], what="mksquashfs")
-            os.replace(tmp, target)  # whole or not at all
-        info = {"recipe": RECIPE, "key": key(), "torch": got[0], "python": got[1],
-                "built_unix": time.time(), "build_s": round(time.monotonic() - t0, 1)}
-        Path(str(target) + ".json").write_text(json.dumps(info, indent=1))
+            info = {"recipe": RECIPE, "key": key(), "torch": got[0], "python": got[1],
+                    "built_unix": time.time(), "build_s": round(time.monotonic() - t0, 1)}
+            records.write_json_atomic(str(target) + ".json", info)  # what the build found in it
+            os.replace(tmp, target)  # whole or not at all; the image's presence means done
         log(f"image: built in {info['build_s']} s: {target}")
     return target

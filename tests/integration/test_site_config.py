@@ -45,7 +45,9 @@ def test_hydra_searchpath_and_the_same_error_for_an_unknown_name(site, tmp_path)
     assert "#SBATCH --partition=site-own-gpus" in res.stdout
     res = run([sys.executable, "-m", "launch", *COMMON], cwd=ROOT)
     assert res.returncode == 2
-    assert res.stderr.strip() == "error: unknown cluster 'mysite' (valid: example_site, local, localtest)"
+    assert res.stderr.strip() == ("error: unknown cluster 'mysite' (valid: example_site, local, "
+                                  "localtest, localtest_charliecloud)")
     res = run([sys.executable, "-m", "launch", "--config-dir", str(site), "cluster=othersite"], cwd=ROOT)
     assert res.returncode == 2 and res.stderr.strip() == (
-        "error: unknown cluster 'othersite' (valid: example_site, local, localtest, mysite)")
+        "error: unknown cluster 'othersite' (valid: example_site, local, localtest, localtest_charliecloud, "
+        "mysite)")
