@@ -12,13 +12,7 @@ _image_mk_default_goal := $(.DEFAULT_GOAL)
 .PHONY: image image-deps image-path
 
 image-deps:
-	@missing=""; for p in $(IMAGE_PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "image-deps: installing$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	else echo "image-deps: $(IMAGE_PKGS) already installed"; fi
+	@$(call apt_install,image-deps,$(IMAGE_PKGS))
 
 image: image-deps venv
 	$(PYTHON) -m tests.container_image build

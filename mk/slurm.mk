@@ -18,13 +18,7 @@ _slurm_mk_default_goal := $(.DEFAULT_GOAL)
 
 # apt only when a package is missing, so this is quick once installed.
 slurm-deps:
-	@missing=""; for p in $(SLURM_TEST_PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "slurm-deps: installing$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	else echo "slurm-deps: $(SLURM_TEST_PKGS) already installed"; fi
+	@$(call apt_install,slurm-deps,$(SLURM_TEST_PKGS))
 
 slurm-up:
 	$(PYTHON) -m tests.slurm_cluster up --dir $(SLURM_TEST_DIR) \
