@@ -105,6 +105,7 @@ def refused(tmp_path, *overrides):
     return res.stderr.strip()
 
 
+@pytest.mark.skipif(not shutil.which("ch-run"), reason="charliecloud not installed (make image-deps)")
 def test_a_missing_image_or_runtime_is_one_line_before_anything_runs(slurm_cluster, tmp_path):
     assert refused(tmp_path, "cluster.containers.pytorch=/nonexistent/pt.sqfs") == (
         "error: cluster.containers.pytorch=/nonexistent/pt.sqfs: no such image here "
@@ -117,7 +118,8 @@ def test_a_missing_image_or_runtime_is_one_line_before_anything_runs(slurm_clust
         "(`srun --help`: pyxis is not installed)")
 
 
-@pytest.mark.skipif(not shutil.which("mksquashfs"), reason="squashfs-tools not installed (make image-deps)")
+@pytest.mark.skipif(not (shutil.which("mksquashfs") and shutil.which("ch-run")),
+                    reason="charliecloud or squashfs-tools not installed (make image-deps)")
 def test_an_image_without_a_directory_for_the_checkout_is_refused(slurm_cluster, tmp_path):
     tree = tmp_path / "tree"
     (tree / "usr" / "bin").mkdir(parents=True)

@@ -66,7 +66,8 @@ def test_nccl_settings_and_gpus_the_nodes_lack_are_failures(slurm_cluster, tmp_p
     assert res.returncode == 0 and lines["nccl"][0] == "ok", res.stdout
 
 
-@pytest.mark.skipif(not shutil.which("mksquashfs"), reason="squashfs-tools not installed (make image-deps)")
+@pytest.mark.skipif(not (shutil.which("mksquashfs") and shutil.which("ch-run")),
+                    reason="charliecloud or squashfs-tools not installed (make image-deps)")
 def test_an_image_that_cannot_bind_the_checkout_fails_its_line(slurm_cluster, tmp_path):
     (tmp_path / "tree" / "usr").mkdir(parents=True)
     image = tmp_path / "bare.sqfs"
