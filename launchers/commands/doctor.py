@@ -175,9 +175,11 @@ class Doctor:
             self.say("ok", "nccl", f"{facts['host']} has what NCCL_SOCKET_IFNAME and NCCL_IB_HCA name")
 
     def image(self, fw: str) -> None:
-        """The framework's image on one node: started by the runtime, the framework imported."""
-        point = self.point.replace(framework=Framework(fw, container=self.override(fw)), nodes=1,
-                                   gpus_per_node=1, world_size=1)
+        """The framework's image on one node: started by the runtime, the framework imported.
+        The point's own framework keeps its framework.container, so refusals name that key."""
+        own = self.point.framework
+        point = self.point.replace(framework=Framework(fw, container=own.container if own.name == fw
+                                                       else None), nodes=1, gpus_per_node=1, world_size=1)
         check, image = f"image {fw}", point.container_image
         try:
             containers.require(point)
@@ -198,10 +200,6 @@ class Doctor:
         else:
             self.say("ok", check, f"{point.cluster.container_runtime} ran {image} on a node: "
                      f"{fw} {last} imports there")
-
-    def override(self, fw):
-        fwp = self.point.framework
-        return fwp.container if fwp.name == fw else None
 
     @staticmethod
     def ask_env(root_on_path=False) -> dict:
