@@ -9,6 +9,7 @@ from hydra import compose, initialize_config_dir
 
 import launch
 from healthchecks import nodechecks
+from contract.point import Expect
 from launchers.plan import points
 
 CONF = str(points.ROOT / "conf")
@@ -25,6 +26,15 @@ BAD = [
     ("health.link_iters=0", "health.link_iters must be an integer >= 1, got 0"),
     ("health.site_checks=/bin/true", "health.site_checks must be a list of script paths, got '/bin/true'"),
     ("preflight=maybe", "preflight must be true or false, got 'maybe'"),
+    ("health.link_cap_s=0", "health.link_cap_s must be a number > 0, got 0"),
+    ("health.expect.link_gbytes_s=-1", "health.expect.link_gbytes_s must be a number > 0, got -1"),
+    ("health.expect.matmul_tflops=fast", "health.expect.matmul_tflops must be a number > 0, got 'fast'"),
+    ("health.expect.ib_rate_gbits=true", "health.expect.ib_rate_gbits must be a number > 0, got True"),
+    ("health.expect.gpus_per_node=1.5", "health.expect.gpus_per_node must be an integer >= 1, got 1.5"),
+    ("health.expect=8", "health.expect must be a mapping of link_gbytes_s, matmul_tflops, ib_rate_gbits, "
+                        "gpus_per_node, got 8"),
+    ("+health.expect.flops=1", "unknown health.expect key 'flops' (valid: link_gbytes_s, matmul_tflops, "
+                               "ib_rate_gbits, gpus_per_node)"),
 ]
 
 
@@ -46,7 +56,17 @@ def test_the_checks_resolve_to_names(tmp_path):
     assert list(point.health.checks) == ["memory", "links"] and point.preflight is False
 
 
-@pytest.mark.parametrize("override,message", BAD[:4] + BAD[5:6])
+def test_the_sites_figures_are_typed_and_null_by_default(tmp_path):
+    assert points.make_point(cfg_of(), tmp_path, 0).health.expect == Expect()
+    point = points.make_point(cfg_of("health.expect.link_gbytes_s=20", "health.expect.gpus_per_node=8"),
+                              tmp_path, 0)
+    assert point.health.expect == Expect(link_gbytes_s=20, gpus_per_node=8)
+    assert point.health.link_cap_s == 2
+
+
+@pytest.mark.parametrize("override,message", BAD[:4] + BAD[5:6] + BAD[-7:-1] + [
+    ("health.expect.flops=1", "unknown key 'health.expect.flops' (valid in health.expect: link_gbytes_s, "
+                              "matmul_tflops, ib_rate_gbits, gpus_per_node)")])
 def test_launch_health_refuses_in_one_line_and_exit_2(override, message, capsys, tmp_path):
     code = launch.main(["health", override, f"output_root={tmp_path}"])
     err = capsys.readouterr().err.strip().splitlines()
