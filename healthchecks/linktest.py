@@ -11,11 +11,13 @@ give every node two outgoing and two incoming links, to and from different partn
 
 The rule, written once:
 
-- The fabric's reference is each node's best link (what its port moves with a healthy
-  partner), the median of those over the nodes (the higher middle one of an even count).
-  A slow node gives one value of N to it, however many links it is an end of (4 of the 6
-  at 3 nodes: there the median link is its own), so it cannot drag the reference; fewer
-  than half the nodes slow cannot either.
+- The fabric's reference is the median link once the slow nodes are set aside, found in
+  two passes. First each node's best link (what its port moves with a healthy partner),
+  the median of those over the nodes (the higher middle one of an even count): a slow node
+  gives one value of N to it, however many links it is an end of (4 of the 6 at 3 nodes:
+  there the median link is its own), so fewer than half the nodes slow cannot drag it.
+  Then the nodes slow against that are set aside, and the median of the other links is
+  the reference: a typical healthy link, which one lucky fast link cannot lift.
 - A link is slow below health.min_fraction of the reference, or below a floor that holds
   whatever the other links do: the site's expected rate (health.expect.link_gbytes_s), and
   the cap's (health.link_mb within health.link_cap_s: a transfer's size is capped to what
@@ -30,8 +32,8 @@ The rule, written once:
   links (a cable, a switch port). With 2 nodes a slow node cannot be told from a slow link
   (`ambiguous`); with 3, two nodes slow both ways leave no fast link: only a floor judges.
 
-`schedule`, `reference`, `slow_links` and `diagnose` are plain arithmetic (tested at 3, 4,
-8 and 1,000 nodes); `measure` moves the bytes with torch.distributed's point-to-point
+`schedule`, `reference`, `judge` and `diagnose` are plain arithmetic (tested at 3, 4, 8
+and 1,000 nodes); `measure` moves the bytes with torch.distributed's point-to-point
 operations (gloo on CPU, NCCL on GPUs), one rank per node: the node's first. Standard
 library only, but `measure` imports torch.
 """
@@ -64,9 +66,9 @@ def partners(node: int, nodes: int, stride: int) -> tuple:
     return (node + stride) % nodes, (node - stride) % nodes
 
 
-def reference(rates: dict):
-    """The fabric's reference: each node's best link (in or out), the higher median of those
-    over the nodes. `rates`: (src, dst) -> rate. None without links."""
+def best_link_median(rates: dict):
+    """Each node's best link (in or out), the higher median of those over the nodes: a slow
+    node gives one value of N to it. `rates`: (src, dst) -> rate. None without links."""
     best = {}
     for (src, dst), rate in rates.items():
         for node in (src, dst):
@@ -74,18 +76,34 @@ def reference(rates: dict):
     return statistics.median_high(best.values()) if best else None
 
 
-def slow_links(rates: dict, fraction: float, floors=()) -> dict:
-    """(src, dst) -> why it is slow, for each slow link: below `fraction` of the reference,
-    or below a floor; `floors`: [(rate, why)], a why such as "health.expect.link_gbytes_s"."""
-    ref = reference(rates)
+def _slow(rates: dict, reference, fraction: float, floors) -> dict:
     out = {}
     for link, rate in rates.items():
         why = [w for floor, w in floors if floor is not None and rate < floor]
-        if ref is not None and rate < fraction * ref:
+        if reference is not None and rate < fraction * reference:
             why.insert(0, "reference")
         if why:
             out[link] = why
     return out
+
+
+def reference(nodes: int, rates: dict, fraction: float, floors=()):
+    """The fabric's reference: the median link of the nodes not found slow against the
+    median of each node's best link (or that median, where every link has a slow end)."""
+    first = best_link_median(rates)
+    suspects = diagnose(nodes, _slow(rates, first, fraction, floors))["nodes"]
+    clean = [r for (src, dst), r in rates.items() if src not in suspects and dst not in suspects]
+    return statistics.median(clean) if clean else first
+
+
+def judge(nodes: int, rates: dict, fraction: float, floors=()) -> dict:
+    """The rule on measured rates ((src, dst) -> GB/s): {"reference", "slow": {(src, dst):
+    [why]}, "nodes", "links", "ambiguous"}. A link's whys: "reference" (below `fraction` of
+    it) and each floor it is below; `floors`: [(rate, why)], a why such as
+    "health.expect.link_gbytes_s"."""
+    ref = reference(nodes, rates, fraction, floors)
+    slow = _slow(rates, ref, fraction, floors)
+    return {"reference": ref, "slow": slow, **diagnose(nodes, slow)}
 
 
 def _ways(nodes: int):

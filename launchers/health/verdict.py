@@ -15,10 +15,11 @@ checks, each link's bandwidth, and which nodes and links are sick (docs/health.m
 - The site's own figures (health.expect, launchers/health/expected.py): below one is sick,
   whatever the other nodes do.
 - Links, by healthchecks/linktest.py's rule: a link below health.min_fraction of the
-  fabric's reference (each node's best link, the median of those over the nodes: a node
-  that is an end of most links cannot drag it), or below a floor (health.expect's rate; what
-  moves health.link_mb within health.link_cap_s), is slow; a node all of whose links one
-  way are slow is named (sick), and a slow link no node explains is named on its own line.
+  fabric's reference (the median link once the nodes slow against the median of each
+  node's best link are set aside: a node that is an end of most links cannot drag it), or
+  below a floor (health.expect's rate; what moves health.link_mb within
+  health.link_cap_s), is slow; a node all of whose links one way are slow is named (sick),
+  and a slow link no node explains is named on its own line.
 
 `exclude` is what preflight leaves out: every sick node, and for each slow link that no
 node explains, the node that sends on it unless its other end is left out already (either
@@ -154,7 +155,8 @@ def _medians(rows: list, fraction: float) -> dict:
 def _why_slow(reasons: list, reference: float, fraction: float, floors: list) -> str:
     """What a slow link is below, in words."""
     said = {"reference": f"{fraction:g} x the fabric's reference {reference:.3g} GB/s"}
-    said.update({why: f"{why}'s {floor:.3g} GB/s" for floor, why in floors})
+    said.update({why: f"{why}'s {floor:.3g} GB/s" if floor < 100 else f"{why}'s {floor:.0f} GB/s"
+                 for floor, why in floors})
     return "below " + " and ".join(said[r] for r in reasons)
 
 
@@ -181,9 +183,8 @@ def _links(rows: list, settings: dict) -> dict:
     capped = {(l["src"], l["dst"]) for l in measured if l.get("capped")}
     median = statistics.median(speed.values())
     floors = expected.link_floors(settings)
-    slow = linktest.slow_links(speed, fraction, floors)
-    reference = linktest.reference(speed)
-    found = linktest.diagnose(len(rows), set(slow))
+    found = linktest.judge(len(rows), speed, fraction, floors)
+    slow, reference = found["slow"], found["reference"]
 
     def desc(src, dst):
         cap = f" (capped at health.link_cap_s={settings.get('link_cap_s'):g} s)" if (src, dst) in capped else ""
@@ -285,7 +286,7 @@ def render(verdict: dict) -> str:
         capped = sum(l.get("capped", False) for l in verdict["links"])
         lines.append(f"links: {len(verdict['links'])} measured in "
                      f"{len({l['stride'] for l in verdict['links']})} round(s), the fabric's reference "
-                     f"{verdict['link_reference_gbytes_s']:.3g} GB/s (each node's best link, their "
-                     f"median), median {verdict['link_median_gbytes_s']:.3g} GB/s"
+                     f"{verdict['link_reference_gbytes_s']:.3g} GB/s (the median link, slow nodes set "
+                     f"aside), median of all {verdict['link_median_gbytes_s']:.3g} GB/s"
                      + (f", {capped} capped (health.link_cap_s)" if capped else ""))
     return "\n".join(lines)

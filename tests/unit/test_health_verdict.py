@@ -105,8 +105,9 @@ def test_a_slow_cable_is_a_link_and_costs_one_end():
 def test_a_node_slow_both_ways_among_three_is_named():
     """The fault as a new user met it: n3 throttled to 0.04 GB/s both ways (25 s for its
     gigabyte), the other links at 1.5 GB/s. n3 is an end of 4 of the 6 links, so the median
-    link is its own 0.04 GB/s and nothing is below 0.8 of it; the fabric's reference is each
-    node's best link (1.5, 1.5, 0.04), their median 1.5 GB/s: n3's four links are 0.027 of it."""
+    link is its own 0.04 GB/s and nothing is below 0.8 of it. Each node's best link is 1.5,
+    1.5 and 0.04 GB/s, their median 1.5: against it n3 is slow both ways; set aside, the links
+    left (n1 <-> n2) give the reference, 1.5 GB/s: n3's four links are 0.027 of it."""
     slow = {k: (25.0 if 2 in k[:2] else 1 / 1.5) for k in FAST}
     v = judge(records(seconds=slow))
     assert v["link_median_gbytes_s"] == pytest.approx(0.04)
@@ -115,7 +116,7 @@ def test_a_node_slow_both_ways_among_three_is_named():
     assert v["sick"]["n3"] == ["links: sends slowly and receives slowly: n1 -> n3 0.04 GB/s, "
                                "n2 -> n3 0.04 GB/s, n3 -> n1 0.04 GB/s, n3 -> n2 0.04 GB/s "
                                "(below 0.8 x the fabric's reference 1.5 GB/s)"]
-    assert "the fabric's reference 1.5 GB/s (each node's best link, their median), median " \
+    assert "the fabric's reference 1.5 GB/s (the median link, slow nodes set aside), median of all " \
         "0.04 GB/s" in health_verdict.render(v)
 
 
@@ -182,7 +183,8 @@ def test_a_node_with_no_gpu_where_the_site_expects_some_is_sick():
 def test_a_link_that_cannot_move_its_bytes_within_the_cap_is_slow_with_the_rate_it_reached():
     """health.link_mb=64 within health.link_cap_s=2: below 64 MiB / 2 s = 0.0336 GB/s is slow,
     whatever the others do. 2 nodes: n2's probe said 5 MB/s, so its transfer was capped to
-    10 MB, moved in 2 s: 0.005 GB/s; n1 -> n2 moved its 64 MiB in 0.05 s."""
+    10 MB, moved in 2 s: 0.005 GB/s; n1 -> n2 moved its 64 MiB in 0.05 s, 1.34 GB/s. The
+    median of the two, 0.674 GB/s, is the reference (2 nodes: none set aside)."""
     mib = 64 * 2**20
     recs = records(nodes=2)
     recs[0]["links"] = [{"src": 1, "dst": 0, "stride": 1, "bytes": 10_000_000, "seconds": 2.0, "capped": True}]
@@ -190,7 +192,7 @@ def test_a_link_that_cannot_move_its_bytes_within_the_cap_is_slow_with_the_rate_
     settings = {**SETTINGS, "link_mb": 64, "link_cap_s": 2}
     v = health_verdict.judge(recs, HOSTS[:2], 2, settings)
     assert [(l["src"], l["dst"], l["capped"]) for l in v["slow_links"]] == [("n2", "n1", True)]
-    assert v["slow_links"][0]["below"] == ("below 0.8 x the fabric's reference 1.34 GB/s and "
+    assert v["slow_links"][0]["below"] == ("below 0.8 x the fabric's reference 0.674 GB/s and "
                                            "health.link_cap_s's 0.0336 GB/s")
     assert "1 capped (health.link_cap_s)" in health_verdict.render(v)
     # the same at 3 nodes: a node throttled both ways, each of its transfers capped
