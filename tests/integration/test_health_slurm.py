@@ -209,9 +209,8 @@ def test_preflight_runs_a_two_node_point_on_two_healthy_nodes(cluster, tmp_path)
 
 def test_preflight_leaves_a_node_with_a_degraded_link_out(cluster, tmp_path):
     """node1 sends slowly: the 3-node point's first allocation (node1-3) names it, and the
-    point runs on node2-4. (With 2 nodes it could not be told from a slow link, and what
-    it receives is slowed too, its acknowledgements waiting behind its data: both links
-    slow leave no faster median to compare with.)"""
+    point runs on node2-4. (What it receives is slowed too, its acknowledgements waiting
+    behind its data; with 2 nodes see test_preflight_keeps_a_two_node_point_off_...)"""
     cluster.limit_rate("node1", "100mbit")
     try:
         wait, pdir, pre = sweep(tmp_path, "nodes=3", "gpus_per_node=1")
