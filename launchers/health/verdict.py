@@ -187,7 +187,7 @@ def _links(rows: list, settings: dict) -> dict:
     slow, reference = found["slow"], found["reference"]
 
     def desc(src, dst):
-        cap = f" (capped at health.link_cap_s={settings.get('link_cap_s'):g} s)" if (src, dst) in capped else ""
+        cap = " (capped)" if (src, dst) in capped else ""  # to what moves in health.link_cap_s
         return f"{names[src]} -> {names[dst]} {speed[(src, dst)]:.3g} GB/s{cap}"
     for row in rows:
         i = row["index"]

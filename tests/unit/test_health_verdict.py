@@ -206,7 +206,7 @@ def test_a_link_that_cannot_move_its_bytes_within_the_cap_is_slow_with_the_rate_
     v = judge(recs, settings)
     assert list(v["sick"]) == ["n3"]
     assert v["sick"]["n3"][0].startswith("links: sends slowly and receives slowly: n1 -> n3 0.005 GB/s "
-                                         "(capped at health.link_cap_s=2 s), ")
+                                         "(capped), n2 -> n3 0.005 GB/s (capped), ")
 
 
 def test_a_missing_rank_is_its_nodes_fault_not_its_peers():
