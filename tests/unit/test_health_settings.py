@@ -64,6 +64,20 @@ def test_the_sites_figures_are_typed_and_null_by_default(tmp_path):
     assert point.health.link_cap_s == 2
 
 
+def test_a_site_sets_its_figures_once_in_its_file(tmp_path):
+    """A site file in Hydra's global form (docs/health.md), kept outside the checkout."""
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "mysite.yaml").write_text(
+        "# @package _global_\ncluster:\n  name: mysite\n  partition: gpu\n"
+        "health:\n  expect:\n    link_gbytes_s: 20\n    gpus_per_node: 8\n")
+    site = ["cluster=mysite", f"hydra.searchpath=[file://{tmp_path}]"]
+    point = points.make_point(cfg_of(*site), tmp_path / "s", 0)
+    assert (point.cluster.name, point.cluster.partition) == ("mysite", "gpu")
+    assert point.health.expect == Expect(link_gbytes_s=20, gpus_per_node=8)
+    assert points.make_point(cfg_of(*site, "health.expect.link_gbytes_s=25"), tmp_path / "s", 0
+                             ).health.expect.link_gbytes_s == 25  # an override still wins
+
+
 @pytest.mark.parametrize("override,message", BAD[:4] + BAD[5:6] + BAD[-7:-1] + [
     ("health.expect.flops=1", "unknown key 'health.expect.flops' (valid in health.expect: link_gbytes_s, "
                               "matmul_tflops, ib_rate_gbits, gpus_per_node)")])
