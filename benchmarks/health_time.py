@@ -4,11 +4,18 @@ time goes: submission and queue, the health step (ranks start, checks, links), t
     eval "$(.venv/bin/python -m tests.slurm_cluster env)"     # the shared test cluster
     .venv/bin/python benchmarks/health_time.py [--runs 5] [-- extra overrides]
 
+    # a node's port throttled both ways: on a cluster of your own, never the shared one
+    .venv/bin/python -m tests.slurm_cluster up --dir /tmp/dlbench-slurm-bench --second
+    eval "$(.venv/bin/python -m tests.slurm_cluster env --dir /tmp/dlbench-slurm-bench)"
+    .venv/bin/python benchmarks/health_time.py --throttle node3=40mbit [-- overrides]
+    .venv/bin/python -m tests.slurm_cluster down --dir /tmp/dlbench-slurm-bench
+
 Each run is `python -m launch health nodes=3 gpus_per_node=2 launcher=slurm cluster=localtest`
-(every check, the default link_mb and min_fraction, plus the extra overrides) as a
-subprocess: its wall time; from its folder, the health step's (the first rank's start to the
-last rank's end, from the records) and the links' share (the slowest node leader's link
-rounds). Prints a Markdown table (benchmarks/health_time.md keeps one).
+(every check, the default link_mb, link_cap_s and min_fraction, plus the extra overrides) as
+a subprocess: its wall time; from its folder, the health step's (the first rank's start to
+the last rank's end, from the records). `--throttle NODE=RATE` rate-limits the node's port
+both ways (tc on both ends of its veth) for the runs and lifts it after, whatever happened.
+Prints a Markdown table (benchmarks/health_time.md keeps one).
 """
 import argparse
 import json
@@ -45,6 +52,8 @@ def one(extra: list, out_root: str) -> dict:
     step = max(r["ended_unix"] for r in recs) - min(r["started_unix"] for r in recs)
     return {"wall": wall, "step": step, "exit": r.returncode, "ok": verdict["ok"],
             "median_gbs": verdict.get("link_median_gbytes_s"),
+            "reference_gbs": verdict.get("link_reference_gbytes_s"),
+            "capped": sum(l.get("capped", False) for l in verdict["links"]),
             "sick": [f"{n}: {'; '.join(w)}" for n, w in sorted(verdict["sick"].items())]
             + [f"slow link {l['src']} -> {l['dst']} {l['gbytes_s']:.2f} GB/s" for l in verdict["slow_links"]],
             "slow_links": len(verdict["slow_links"])}
@@ -53,21 +62,36 @@ def one(extra: list, out_root: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--throttle", metavar="NODE=RATE",
+                        help="rate-limit NODE's port both ways for the runs (tc), e.g. node3=40mbit")
     parser.add_argument("extra", nargs="*", help="more overrides, e.g. health.link_mb=8")
     args = parser.parse_args(argv)
+    cluster = None
+    if args.throttle:
+        from tests.slurm_cluster import LocalSlurmCluster
+        node, _, rate = args.throttle.partition("=")
+        cluster = LocalSlurmCluster.load(os.path.dirname(os.path.dirname(os.environ["SLURM_CONF"])))
+        cluster.limit_rate(node, rate or "40mbit", both=True)
     rows = []
-    for _ in range(args.runs):
-        with tempfile.TemporaryDirectory() as out:
-            rows.append(one(args.extra, out))
+    try:
+        for _ in range(args.runs):
+            with tempfile.TemporaryDirectory() as out:
+                rows.append(one(args.extra, out))
+    finally:
+        if cluster:
+            cluster.unlimit(node)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"python {platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M %Z')}")
-    print(f"command: python -m launch health {' '.join(BASE + args.extra)}\n")
-    print("| run | wall (s) | health step (s) | exit | verdict | link median (GB/s) |")
-    print("|---|---|---|---|---|---|")
+          f"python {platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M %Z')}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"command: python -m launch health {' '.join(BASE + args.extra)}"
+          + (f" (throttled: {args.throttle} both ways)" if args.throttle else "") + "\n")
+    print("| run | wall (s) | health step (s) | exit | verdict | links capped | link median "
+          "(GB/s) | reference (GB/s) |")
+    print("|---|---|---|---|---|---|---|---|")
     for i, r in enumerate(rows, 1):
         verdict = "ok" if r["ok"] else "; ".join(r["sick"])
-        print(f"| {i} | {r['wall']:.1f} | {r['step']:.1f} | {r['exit']} | {verdict} | "
-              f"{r['median_gbs']:.2f} |")
+        print(f"| {i} | {r['wall']:.1f} | {r['step']:.1f} | {r['exit']} | {verdict} | {r['capped']} | "
+              f"{r['median_gbs']:.3g} | {r['reference_gbs']:.3g} |")
     walls = [r["wall"] for r in rows]
     print(f"\nwall: median {statistics.median(walls):.1f} s, max {max(walls):.1f} s over {len(rows)} runs")
     return 0

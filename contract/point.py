@@ -59,6 +59,16 @@ class Cluster:
 
 
 @dataclass(frozen=True)
+class Expect:
+    """The site's own figures (health.expect): below one is sick, whatever the other nodes
+    do (launchers/health/expected.py). None: not judged."""
+    link_gbytes_s: Optional[float] = None   # each link between nodes, GB/s
+    matmul_tflops: Optional[float] = None   # each device's fp32 matrix multiply, TFLOP/s
+    ib_rate_gbits: Optional[float] = None   # each node's slowest InfiniBand port, Gb/s
+    gpus_per_node: Optional[int] = None     # GPUs each node has (NVML, or the node's gres)
+
+
+@dataclass(frozen=True)
 class Health:
     """The checked health settings (launchers/health/settings.py; docs/health.md)."""
     checks: tuple = ()
@@ -70,8 +80,10 @@ class Health:
     matmul_s: float = 0.5
     link_mb: float = 64
     link_iters: int = 3
+    link_cap_s: float = 2            # a link's transfer moves at most what it can in this time
     site_checks: tuple = ()
     timeout_s: float = 300
+    expect: Expect = Expect()
 
 
 @dataclass(frozen=True)

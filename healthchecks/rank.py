@@ -4,7 +4,8 @@ Started like a worker (srun on Slurm, processes on the local launcher), one rank
 with the same distributed environment (frameworks/common/distenv.py). Every rank times a
 matrix multiply on its device; the node's first rank runs the node's checks
 (healthchecks/nodechecks.py); then the node leaders test the links between nodes in
-two rings (healthchecks/linktest.py) over torch.distributed: gloo on CPU, NCCL on GPUs.
+two rings (healthchecks/linktest.py; each transfer capped to health.link_cap_s) over
+torch.distributed: gloo on CPU, NCCL on GPUs.
 Each rank writes its record (paths.rank_record_name) into the spec's record_dir, whole or
 not at all, however it ends; launchers/health/verdict.py judges them together.
 Standard library and torch: this runs in the suite's Python, or the PyTorch container.
@@ -57,7 +58,8 @@ def run(spec: HealthSpec, dist, record: dict) -> None:
     try:
         record["links"] = linktest.measure(dist, spec.gpus_per_node,
                                            int(settings.link_mb * 2**20),
-                                           int(settings.link_iters), device)
+                                           int(settings.link_iters), device,
+                                           cap_s=settings.get("link_cap_s"))
     finally:
         td.destroy_process_group()
 

@@ -9,10 +9,17 @@ checks, each link's bandwidth, and which nodes and links are sick (docs/health.m
 - Devices and versions: the model, and each version, that most nodes have; a node with
   another is sick.
 - A node whose value of a median check (clock, InfiniBand rate, free memory, /dev/shm,
-  matrix multiply) is below health.min_fraction of the allocation's median is sick. The
-  matrix multiply: the node's slowest device against the median of every device.
-- A link below health.min_fraction of the median link is slow; healthchecks/linktest.py
-  tells a slow node (sick) from a slow link (named on its own line).
+  matrix multiply) is below health.min_fraction of the allocation's median is sick (one
+  value per node: a sick node cannot drag that median). The matrix multiply: the node's
+  slowest device against the median of every device.
+- The site's own figures (health.expect, launchers/health/expected.py): below one is sick,
+  whatever the other nodes do.
+- Links, by healthchecks/linktest.py's rule: a link below health.min_fraction of the
+  fabric's reference (the median link once the nodes slow against the median of each
+  node's best link are set aside: a node that is an end of most links cannot drag it), or
+  below a floor (health.expect's rate; what moves health.link_mb within
+  health.link_cap_s), is slow; a node all of whose links one way are slow is named (sick),
+  and a slow link no node explains is named on its own line.
 
 `exclude` is what preflight leaves out: every sick node, and for each slow link that no
 node explains, the node that sends on it unless its other end is left out already (either
@@ -22,9 +29,9 @@ and, once each, why the checks that did not apply were skipped.
 import statistics
 from collections import Counter
 
-from healthchecks import linktest
-from healthchecks import nodechecks
 from contract import paths, statuses
+from healthchecks import linktest, nodechecks
+from launchers.health import expected
 
 
 def below(value, median, fraction: float) -> bool:
@@ -145,35 +152,53 @@ def _medians(rows: list, fraction: float) -> dict:
     return medians
 
 
-def _links(rows: list, fraction: float) -> dict:
+def _why_slow(reasons: list, reference: float, fraction: float, floors: list) -> str:
+    """What a slow link is below, in words."""
+    said = {"reference": f"{fraction:g} x the fabric's reference {reference:.3g} GB/s"}
+    said.update({why: f"{why}'s {floor:.3g} GB/s" if floor < 100 else f"{why}'s {floor:.0f} GB/s"
+                 for floor, why in floors})
+    return "below " + " and ".join(said[r] for r in reasons)
+
+
+def _links(rows: list, settings: dict) -> dict:
+    """Each link's rate, the slow ones and what they say (healthchecks/linktest.py's rule)."""
+    fraction = float(settings["min_fraction"])
     measured = [dict(link) for row in rows for rec in row["ranks"].values() if rec
                 for link in rec.get("links") or []]
+    none = {"links": [], "slow": [], "ambiguous": False, "median": None, "reference": None}
     if len(rows) < 2:
         reason = "one node: no link between nodes"
         for row in rows:
             row["checks"]["links"] = nodechecks.skipped(reason)
-        return {"links": [], "slow": [], "ambiguous": False, "median": None}
+        return none
     if not measured:
         for row in rows:
             row["checks"]["links"] = row["checks"].get("links") or nodechecks.skipped(
                 "no link measured (health.checks, or the step did not get that far)")
-        return {"links": [], "slow": [], "ambiguous": False, "median": None}
+        return none
     names = [row["node"] for row in rows]
     for link in measured:
         link["gbytes_s"] = link["bytes"] / link["seconds"] / 1e9 if link.get("seconds") else 0.0
-    median = statistics.median(link["gbytes_s"] for link in measured)
-    slow = {(l["src"], l["dst"]): l for l in measured if below(l["gbytes_s"], median, fraction)}
-    found = linktest.diagnose(len(rows), set(slow))
     speed = {(l["src"], l["dst"]): l["gbytes_s"] for l in measured}
+    capped = {(l["src"], l["dst"]) for l in measured if l.get("capped")}
+    median = statistics.median(speed.values())
+    floors = expected.link_floors(settings)
+    found = linktest.judge(len(rows), speed, fraction, floors)
+    slow, reference = found["slow"], found["reference"]
 
     def desc(src, dst):
-        return f"{names[src]} -> {names[dst]} {speed[(src, dst)]:.3g} GB/s"
+        cap = " (capped)" if (src, dst) in capped else ""  # to what moves in health.link_cap_s
+        return f"{names[src]} -> {names[dst]} {speed[(src, dst)]:.3g} GB/s{cap}"
     for row in rows:
         i = row["index"]
         why = found["nodes"].get(i)
         if why:
-            mine = [desc(s, d) for (s, d) in sorted(slow) if i in (s, d)]
-            row["checks"]["links"] = nodechecks.sick(f"{why}: {', '.join(mine)} (median {median:.3g} GB/s)")
+            mine = [(s, d) for (s, d) in sorted(slow) if i in (s, d)]
+            reasons = [r for r in ["reference"] + [w for _, w in floors]
+                       if any(r in slow[link] for link in mine)]
+            row["checks"]["links"] = nodechecks.sick(
+                f"{why}: {', '.join(desc(*l) for l in mine)} "
+                f"({_why_slow(reasons, reference, fraction, floors)})")
         else:
             row["checks"]["links"] = nodechecks.ok(f"{sum(i in k for k in speed)} link(s) measured")
     lines = []
@@ -181,11 +206,13 @@ def _links(rows: list, fraction: float) -> dict:
         why = ("with 2 nodes a slow node cannot be told from a slow link" if found["ambiguous"]
                else "both nodes' other links are fine: the path between them")
         lines.append({"src": names[src], "dst": names[dst], "gbytes_s": speed[(src, dst)],
-                      "median": median, "why": why})
-    links = [{"src": names[l["src"]], "dst": names[l["dst"]], "stride": l["stride"],
-              "gbytes_s": l["gbytes_s"], "slow": (l["src"], l["dst"]) in slow} for l in measured]
+                      "median": median, "reference": reference, "capped": (src, dst) in capped,
+                      "below": _why_slow(slow[(src, dst)], reference, fraction, floors), "why": why})
+    links = [{"src": names[l["src"]], "dst": names[l["dst"]], "stride": l["stride"], "bytes": l["bytes"],
+              "capped": bool(l.get("capped")), "gbytes_s": l["gbytes_s"],
+              "slow": (l["src"], l["dst"]) in slow} for l in measured]
     return {"links": sorted(links, key=lambda l: (l["stride"], l["src"])), "slow": lines,
-            "ambiguous": found["ambiguous"], "median": median}
+            "ambiguous": found["ambiguous"], "median": median, "reference": reference}
 
 
 def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str = None,
@@ -199,7 +226,8 @@ def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_
         medians = _medians(rows, fraction)
     else:
         medians = {}
-    links = _links(rows, fraction)
+    expected.nodes(rows, settings)
+    links = _links(rows, settings)
     sick, exclude = {}, {}
     for row in rows:
         reasons = row["sick"] + [f"{name}: {c['reason']}" for name, c in row["checks"].items()
@@ -210,7 +238,7 @@ def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_
     for line in links["slow"]:  # one end is enough: the link is gone with it
         if line["src"] not in exclude and line["dst"] not in exclude:
             exclude[line["src"]] = [f"links: its link to {line['dst']} is slow ({line['gbytes_s']:.3g} "
-                                    f"GB/s, median {line['median']:.3g} GB/s)"]
+                                    f"GB/s, {line['below']})"]
     return {"schema": paths.HEALTH_SCHEMA, "version": paths.SCHEMA_VERSION,
             "ok": not sick and not links["slow"], "min_fraction": fraction,
             "gpus_per_node": gpus_per_node, "hosts": [row["node"] for row in rows],
@@ -218,6 +246,7 @@ def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_
             "nodes": [{k: row[k] for k in ("node", "index", "status", "checks")}
                       | ({"notes": row["notes"]} if row.get("notes") else {}) for row in rows],
             "links": links["links"], "slow_links": links["slow"], "link_median_gbytes_s": links["median"],
+            "link_reference_gbytes_s": links["reference"], "expect": settings.get("expect") or {},
             "medians": medians, "sick": sick, "exclude": exclude}
 
 
@@ -238,7 +267,7 @@ def render(verdict: dict) -> str:
     lines = [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in [head] + rows]
     for link in verdict["slow_links"]:
         lines.append(f"slow link {link['src']} -> {link['dst']}: {link['gbytes_s']:.3g} GB/s, "
-                     f"median {link['median']:.3g} GB/s ({link['why']})")
+                     f"{link['below']} ({link['why']})")
     skipped = {}
     for node in verdict["nodes"]:
         for name, c in node["checks"].items():
@@ -254,7 +283,10 @@ def render(verdict: dict) -> str:
         names = sorted(names, key=nodechecks.CHECKS.index)
         lines.append(f"{', '.join(names)} skipped on {where}: {reason}")
     if verdict.get("link_median_gbytes_s"):
+        capped = sum(l.get("capped", False) for l in verdict["links"])
         lines.append(f"links: {len(verdict['links'])} measured in "
-                     f"{len({l['stride'] for l in verdict['links']})} round(s), median "
-                     f"{verdict['link_median_gbytes_s']:.3g} GB/s")
+                     f"{len({l['stride'] for l in verdict['links']})} round(s), the fabric's reference "
+                     f"{verdict['link_reference_gbytes_s']:.3g} GB/s (the median link, slow nodes set "
+                     f"aside), median of all {verdict['link_median_gbytes_s']:.3g} GB/s"
+                     + (f", {capped} capped (health.link_cap_s)" if capped else ""))
     return "\n".join(lines)

@@ -74,6 +74,21 @@ def _writable(folder: str):
     return None
 
 
+def _nested(top, key: str):
+    """A dotted key below one of config.yaml's own mappings (health.expect.x) that the
+    mapping lacks: Hydra would refuse it with a traceback."""
+    node, parts = top, key.split(".")
+    for i, part in enumerate(parts):
+        if not OmegaConf.is_dict(node):
+            return None  # below a value, a list or null: Hydra's to judge
+        if part not in node:
+            where = ".".join(parts[:i])
+            return (f"unknown key {key!r} (valid in {where}: {', '.join(node)})" if where
+                    else None)
+        node = node[part]
+    return None
+
+
 def check(argv) -> str:
     """The first problem with the overrides in argv, or None."""
     args = [a for a in argv if "=" in a and not a.startswith("-")]
@@ -102,6 +117,10 @@ def check(argv) -> str:
         elif head not in top and head not in known and head.split("/")[0] != "hydra" \
                 and ov.key_or_group[0] != "+":  # hydra.* and hydra/launcher=... are Hydra's
             return f"unknown key {key!r} (valid: {', '.join(sorted(set(top) | set(known)))})"
+        elif head in top and head != "hydra" and ov.key_or_group[0] not in "+~":
+            problem = _nested(top, key)
+            if problem:
+                return problem
         if key in MINIMUM:
             for v in values:
                 if key == "batch_size" and v == "max":  # a search (points.batch_size_max)

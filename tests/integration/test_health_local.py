@@ -59,6 +59,19 @@ def test_a_failing_site_check_makes_the_node_sick_and_the_exit_1(tmp_path):
     assert "sick" in r.stdout and "health: SICK in" in r.stdout
 
 
+def test_the_sites_figures_judge_this_one_machine(tmp_path):
+    """One node has nothing to compare with; the site's figures do: a multiply this CPU
+    cannot reach makes it sick, one it reaches passes."""
+    r = launch("health", "launcher=local", f"output_root={tmp_path / 'high'}", "health.expect.matmul_tflops=1000")
+    assert r.returncode == 1, r.stdout + r.stderr
+    verdict, _ = verdict_of(tmp_path / "high")
+    (reasons,) = verdict["sick"].values()
+    assert len(reasons) == 1 and reasons[0].startswith("matmul: rank 0: ") and reasons[0].endswith(
+        "below the site's 1000 TFLOP/s (health.expect.matmul_tflops)")
+    r = launch("health", "launcher=local", f"output_root={tmp_path / 'low'}", "health.expect.matmul_tflops=0.0001")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def sweep(tmp_path, *overrides):
     sdir = tmp_path / "sweep"
     r = launch("-m", "preset=smoke", "repeats=1", "preflight=true", "launcher=local",

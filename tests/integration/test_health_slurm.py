@@ -1,18 +1,20 @@
-"""Cluster health on a real Slurm cluster with real faults (docs/health.md): a node whose link
-is rate-limited with tc, and a node with fewer GPUs than a point asks for, named by
-`launch health` and left out of preflight=true points.
+"""Cluster health on a real Slurm cluster with real faults (docs/health.md): a node whose port
+is rate-limited with tc (sending, or both ways), and a node with fewer GPUs than a point asks
+for, named by `launch health` and left out of preflight=true points; the site's own figures
+(health.expect) judging 2 nodes.
 
 The faults need a cluster of their own: a second test cluster (tests/slurm_cluster,
 config.SECOND) runs beside the shared one for this module, 4 nodes, node1 with 1 fake GPU
 and the others 2. Its nodes share this machine's 2 cores, so link speeds vary up to about 2x from
 run to run (a healthy link was once measured at 0.385 of the median): the tests use
-health.min_fraction=0.2, and a rate limit that makes a link some 50 times slower (0.02 of the
-median; a real fabric gets the default, 0.8).
+health.min_fraction=0.2, and a rate limit that makes a link some 25 to 50 times slower
+(a real fabric gets the default, 0.8).
 """
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -22,7 +24,9 @@ from launchers.plan import points
 from tests.slurm_cluster import LocalSlurmCluster, config, skip_reason
 
 pytestmark = pytest.mark.slurm
-FAST = ["health.min_fraction=0.2", "health.link_mb=4", "health.timeout_s=120"]
+# The default link_mb (64 MiB): each transfer is capped to link_cap_s, so a throttled link
+# costs seconds, and a fast one's 64 ms is timed more steadily than 4 MiB's 4 ms here.
+FAST = ["health.min_fraction=0.2", "health.timeout_s=120"]
 # A point's preflight here runs every check but the matrix multiply: with 4 to 8 ranks on
 # 2 cores, a rank's best multiply can get a third of the others' (launch health's own tests
 # run it, with fewer ranks than that).
@@ -45,6 +49,20 @@ def cluster():
             yield c
     finally:
         c.down()
+
+
+@pytest.fixture
+def throttle(cluster):
+    """throttle(node, rate): the node's port rate-limited both ways (tc on both ends of its
+    veth) for one test; lifted after it, whatever the test did."""
+    limited = []
+
+    def limit(name, rate="40mbit"):
+        limited.append(name)
+        cluster.limit_rate(name, rate, both=True)
+    yield limit
+    for name in limited:
+        cluster.unlimit(name)
 
 
 def launch(*args, timeout=240):
@@ -88,6 +106,63 @@ def test_a_node_whose_link_is_degraded_is_named(cluster, tmp_path):
     assert all("node3" in link for link in slow)
     # on this CPU cluster the checks that cannot apply say why
     assert "ecc, rows, throttle, clocks, power, persistence skipped on every node: no GPU" in r.stdout
+
+
+def test_a_node_slow_both_ways_among_three_is_named_within_a_minute(cluster, throttle, tmp_path):
+    """The issue's fault: node1's port at 40 Mbit/s both ways (~0.005 GB/s against links of
+    ~1 GB/s). It is an end of 4 of the 6 links: the median link is its own, and the
+    allocation's median passed it; the fabric's reference (the median link with the slow
+    nodes set aside) does not. 64 MiB at that rate would take 13 s a transfer; capped to
+    health.link_cap_s, the check takes seconds, not minutes."""
+    throttle("node1")
+    t0 = time.monotonic()
+    r, verdict = health(tmp_path, "nodes=3", "gpus_per_node=1")
+    wall = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert verdict["sick"].keys() == {"node1"} and verdict["slow_links"] == [], r.stdout
+    assert verdict["sick"]["node1"][0].startswith("links: sends slowly and receives slowly: "), r.stdout
+    slow = {(l["src"], l["dst"]) for l in verdict["links"] if l["slow"]}
+    assert slow == {("node1", "node2"), ("node2", "node1"), ("node1", "node3"), ("node3", "node1")}
+    assert verdict["link_median_gbytes_s"] < 0.05 < 0.2 * verdict["link_reference_gbytes_s"]
+    assert all(l["capped"] for l in verdict["links"] if l["slow"])  # 64 MiB would take 13 s each
+    assert rows(r.stdout)["node2"][0] == rows(r.stdout)["node3"][0] == "ok"
+    assert wall < 60, f"{wall:.0f} s\n{r.stdout}"
+
+
+def test_preflight_keeps_a_two_node_point_off_a_node_slow_both_ways(cluster, throttle, tmp_path):
+    """The 2-node point's first allocation is node1 and node2. Two nodes have nothing
+    faster to compare with; the cap does: neither link moves 64 MiB within 2 s. A slow node
+    cannot be told from a slow link there, so preflight leaves out the sender of the first,
+    node1, and the point runs on node2 and node3."""
+    throttle("node1")
+    wait, pdir, pre = sweep(tmp_path, "nodes=2", "gpus_per_node=1")
+    assert wait.returncode == 0, wait.stdout + wait.stderr
+    assert list(pre["excluded"]) == ["node1"], pre
+    assert "below health.link_cap_s's 0.0336 GB/s" in pre["excluded"]["node1"][0]
+    assert [a["nodes"] for a in pre["attempts"]] == [["node1", "node2"], ["node2", "node3"]]
+    step = json.loads((pdir / paths.repeat_name(0) / paths.STEP_FILE).read_text())
+    assert step["nodelist"] == "node[2-3]"
+    run = json.loads((pdir / paths.repeat_name(0) / paths.RUN_FILE).read_text())
+    assert run["status"] == "ok"
+
+
+def test_the_sites_figures_judge_two_nodes(cluster, tmp_path):
+    """No fault: 2 nodes pass their own comparison. Against figures this cluster cannot reach
+    (1,000 GB/s links, 1,000 TFLOP/s, 2 GPUs where node1 has 1) both nodes are sick and
+    their link is slow; against figures it reaches, they pass."""
+    r, verdict = health(tmp_path / "high", "nodes=2", "gpus_per_node=1", "health.expect.link_gbytes_s=1000",
+                        "health.expect.matmul_tflops=1000", "health.expect.gpus_per_node=2")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert sorted(verdict["sick"]) == ["node1", "node2"]
+    assert "devices: 1 GPU(s); the site's nodes have 2 (health.expect.gpus_per_node)" in verdict["sick"]["node1"]
+    assert any(w.startswith("matmul: rank 1: ") and w.endswith("below the site's 1000 TFLOP/s "
+                                                                "(health.expect.matmul_tflops)")
+               for w in verdict["sick"]["node2"]), verdict["sick"]
+    assert [(l["src"], l["dst"]) for l in verdict["slow_links"]] == [("node1", "node2"), ("node2", "node1")]
+    assert all(l["below"] == "below health.expect.link_gbytes_s's 1000 GB/s" for l in verdict["slow_links"])
+    r, verdict = health(tmp_path / "low", "nodes=2", "gpus_per_node=1", "health.expect.link_gbytes_s=0.01",
+                        "health.expect.matmul_tflops=0.001", "health.expect.gpus_per_node=1")
+    assert r.returncode == 0 and verdict["ok"], r.stdout + r.stderr
 
 
 def test_a_node_with_fewer_gpus_than_requested_is_named(cluster, tmp_path):
@@ -134,9 +209,8 @@ def test_preflight_runs_a_two_node_point_on_two_healthy_nodes(cluster, tmp_path)
 
 def test_preflight_leaves_a_node_with_a_degraded_link_out(cluster, tmp_path):
     """node1 sends slowly: the 3-node point's first allocation (node1-3) names it, and the
-    point runs on node2-4. (With 2 nodes it could not be told from a slow link, and what
-    it receives is slowed too, its acknowledgements waiting behind its data: both links
-    slow leave no faster median to compare with.)"""
+    point runs on node2-4. (What it receives is slowed too, its acknowledgements waiting
+    behind its data; with 2 nodes see test_preflight_keeps_a_two_node_point_off_...)"""
     cluster.limit_rate("node1", "100mbit")
     try:
         wait, pdir, pre = sweep(tmp_path, "nodes=3", "gpus_per_node=1")

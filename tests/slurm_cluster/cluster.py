@@ -273,18 +273,30 @@ class LocalSlurmCluster:
         """A node's network namespace (/run/netns/<it>)."""
         return self.instance.netns(self.node_names.index(name) + 1)
 
-    # ---- a slow link: a rate limit on a node's side of its veth ---------------
-    def limit_rate(self, name: str, rate: str = "20mbit") -> None:
-        """Shape what the node sends (tc's token bucket on eth0 in its namespace), as a
-        degraded port would; `unlimit` undoes it. Callers undo it in a `finally`."""
-        _run([which("tc") or "tc", "-n", self.netns(name), "qdisc", "replace", "dev", "eth0",
-              "root", "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms"])
+    # ---- a slow port: a rate limit on a node's veth, one end or both ---------
+    def _tc_ends(self, name: str, both: bool) -> list:
+        """tc's namespace arguments and device for the node's end of its veth (eth0 in its
+        namespace: what it sends) and, with `both`, the bridge's end (what it receives)."""
+        ends = [["-n", self.netns(name), "dev", "eth0"]]
+        if both:
+            ends.append(["dev", self.instance.veth(self.node_names.index(name) + 1)])
+        return ends
+
+    def limit_rate(self, name: str, rate: str = "20mbit", both: bool = False) -> None:
+        """Shape what the node sends (tc's token bucket on eth0 in its namespace) and, with
+        `both`, what it receives (the same on the bridge's end of its veth), as a degraded
+        port would; `unlimit` undoes it. Callers undo it in a `finally` or a finalizer."""
+        for *where, dev, veth in self._tc_ends(name, both):
+            _run([which("tc") or "tc", *where, "qdisc", "replace", dev, veth, "root", "tbf",
+                  "rate", rate, "burst", "32kbit", "latency", "400ms"])
 
     def unlimit(self, name: str) -> None:
-        r = _run([which("tc") or "tc", "-n", self.netns(name), "qdisc", "del", "dev", "eth0",
-                  "root"], check=False)
-        if r.returncode and "No such file" not in r.stderr and "Cannot find" not in r.stderr:
-            raise ClusterError(f"tc could not lift {name}'s rate limit: {r.stderr.strip()}")
+        """Lift the node's rate limits, both ends (one never set is no error)."""
+        for *where, dev, veth in self._tc_ends(name, True):
+            r = _run([which("tc") or "tc", *where, "qdisc", "del", dev, veth, "root"], check=False)
+            if r.returncode and not any(m in r.stderr for m in ("No such file", "Cannot find",
+                                                                 "Cannot delete qdisc with handle of zero")):
+                raise ClusterError(f"tc could not lift {name}'s rate limit: {r.stderr.strip()}")
 
     # ---- losing a node and getting it back ------------------------------------
     def kill_node(self, name: str) -> set[int]:
