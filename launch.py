@@ -15,7 +15,7 @@ never run Hydra: they read the run spec the driver writes for them.
 """
 import sys
 
-from launchers.plan import points, precheck
+from launchers.plan import one_point, points, precheck
 
 
 def run_point() -> None:
@@ -59,8 +59,7 @@ def main(argv=None) -> int:
         return doctor.main(argv[1:])
     problem = precheck.check(argv)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return one_point.refuse(problem)
     run_point()
     return 0
 

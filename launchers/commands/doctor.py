@@ -34,8 +34,7 @@ from contract.point import Framework
 from launchers.backends import containers
 from launchers.backends.slurm import job
 from launchers.commands import doctor_node
-from launchers.health import command as health_command
-from launchers.plan import points, precheck
+from launchers.plan import one_point, points
 
 STEP_TIMEOUT_S = 180   # one step: queueing, the image's start, the framework's import
 ASK_TIMEOUT_S = 30     # one question to the controller
@@ -258,21 +257,15 @@ def one_line(text: str) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help") for a in argv):
-        print(__doc__)
-        return 0
-    problem = precheck.check(argv)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
-    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     try:
-        import omegaconf
-        cfg = health_command.compose(overrides)
+        overrides = one_point.overrides(argv, __doc__)
+    except one_point.Done as done:
+        return done.code
+    try:
+        cfg = one_point.compose(overrides)
         out = os.path.abspath(str(cfg.output_root))
         point = points.make_point(cfg, out, 0, overrides, commit=None)
         os.makedirs(out, exist_ok=True)
-    except (points.ConfigError, omegaconf.errors.OmegaConfBaseException) as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
+    except one_point.bad_input() as exc:
+        return one_point.refuse(exc)
     return Doctor(point.replace(name="doctor"), out).run()

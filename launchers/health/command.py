@@ -21,14 +21,7 @@ from contract import paths
 from launchers.backends import auto
 from launchers.backends.base import NoVerdict
 from launchers.health import verdict as health_verdict
-from launchers.plan import points, precheck
-
-
-def compose(overrides: list):
-    """The point's config, composed by Hydra as `python -m launch` would, without its run."""
-    from hydra import compose as hydra_compose, initialize_config_dir
-    with initialize_config_dir(config_dir=str(points.ROOT / "conf"), version_base=None):
-        return hydra_compose(config_name="config", overrides=overrides)
+from launchers.plan import one_point, points
 
 
 def make(cfg, overrides: list, out: str):
@@ -45,25 +38,19 @@ def make(cfg, overrides: list, out: str):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help") for a in argv):
-        print(__doc__)
-        return 0
-    problem = precheck.check(argv)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
-    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    try:
+        overrides = one_point.overrides(argv, __doc__)
+    except one_point.Done as done:
+        return done.code
     t0 = time.monotonic()
     try:
-        import omegaconf
-        cfg = compose(overrides)
+        cfg = one_point.compose(overrides)
         out = paths.health_run_dir(cfg.output_root)
         point, launcher = make(cfg, overrides, out)
         os.makedirs(out, exist_ok=True)
         verdict = launcher.health(point)
-    except (points.ConfigError, omegaconf.errors.OmegaConfBaseException) as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
+    except one_point.bad_input() as exc:
+        return one_point.refuse(exc)
     except NoVerdict as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
