@@ -1,6 +1,10 @@
-"""Results over time: each configuration's throughput in every sweep under a folder.
+"""Results over time: each configuration's throughput in every sweep of the results store,
+or under a folder.
 
-    python -m analysis history ROOT        (ROOT holds sweeps: ROOT/<sweep>/points/...)
+    python -m analysis history [--where framework=pytorch model=resnet50] [--since 2026-10-01]
+                               [--sweep NAME] [--store PATH_OR_URL]     every sweep stored
+    python -m analysis history ROOT [--where ...]  the sweeps under ROOT (ROOT/<sweep>/points/...),
+                                                   read from their folders; nothing stored
 
 One row per configuration and sweep, oldest first: the sweep's date, the suite commit,
 the framework version and device, the median throughput with its min..max over repeats,
@@ -10,11 +14,14 @@ over repeats do not overlap. With one repeat a range is a single figure, so any 
 flagged; run repeats to learn what is noise.
 """
 import datetime
+import os
 
+import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
 from analysis import tables
+from analysis.record_file import RecordError
 from analysis.results import CONFIG_COLUMNS
 
 KEY = [c for c in CONFIG_COLUMNS if c != "bench"]
@@ -22,11 +29,11 @@ COLUMNS = ["date", "sweep", "suite_commit", "framework_version", "device", "thro
            "tp_min", "tp_max", "change", "beyond_spread"]
 
 
-def history(res) -> pd.DataFrame:
-    """The table above, from analysis.load of a folder of sweeps (training points)."""
+def points_of(res) -> pd.DataFrame:
+    """The training points of analysis.load's results with what the history shows of each:
+    KEY, sweep, created (the sweep's date: its first point's creation), suite_commit,
+    framework_version, device, throughput, tp_min, tp_max."""
     pts = res.points[(res.points.bench == "train") & res.points.throughput.notna()].copy()
-    if pts.empty:
-        return pd.DataFrame(columns=KEY + COLUMNS)
     made = {key: m.get("created_unix") for key, m in res.manifests.items()}
     commit = {key: m.get("suite_commit") for key, m in res.manifests.items()}
     pts["created"] = [made.get((s, p)) for s, p in zip(pts.sweep, pts.point)]
@@ -41,9 +48,30 @@ def history(res) -> pd.DataFrame:
                                 for s, p in zip(pts.sweep, pts.point)]
     pts["device"] = [",".join(sorted(seen.get((s, p), ({}, {}))[1])) or None
                      for s, p in zip(pts.sweep, pts.point)]
-    # A sweep's date: its first point's creation; the folder name where none is recorded.
-    first = pts.groupby("sweep").created.min()
-    pts["order"] = [first.get(s) if pd.notna(first.get(s)) else float("inf") for s in pts.sweep]
+    if len(pts):   # a sweep's date: its first point's creation
+        pts["created"] = pts.groupby("sweep").created.transform("min")
+    return pts
+
+
+def stored_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """The same from the results store's points (analysis/store.py `Store.points`)."""
+    if not len(frame):
+        return pd.DataFrame(columns=KEY + ["sweep", "created", "bench"] + COLUMNS[2:])
+    pts = frame[(frame.bench == "train") & frame.throughput.notna()].copy()
+    return pts.assign(created=pts.sweep_created)
+
+
+def history(res) -> pd.DataFrame:
+    """The table above, from analysis.load of a folder of sweeps (training points)."""
+    return table(points_of(res))
+
+
+def table(pts: pd.DataFrame) -> pd.DataFrame:
+    """The table above, from points_of's (or stored_points') rows."""
+    if pts.empty:
+        return pd.DataFrame(columns=KEY + COLUMNS)
+    pts = pts.copy()
+    pts["order"] = [t if pd.notna(t) else float("inf") for t in pts.created]
     pts["date"] = [datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
                    if t != float("inf") else "" for t in pts.order]
     pts = pts.sort_values(["order", "sweep"], kind="stable")
@@ -63,9 +91,56 @@ def history(res) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=KEY + COLUMNS)
 
 
+def select(pts: pd.DataFrame, where: dict = None, since=None, sweep=None) -> pd.DataFrame:
+    """The points whose columns equal `where`'s values (given as text: compared as the
+    column's type), of sweeps dated `since` or later (a date, UTC, as the history shows
+    them), of the sweep `sweep` (its name, or path; in a store also its key or archive)."""
+    for key, text in (where or {}).items():
+        if key not in pts.columns:
+            raise RecordError(f"--where {key}: no such column (valid: "
+                              f"{', '.join(c for c in pts.columns if not c.startswith('sweep_'))})")
+        pts = pts[_equal(pts[key], key, text)]
+    if since is not None:
+        pts = pts[pts.created.notna() & (pts.created >= since_unix(since))]
+    if sweep is not None:
+        full = os.path.abspath(str(sweep))
+        hit = pd.Series(False, index=pts.index)
+        for c in ("sweep", "sweep_key", "sweep_path", "sweep_archive"):
+            if c in pts.columns:
+                col = pts[c].map(lambda v: os.path.normpath(v) if isinstance(v, str) else "")
+                hit |= (col == str(sweep)) | (col == full) | (col.map(os.path.basename) == str(sweep))
+        pts = pts[hit]
+    return pts
+
+
+def _equal(col: pd.Series, key: str, text: str) -> pd.Series:
+    values = col.dropna()
+    try:
+        if len(values) and all(isinstance(v, (bool, np.bool_)) for v in values):
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return col.map(lambda v: v is not None and v == v and bool(v) == (text.lower() in ("true", "1")))
+        if len(values) and pd.api.types.is_numeric_dtype(values.infer_objects()):
+            return pd.to_numeric(col, errors="coerce") == float(text)
+    except ValueError:
+        raise RecordError(f"--where {key}={text}: {key} holds {values.iloc[0]!r}-like values") from None
+    return col.astype(str) == text
+
+
+def since_unix(since) -> float:
+    """A date (2026-10-01, 2026-10-01T12:00; UTC unless it says) as Unix time."""
+    try:
+        when = datetime.datetime.fromisoformat(str(since))
+    except ValueError:
+        raise RecordError(f"--since {since}: not a date (2026-10-01 or 2026-10-01T12:00)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
 def render(table: pd.DataFrame) -> str:
     if table.empty:
-        return "no training point with a throughput under this folder"
+        return "no training point with a throughput here"
     parts = ["# Throughput over time (samples/s, median of ok repeats; `!`: beyond the spread)"]
     for key, g in table.groupby(KEY, dropna=False, sort=False):
         cfg = dict(zip(KEY, key))
