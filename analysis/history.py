@@ -72,8 +72,7 @@ def table(pts: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=KEY + COLUMNS)
     pts = pts.copy()
     pts["order"] = [t if pd.notna(t) else float("inf") for t in pts.created]
-    pts["date"] = [datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-                   if t != float("inf") else "" for t in pts.order]
+    pts["date"] = [table_date(t) for t in pts.order]
     pts = pts.sort_values(["order", "sweep"], kind="stable")
     rows = []
     for _, g in pts.groupby(KEY, dropna=False, sort=False):
@@ -89,6 +88,13 @@ def table(pts: pd.DataFrame) -> pd.DataFrame:
                          "tp_max": r.tp_max, "change": change, "beyond_spread": beyond})
             prev = r
     return pd.DataFrame(rows, columns=KEY + COLUMNS)
+
+
+def table_date(t) -> str:
+    """A sweep's date as the history shows it (UTC), "" where it is not known."""
+    if not isinstance(t, (int, float)) or t != t or t == float("inf"):
+        return ""
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def select(pts: pd.DataFrame, where: dict = None, since=None, sweep=None) -> pd.DataFrame:

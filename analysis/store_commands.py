@@ -14,13 +14,12 @@ store.url, the user's data folder: analysis/store_place.py). Exit status: 0; 1 w
 file of an added sweep was corrupt (its repeat is stored as such); 2 on bad input or a store
 that cannot be used, in one line.
 """
-import datetime
 import os
 import sys
 
 from tabulate import tabulate
 
-from analysis import archive, store_place, store_rows
+from analysis import archive, history, store_place, store_rows
 from analysis.load import opened
 from analysis.terminal import say
 
@@ -63,12 +62,6 @@ def cmd_rebuild(args) -> int:
     return 1 if corrupt else 0
 
 
-def _date(t) -> str:
-    if not isinstance(t, (int, float)) or t != t:
-        return ""
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
 def cmd_list(args) -> int:
     st = open_store(args.store, False)
     sweeps = st.sweeps()
@@ -77,7 +70,7 @@ def cmd_list(args) -> int:
         return 0
     def where(path, there) -> str:
         return "" if not isinstance(path, str) else path + ("" if there(path) else " (gone)")
-    rows = [[_date(s.created_unix), s.key, s.points, (s.suite_commit or "")[:12],
+    rows = [[history.table_date(s.created_unix), s.key, s.points, (s.suite_commit or "")[:12],
              where(s.path, os.path.isdir), where(s.archive, os.path.isfile)]
             for s in sweeps.itertuples()]
     say(f"# Sweeps in {st.name}\n" + tabulate(rows, headers=["date", "sweep", "points", "commit",

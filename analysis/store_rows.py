@@ -79,6 +79,18 @@ def _jobs(folder: str, point: str) -> list:
         return []
 
 
+def sweep_keys(results, folders=None) -> dict:
+    """sweep as shown -> its key, for every sweep in `results`."""
+    folders, created = folders or {}, {}
+    for (sweep, _), point in results.manifests.items():
+        t = point.get("created_unix")
+        created.setdefault(str(sweep), [])
+        if t is not None:
+            created[str(sweep)].append(t)
+    return {s: sweep_key(sweep_name(folders.get(s, s)), min(t) if t else None, os.path.abspath(s))
+            for s, t in created.items()}
+
+
 def sweeps(results, folders=None) -> list:
     """[{sweep row, "points": [point rows with "jobs"]}] of every sweep in `results`.
     `folders`: sweep label -> the folder its files are in (an archive's, unpacked), where the
@@ -115,13 +127,12 @@ def sweeps(results, folders=None) -> list:
             parallel=plain(lay), figures={k: v for k, v in fig.items() if k != "sweep"},
             jobs=_jobs(folders.get(sweep, sweep), p["point"]))
         out.setdefault(sweep, []).append(row)
-    made = []
+    made, keys = [], sweep_keys(results, folders)
     for sweep, rows in out.items():
         created = [r["created_unix"] for r in rows if r["created_unix"] is not None]
         commits = sorted({r["suite_commit"] for r in rows if r["suite_commit"]})
         name = sweep_name(folders.get(sweep, sweep))   # an archive's: its folder's name
-        sweep_row = {"key": sweep_key(name, min(created) if created else None,
-                                      os.path.abspath(sweep)), "name": name,
+        sweep_row = {"key": keys[sweep], "name": name,
                      "created_unix": min(created) if created else None,
                      "suite_commit": ",".join(commits) or None, "points": len(rows)}
         sweep_row["fingerprint"] = hashlib.sha256(json.dumps(
