@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import struct
+import sys
 import tarfile
 import tempfile
 import time
@@ -237,6 +238,9 @@ def unpacked(path):
                     got[member.name] = hashlib.sha256(content).hexdigest()
             except (tarfile.TarError, OSError) as exc:
                 lost.append(f"its part of the archive is not tar ({exc})")
+        if not got and not lost:
+            raise RecordError(f"archive {path} holds no file (a sweep's archive holds "
+                              f"NAME/{paths.POINTS_DIR}/...)")
         tops = {n.split("/")[0] for n in got}
         name = tops.pop() if len(tops) == 1 else None
         manifest = records.read_json(os.path.join(tmp, name or "", paths.ARCHIVE_MANIFEST))
@@ -244,7 +248,8 @@ def unpacked(path):
             if lost:
                 raise RecordError(f"archive {path} is damaged ({len(lost)} part(s): {lost[0]}) "
                                   "and has no readable manifest to say which files were lost")
-            print(f"warning: archive {path} has no manifest: its files' checksums are not checked")
+            print(f"warning: archive {path} has no manifest: its files' checksums are not checked",
+                  file=sys.stderr)
             yield os.path.join(tmp, name or ""), {}
             return
         damaged, top = {}, os.path.join(tmp, name)

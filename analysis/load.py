@@ -278,7 +278,10 @@ def opened(path, **limits):
         yield load(path, **limits), {}
         return
     with archive.unpacked(path) as (folder, damaged):
-        results = archive.relabel(_load(folder, limits, damaged), folder, str(path))
+        try:
+            results = archive.relabel(_load(folder, limits, damaged), folder, str(path))
+        except RecordError as exc:   # named as the archive, not the folder it was unpacked to
+            raise RecordError(str(exc).replace(folder, str(path))) from None
         yield results, {s: s.replace(str(path), folder, 1) for s in results.points.sweep.unique()}
 
 
