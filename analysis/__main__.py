@@ -111,13 +111,13 @@ def _report(args, plotter, results, keeper) -> int:
 
 def cmd_history(args) -> int:
     from analysis import history
-    corrupt = []
+    corrupt, where = [], dict(_pair(w) for w in args.where or ())
     if args.root is None:
-        pts = history.stored_points(store_commands.open_store(args.store, False).points())
+        st = store_commands.open_store(args.store, False)
+        pts = history.stored_points(st.points(columns=set(history.STORED) | set(where)))
     else:
         results = load(args.root)
         pts, corrupt = history.points_of(results), results.corrupt
-    where = dict(_pair(w) for w in args.where or ())
     say(history.render(history.table(history.select(pts, where, args.since, args.sweep))))
     return 1 if corrupt else 0
 

@@ -53,8 +53,14 @@ def points_of(res) -> pd.DataFrame:
     return pts
 
 
+# what stored_points reads of the store (and the --where keys)
+STORED = KEY + ["bench", "point", "suite_commit", "framework_version", "device", "throughput",
+                "tp_min", "tp_max"]
+
+
 def stored_points(frame: pd.DataFrame) -> pd.DataFrame:
-    """The same from the results store's points (analysis/store.py `Store.points`)."""
+    """The same from the results store's points (analysis/store.py `Store.points`, at
+    least the columns STORED)."""
     if not len(frame):
         return pd.DataFrame(columns=KEY + ["sweep", "created", "bench"] + COLUMNS[2:])
     pts = frame[(frame.bench == "train") & frame.throughput.notna()].copy()
@@ -74,20 +80,16 @@ def table(pts: pd.DataFrame) -> pd.DataFrame:
     pts["order"] = [t if pd.notna(t) else float("inf") for t in pts.created]
     pts["date"] = [table_date(t) for t in pts.order]
     pts = pts.sort_values(["order", "sweep"], kind="stable")
-    rows = []
-    for _, g in pts.groupby(KEY, dropna=False, sort=False):
-        prev = None
-        for r in g.itertuples():
-            change = beyond = None
-            if prev is not None:
-                change = r.throughput / prev.throughput - 1
-                beyond = r.tp_min > prev.tp_max or r.tp_max < prev.tp_min
-            rows.append({**{k: getattr(r, k) for k in KEY}, "date": r.date, "sweep": r.sweep,
-                         "suite_commit": r.suite_commit, "framework_version": r.framework_version,
-                         "device": r.device, "throughput": r.throughput, "tp_min": r.tp_min,
-                         "tp_max": r.tp_max, "change": change, "beyond_spread": beyond})
-            prev = r
-    return pd.DataFrame(rows, columns=KEY + COLUMNS)
+    # each configuration's sweeps together (configurations in order of their first sweep),
+    # oldest first, each against the one before it
+    groups = pts.groupby(KEY, dropna=False, sort=False)
+    pts["group"] = groups.ngroup()
+    prev = groups[["throughput", "tp_min", "tp_max"]].shift()
+    pts["change"] = pts.throughput / prev.throughput - 1
+    pts["beyond_spread"] = ((pts.tp_min > prev.tp_max) | (pts.tp_max < prev.tp_min)).where(
+        prev.throughput.notna(), None)
+    pts = pts.sort_values("group", kind="stable")
+    return pts[KEY + COLUMNS].reset_index(drop=True)
 
 
 def table_date(t) -> str:
@@ -148,15 +150,17 @@ def render(table: pd.DataFrame) -> str:
     if table.empty:
         return "no training point with a throughput here"
     parts = ["# Throughput over time (samples/s, median of ok repeats; `!`: beyond the spread)"]
-    for key, g in table.groupby(KEY, dropna=False, sort=False):
-        cfg = dict(zip(KEY, key))
+    groups = {}   # table() put each configuration's rows together: one pass over plain records
+    for r in table.to_dict("records"):
+        groups.setdefault(tuple(str(r[k]) for k in KEY), (r, []))[1].append(
+            [r["date"], r["sweep"], (r["suite_commit"] or "")[:12], r["framework_version"],
+             r["device"], f"{r['throughput']:.1f} ({r['tp_min']:.1f}..{r['tp_max']:.1f})",
+             "" if tables.missing(r["change"]) else f"{r['change']:+.1%}"
+             + (" !" if r["beyond_spread"] else "")])
+    for cfg, rows in groups.values():
         title = (f"{cfg['framework']} {cfg['model']} ({cfg['model_size']}) {cfg['precision']} "
                  f"{tables.allocation(cfg['nodes'], cfg['gpus_per_node'])} bs{cfg['batch_size']}"
                  + (" compile" if cfg["compile"] is True else ""))
-        rows = [[r.date, r.sweep, (r.suite_commit or "")[:12], r.framework_version, r.device,
-                 f"{r.throughput:.1f} ({r.tp_min:.1f}..{r.tp_max:.1f})",
-                 "" if tables.missing(r.change) else f"{r.change:+.1%}" + (" !" if r.beyond_spread else "")]
-                for r in g.itertuples()]
         parts.append(f"## {title}\n" + tabulate(
             rows, headers=["date", "sweep", "commit", "framework", "device", "throughput (min..max)",
                            "change"], tablefmt="github", disable_numparse=True))
