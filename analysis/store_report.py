@@ -10,10 +10,9 @@ line: the sweep added, unchanged, or why the store was not written (the report's
 are written all the same). Where no second process can be had, the same is done here.
 """
 import concurrent.futures
-import multiprocessing
 
 from analysis import store_place, store_rows
-from analysis.plot_process import _end_with_the_report
+from analysis.plot_process import second_process
 
 SACCT_TIMEOUT_S = 10   # at the report's end: `store refresh` asks again, with longer
 
@@ -34,16 +33,8 @@ def _add(where: str, made: list) -> str:
 class Keeper:
     def __init__(self, explicit=None):
         self.explicit, self._pool, self._job, self._inline = explicit, None, None, None
-        if store_place.configured(explicit) is None:
-            pass   # off (--store off, DLBENCH_STORE=off): the site file cannot turn it on
-        elif "fork" in multiprocessing.get_all_start_methods():
-            try:
-                self._pool = concurrent.futures.ProcessPoolExecutor(
-                    1, mp_context=multiprocessing.get_context("fork"),
-                    initializer=_end_with_the_report)
-                self._pool.submit(_warm)
-            except OSError:
-                self._pool = None
+        if store_place.configured(explicit) is not None:   # off: the site file cannot turn it on
+            self._pool = second_process(_warm)
 
     def submit(self, results, folders=None, archive=None) -> None:
         """What the store keeps of `results` (folders: analysis.load.opened's), handed over."""
