@@ -269,3 +269,14 @@ def test_an_archive_added_then_its_folder_gone(tmp_path, db, capsys):
     assert os.path.isfile(archive.report_dir(out_file) + "/points.csv")
     frame = store.Store(db, write=False).points()
     assert frame.sweep.tolist() == ["A"] and frame.sweep_archive.tolist() == [out_file]
+
+
+def test_no_store_yet_or_turned_off_is_one_line(tmp_path, capsys):
+    missing = str(tmp_path / "none" / "results.sqlite")
+    code, _, err = run(capsys, "history", "--store", missing)
+    assert code == 2 and err == f"error: no results store at {missing} (a report adds its sweep " \
+                                "to it; or: python -m analysis store add SWEEP)\n"
+    assert not os.path.exists(missing)   # reading makes nothing
+    code, _, err = run(capsys, "store", "list", "--store", "off")
+    assert code == 2 and err == "error: the results store is turned off (--store off or " \
+                                "DLBENCH_STORE=off)\n"
