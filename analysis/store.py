@@ -48,7 +48,10 @@ class Store:
         self.where, self.write, self.name = where, write, shown(where)
         if is_url(where):
             try:
-                self.engine = sa.create_engine(where)
+                url = sa.engine.make_url(where)
+                if url.drivername in ("postgresql", "postgres"):   # psycopg (3) is the one installed
+                    url = url.set(drivername="postgresql+psycopg")
+                self.engine = sa.create_engine(url)
             except (sa.exc.ArgumentError, ImportError) as exc:
                 raise StoreError(f"results store {self.name}: {_first_line(exc)}") from None
         else:
@@ -105,13 +108,7 @@ class Store:
         try:
             with self.engine.begin() as conn:
                 try:
-                    if self.write:
-                        schema.upgrade(conn)
-                    elif schema.version_of(conn) is None:
-                        raise StoreError(f"results store {self.name} is empty")
-                    elif schema.version_of(conn) > schema.VERSION:
-                        raise schema.NewerStore(f"its schema version is newer than this "
-                                                f"suite's ({schema.VERSION}): upgrade the suite")
+                    schema.upgrade(conn) if self.write else schema.readable(conn)
                 except (ValueError, schema.NewerStore) as exc:
                     raise StoreError(f"results store {self.name}: {exc}; left as it is") from None
                 return fn(conn)

@@ -107,13 +107,26 @@ def version_of(conn):
     return int(rows["version"])
 
 
-def upgrade(conn) -> int:
-    """Brings the store on `conn` (in a transaction) to VERSION: created when empty; tables
-    and columns added since its version, then UPGRADES' steps. Returns the version found."""
-    found = version_of(conn)
+def _not_newer(found):
     if found is not None and found > VERSION:
         raise NewerStore(f"its schema version {found} is newer than this suite's ({VERSION}): "
                          "upgrade the suite")
+    return found
+
+
+def readable(conn) -> int:
+    """The store's version, where this suite can read it (any version up to VERSION: the
+    columns it has are read); ValueError or NewerStore else."""
+    found = _not_newer(version_of(conn))
+    if found is None:
+        raise ValueError("it is empty (no sweep was ever added)")
+    return found
+
+
+def upgrade(conn) -> int:
+    """Brings the store on `conn` (in a transaction) to VERSION: created when empty; tables
+    and columns added since its version, then UPGRADES' steps. Returns the version found."""
+    found = _not_newer(version_of(conn))
     metadata.create_all(conn)   # the tables it lacks
     if found is None:
         conn.execute(meta.insert(), [{"key": "schema", "value": SCHEMA},
