@@ -18,7 +18,6 @@ import os
 
 import numpy as np
 import pandas as pd
-from tabulate import tabulate
 
 from analysis import tables
 from analysis.record_file import RecordError
@@ -161,7 +160,6 @@ def render(table: pd.DataFrame) -> str:
         title = (f"{cfg['framework']} {cfg['model']} ({cfg['model_size']}) {cfg['precision']} "
                  f"{tables.allocation(cfg['nodes'], cfg['gpus_per_node'])} bs{cfg['batch_size']}"
                  + (" compile" if cfg["compile"] is True else ""))
-        parts.append(f"## {title}\n" + tabulate(
-            rows, headers=["date", "sweep", "commit", "framework", "device", "throughput (min..max)",
-                           "change"], tablefmt="github", disable_numparse=True))
+        parts.append(f"## {title}\n" + tables.github(
+            rows, ["date", "sweep", "commit", "framework", "device", "throughput (min..max)", "change"]))
     return "\n\n".join(parts)

@@ -46,6 +46,7 @@ class Store:
 
     def __init__(self, where: str, write: bool = True):
         self.where, self.write, self.name = where, write, shown(where)
+        self.version = None   # the store's schema version, once a transaction has read it
         if is_url(where):
             try:
                 url = sa.engine.make_url(where)
@@ -108,7 +109,9 @@ class Store:
         try:
             with self.engine.begin() as conn:
                 try:
-                    schema.upgrade(conn) if self.write else schema.readable(conn)
+                    if self.write:
+                        schema.upgrade(conn)
+                    self.version = schema.VERSION if self.write else schema.readable(conn)
                 except (ValueError, schema.NewerStore) as exc:
                     raise StoreError(f"results store {self.name}: {exc}; left as it is") from None
                 return fn(conn)
@@ -144,7 +147,8 @@ class Store:
         sweep_archive, sweep_created); oldest sweep first. An older store's table is read
         with the columns it has."""
         def run(conn):
-            pts = sa.Table("points", sa.MetaData(), autoload_with=conn)
+            pts = schema.points if self.version == schema.VERSION else \
+                sa.Table("points", sa.MetaData(), autoload_with=conn)   # an older store's columns
             sw = schema.sweeps
             cols = [c for c in pts.c if c.name not in ("id", "sweep_id")
                     and (columns is None or c.name in columns)]
