@@ -51,8 +51,8 @@ def cmd_report(args) -> int:
     keeper = store_report.Keeper(args.store)   # imports the store's library beside the parse
     try:
         with opened(args.path, max_cv=args.max_cv, max_drift=args.max_drift) as (results, folders):
-            keeper.submit(results, folders, args.path if archive.is_archive(args.path) else None)
-            return _report(args, plotter, results, keeper)
+            return _report(args, plotter, results, lambda: keeper.submit(
+                results, folders, args.path if archive.is_archive(args.path) else None), keeper)
     finally:
         keeper.close()
         if plotter is not None:
@@ -69,7 +69,7 @@ def _writing(out):
                           f"{exc.strerror or exc}") from None
 
 
-def _report(args, plotter, results, keeper) -> int:
+def _report(args, plotter, results, to_store, keeper) -> int:
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if plotter is not None:   # drawn beside the tables, from the aggregated frames
         plotter.draw(results, comm_table)
@@ -82,6 +82,7 @@ def _report(args, plotter, results, keeper) -> int:
     steps = concurrent.futures.ThreadPoolExecutor(1)
     parquet = steps.submit(results.write_steps, os.path.join(out, "steps.parquet"))
     steps.shutdown(wait=False)
+    to_store()   # the store's rows handed to its process: added while the tables are printed
     parts = report.sections(results, comm_table)
     say(report.text(parts))
     with _writing(out):

@@ -58,12 +58,19 @@ def store_of(real: str, db: str, points: int) -> int:
 
 
 def timed(argv: list) -> tuple:
+    """(wall s, CPU s, stdout) of `python -m analysis ARGV`."""
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".history-out.txt")
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "analysis", *argv], cwd=ROOT, capture_output=True,
-                         text=True)
-    if out.returncode != 0:
-        raise SystemExit(out.stderr)
-    return time.perf_counter() - t, out.stdout
+    with open(out, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "analysis", *argv], cwd=ROOT, stdout=f)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    with open(out) as f:
+        text = f.read()
+    os.unlink(out)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"history failed: {argv}")
+    return wall, usage.ru_utime + usage.ru_stime, text
 
 
 def history_part(args, real) -> None:
@@ -71,17 +78,21 @@ def history_part(args, real) -> None:
     if os.path.exists(db):
         os.unlink(db)
     n = store_of(real, db, args.points)
-    print(f"| what | stored points | median (s) | runs (s) | lines printed |\n|---|---|---|---|---|")
+    print(f"| what | stored points | median (s) | CPU s, median | runs (s) | lines printed | "
+          f"load average before, after |\n|---|---|---|---|---|---|---|")
     for label, extra in (("history", []),
                          ("history --where framework=pytorch model=resnet50 --since 2026-06-01",
-                          ["--where", "framework=pytorch", "model=resnet50", "--since", "2026-06-01"])):
-        runs, lines = [], 0
+                          ["--where", "framework=pytorch", "model=resnet50", "--since", "2026-06-01"]),
+                         ("history --where batch_size=8 nodes=1", ["--where", "batch_size=8", "nodes=1"])):
+        runs, cpus, lines, before = [], [], 0, os.getloadavg()[0]
         for _ in range(args.runs):
-            wall, out = timed(["history", "--store", db, *extra])
+            wall, cpu, out = timed(["history", "--store", db, *extra])
             runs.append(wall)
+            cpus.append(cpu)
             lines = out.count("\n")
         print(f"| `{label}` | {n:,} | **{statistics.median(runs):.2f}** | "
-              f"{' '.join(f'{r:.2f}' for r in runs)} | {lines:,} |", flush=True)
+              f"{statistics.median(cpus):.2f} | {' '.join(f'{r:.2f}' for r in runs)} | {lines:,} | "
+              f"{before:.1f}, {os.getloadavg()[0]:.1f} |", flush=True)
 
 
 def add_part(args, real) -> None:
