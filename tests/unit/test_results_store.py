@@ -58,11 +58,24 @@ def test_the_same_sweep_twice_and_from_its_archive_changes_nothing(tmp_path, db,
     assert frame.n_ok.tolist() == [3] and frame.tp_max.tolist() == [160.0]
 
 
+def edit(path, change) -> None:
+    with open(path) as f:
+        data = json.load(f)
+    change(data)
+    with open(path, "w") as f:
+        json.dump(data, f)
+
+
 def test_what_a_point_keeps(tmp_path, db, capsys):
     s = sweep(tmp_path, "A", T0, [1.0], gpus_per_node=2, point="000-pytorch-resnet50-fp32-1x2-bs8")
     records_of = os.path.join(s, "points", "000-pytorch-resnet50-fp32-1x2-bs8")
     with open(os.path.join(records_of, "slurm.json"), "w") as f:
         json.dump({"job_id": "77_3", "previous_jobs": ["70_3"]}, f)
+    # the image the point was configured with, and the digest its ranks recorded running in it
+    edit(os.path.join(records_of, "point.json"),
+         lambda p: p["framework"].update(container="nvcr.io#nvidia/pytorch:24.05-py3"))
+    edit(os.path.join(records_of, "repeat-00", "rank-00001.json"),
+         lambda r: r["environment"].update(container={"image": "pytorch.sqsh", "digest": "sha256:ab12"}))
     run(capsys, "store", "add", s, "--store", db)
     row = store.Store(db, write=False).points().iloc[0]
     assert (row.framework, row.framework_version, row.model, row.precision, row.nodes,
@@ -71,6 +84,7 @@ def test_what_a_point_keeps(tmp_path, db, capsys):
     assert row.throughput == 160.0 and row.hosts == "node1" and row.device == "cpu"
     assert row.suite_commit == "c0ffee" and row.created_unix == T0 and row.sweep_path == s
     assert row.figures["latency_ms"] == pytest.approx(100.0)   # 1 s over 10 steps
+    assert (row.image, row.image_digest) == ("pytorch.sqsh", "sha256:ab12")
     with sqlite3.connect(db) as conn:
         assert sorted(conn.execute("SELECT job_id, \"current\", state FROM jobs")) == [
             ("70_3", 0, None), ("77_3", 1, None)]
