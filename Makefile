@@ -22,8 +22,8 @@ demo: venv
 # The six framework envs build three at a time: a cold build is mostly downloads.
 test-deps: venv
 	@$(MAKE) --no-print-directory -j 3 envs
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps image; \
-	 else echo "not root: Slurm, browser and container tests will skip"; fi
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps postgres-deps image; \
+	 else echo "not root: Slurm, browser, PostgreSQL and container tests will skip"; fi
 
 test: test-deps
 	$(PYTHON) -m pytest -q

@@ -1,5 +1,17 @@
 """Analysis of benchmark records: `analysis.load(path)` for notebooks (the one reader of a
-sweep's files), `python -m analysis report PATH` for the terminal."""
+sweep's files, or of its archive), `analysis.stored()` for the results store's points,
+`python -m analysis report PATH` for the terminal."""
 from analysis.load import CorruptFile, RecordError, Results, load
 
-__all__ = ["load", "Results", "RecordError", "CorruptFile"]
+__all__ = ["load", "stored", "Results", "RecordError", "CorruptFile"]
+
+
+def stored(where: dict = None, since=None, sweep=None, store=None):
+    """Every point of the results store (analysis/store.py) as a DataFrame, one row each with
+    its sweep (sweep, sweep_key, sweep_path, sweep_archive, sweep_created) and what it ran
+    and measured; `where` {column: value}, `since` a date and `sweep` select as
+    `python -m analysis history` does. `store`: a path or URL (default: DLBENCH_STORE, ...)."""
+    from analysis import history, store_commands
+    frame = store_commands.open_store(store, False).points()
+    frame = frame.assign(created=frame.sweep_created)
+    return history.select(frame, {k: str(v) for k, v in (where or {}).items()}, since, sweep)

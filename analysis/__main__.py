@@ -2,8 +2,15 @@
 python -m analysis compare PATH --reference FILE      the regression gate (analysis/compare.py)
 python -m analysis compare PATH --reference published:NAME    against a published source
 python -m analysis reference PATH --out FILE          a reference file from a past run
-python -m analysis history ROOT                       each configuration across the sweeps
-                                                      under ROOT (analysis/history.py)
+python -m analysis history [ROOT] [--where K=V ...] [--since DATE] [--sweep NAME]
+                                                      each configuration across the sweeps of
+                                                      the results store, or under ROOT
+                                                      (analysis/history.py)
+python -m analysis store add|rebuild|list|refresh     the results store (analysis/store_commands.py)
+python -m analysis archive SWEEP                      SWEEP.tar.zst (analysis/archive.py)
+
+PATH may be a sweep's archive (SWEEP.tar.zst): it is read without unpacking it by hand, and
+a report of it goes to ARCHIVE-report/ beside it unless --out says otherwise.
 
 `report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
 rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
@@ -13,7 +20,9 @@ first, one table per model, the details folded: one self-contained file to mail;
 docs/report.md; --html PATH puts it elsewhere) to DIR
 (default PATH/report). --max-cv and --max-drift set the flags'
 thresholds (analysis/method.py: a CV across repeats, a drift between the timed window's
-halves, above which a figure is marked; 5% each by default).
+halves, above which a figure is marked; 5% each by default). Then it adds the sweep to the
+results store (analysis/store_report.py; --store off: not); a store that cannot be written
+is a warning line, and the report's files are written all the same.
 
 A bad record file (torn, garbage, of a foreign schema or of a newer schema version) costs
 only its repeat, which the report marks `corrupt`; its failure section lists every such
@@ -28,7 +37,9 @@ import gc
 import os
 import sys
 
-from analysis import comm, compare, html_report, load, method, plot_data, plot_process, report
+from analysis import (archive, comm, compare, html_report, load, method, plot_data, plot_process,
+                      report, store_commands, store_report)
+from analysis.load import opened
 from analysis.record_file import RecordError
 from analysis.terminal import say
 from contract import paths
@@ -37,9 +48,13 @@ from contract import paths
 def cmd_report(args) -> int:
     # the plots' process starts first: it imports matplotlib while the records are read
     plotter = None if args.no_plot else plot_process.Plotter()
+    keeper = store_report.Keeper(args.store)   # imports the store's library beside the parse
     try:
-        return _report(args, plotter)
+        with opened(args.path, max_cv=args.max_cv, max_drift=args.max_drift) as (results, folders):
+            return _report(args, plotter, results, lambda: keeper.submit(
+                results, folders, args.path if archive.is_archive(args.path) else None), keeper)
     finally:
+        keeper.close()
         if plotter is not None:
             plotter.close()
 
@@ -54,12 +69,12 @@ def _writing(out):
                           f"{exc.strerror or exc}") from None
 
 
-def _report(args, plotter) -> int:
-    results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
+def _report(args, plotter, results, to_store, keeper) -> int:
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if plotter is not None:   # drawn beside the tables, from the aggregated frames
         plotter.draw(results, comm_table)
-    out = args.out or os.path.join(args.path, paths.REPORT_DIR)
+    out = args.out or (archive.report_dir(args.path) if archive.is_archive(args.path)
+                       else os.path.join(args.path, paths.REPORT_DIR))
     with _writing(out):
         os.makedirs(out, exist_ok=True)
     # steps.parquet in a thread (pyarrow's writer and its compression let go of the GIL): it
@@ -67,6 +82,7 @@ def _report(args, plotter) -> int:
     steps = concurrent.futures.ThreadPoolExecutor(1)
     parquet = steps.submit(results.write_steps, os.path.join(out, "steps.parquet"))
     steps.shutdown(wait=False)
+    to_store()   # the store's rows handed to its process: added while the tables are printed
     parts = report.sections(results, comm_table)
     say(report.text(parts))
     with _writing(out):
@@ -84,6 +100,9 @@ def _report(args, plotter) -> int:
                                  limits=report.limits_of(results))
     say(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {page}" +
           "".join(f"\nplot: {p}" for p in written) + "".join(f"\n{line}" for line in skipped))
+    stored, ok = keeper.result()
+    if stored:
+        say(stored) if ok else print(f"warning: {stored}", file=sys.stderr)
     if results.corrupt:
         print(f"error: {len(results.corrupt)} corrupt record file(s); their repeats are marked "
               "corrupt and listed under 'Failed, cut short or missing'", file=sys.stderr)
@@ -93,9 +112,22 @@ def _report(args, plotter) -> int:
 
 def cmd_history(args) -> int:
     from analysis import history
-    results = load(args.root)
-    say(history.render(history.history(results)))
-    return 1 if results.corrupt else 0
+    corrupt, where = [], dict(_pair(w) for w in args.where or ())
+    if args.root is None:
+        st = store_commands.open_store(args.store, False)
+        pts = history.stored_points(st.points(columns=set(history.STORED) | set(where)))
+    else:
+        results = load(args.root)
+        pts, corrupt = history.points_of(results), results.corrupt
+    say(history.render(history.table(history.select(pts, where, args.since, args.sweep))))
+    return 1 if corrupt else 0
+
+
+def _pair(text: str) -> tuple:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise RecordError(f"--where {text}: expected KEY=VALUE (framework=pytorch)")
+    return key, value
 
 
 def _fraction(text) -> float:
@@ -120,12 +152,20 @@ def main(argv=None) -> int:
                      help="flag a figure whose CV across repeats is above this (default 0.05)")
     rep.add_argument("--max-drift", type=_fraction, default=method.MAX_DRIFT,
                      help="flag a figure whose timed window's halves differ by more (default 0.05)")
+    store_commands.store_option(rep)
     hist = sub.add_parser("history", help="each configuration's throughput across sweeps")
-    hist.add_argument("root", help="a folder of sweeps")
+    hist.add_argument("root", nargs="?", help="a folder of sweeps (default: the results store)")
+    hist.add_argument("--where", nargs="+", metavar="KEY=VALUE",
+                      help="only points whose KEY is VALUE: framework=pytorch model=resnet50")
+    hist.add_argument("--since", metavar="DATE", help="only sweeps from DATE on (2026-10-01, UTC)")
+    hist.add_argument("--sweep", help="only this sweep (its name, path, key or archive)")
+    store_commands.store_option(hist)
     compare.add_commands(sub)
+    store_commands.add_commands(sub)
     args = parser.parse_args(argv)
     try:
-        return {"report": cmd_report, "history": cmd_history, **compare.COMMANDS}[args.command](args)
+        return {"report": cmd_report, "history": cmd_history, **compare.COMMANDS,
+                **store_commands.COMMANDS}[args.command](args)
     except RecordError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -34,6 +34,12 @@ analysis/matching.py's rule), framework, model (full size), precision, device co
 (`devices`) and batch per device where the row names one. A published row that no point
 of the run matches is NOT RUN, which is not a failure; when no row matches at all the
 comparison is bad input (exit 2). `--tolerance` replaces every entry's tolerance.
+
+`--reference store` takes, for each configuration of the run (its device included), the
+last ok point of the results store (analysis/store.py) from another sweep stored before it:
+"this week against the last good run", however long ago its folder was deleted.
+`--reference store:SWEEP` takes the points of that stored sweep (its name, key, path or
+archive). A point with no stored baseline is left out, and said; none at all is bad input.
 """
 import json
 import math
@@ -63,6 +69,7 @@ DEFAULT_METRIC = {"wide_deep": "latency_ms", "gpt": "tokens_per_s"}  # else thro
 # The model setting that tells a special model's points apart in a reference made by `reference`.
 MODEL_KEY = {"wide_deep": ("deep_vocab_size", "embedding"), "gpt": ("seq_len",),
              "insightface": ("num_classes",)}
+STORE = "store"   # --reference store[:SWEEP]: a stored point as the baseline
 CONFIG_KEYS = {"framework": "framework", "model": "model", "size": "model_size",
                "precision": "precision", "amp_dtype": "amp_dtype", "batch_size": "batch_size",
                "nodes": "nodes", "gpus_per_node": "gpus_per_node", "compile": "compile",
@@ -83,10 +90,13 @@ def _published(path) -> dict:
             "entries": entries}
 
 
-def read_reference(path, system=None, tolerance=None) -> tuple:
+def read_reference(path, system=None, tolerance=None, data=None) -> tuple:
     """(system shown, entries with defaults filled), checked; RecordError on bad input.
-    `path`: a reference file, or published:NAME; `tolerance` replaces every entry's."""
-    if str(path).startswith(published.PREFIX):
+    `path`: a reference file, or published:NAME; `data`: its content, where already made
+    (stored_reference); `tolerance` replaces every entry's."""
+    if data is not None:
+        pass
+    elif str(path).startswith(published.PREFIX):
         data = _published(path)
     else:
         try:
@@ -166,8 +176,8 @@ def _matches(row: dict, config: dict) -> bool:
     for key, want in config.items():
         if key == "search":
             have = row.get("search")
-        elif key == "device":
-            if not matching.same_device(row.get("device"), want):
+        elif key == "device":   # the same name is the same device, a CPU's too
+            if not (row.get("device") == want or matching.same_device(row.get("device"), want)):
                 return False
             continue
         elif key.startswith("model."):
@@ -266,7 +276,9 @@ def warn_corrupt(results) -> None:
 def cmd_compare(args) -> int:
     results = load(args.path)
     warn_corrupt(results)
-    system, entries = read_reference(args.reference, args.system, args.tolerance)
+    stored = str(args.reference) == STORE or str(args.reference).startswith(STORE + ":")
+    data = stored_reference(args.reference, results, args.store) if stored else None
+    system, entries = read_reference(args.reference, args.system, args.tolerance, data)
     table, labels = [], []
     found, not_run = verdicts(results, entries), 0
     if str(args.reference).startswith(published.PREFIX):
@@ -296,8 +308,79 @@ def cmd_compare(args) -> int:
     say(f"\n{len(table) - failed - unsupported} of {len(table)} within tolerance"
         + (f"; {failed} failed or missing" if failed else "")
         + (f"; {unsupported} unsupported on this machine (not compared)" if unsupported else "")
-        + (f"; {not_run} published row(s) of other settings not run here" if not_run else ""))
+        + (f"; {not_run} published row(s) of other settings not run here" if not_run else "")
+        + (f"; {data['without_baseline']} point(s) without a stored baseline (not compared)"
+           if data and data.get("without_baseline") else ""))
     return 1 if failed else 0
+
+
+def entry_of(r: dict, device: bool = False):
+    """A reference entry of one ok point's (or search's) figures row (`figures`), with its
+    `key` (configuration and metric, as text); None where it has no figure. The device is
+    a key only when asked (a reference file's system names it)."""
+    if r["status"] != "ok":
+        return None
+    config = {k: r[col] for k, col in CONFIG_KEYS.items()
+              if k != "devices" and (device or k != "device") and r.get(col) is not None
+              and not (k == "amp_dtype" and r["precision"] != "amp")}
+    config = {k: (v.item() if hasattr(v, "item") else v) for k, v in config.items()}
+    if r["kind"] == "search":
+        config["search"] = r["search"]
+        metric = "largest_ok"
+    else:
+        for k in MODEL_KEY.get(r["model"], ()):
+            v = r.get(k)
+            if v is not None and v == v:
+                config[f"model.{k}"] = v if isinstance(v, str) else int(v)
+        metric = DEFAULT_METRIC.get(r["model"], "throughput")
+    value = r.get(METRICS[metric][0])
+    if tables.missing(value):
+        return None
+    unit = r["search"].split(".")[-1] if metric == "largest_ok" else METRICS[metric][1]
+    return {"config": config, "metric": metric, "value": float(f"{value:.6g}"), "unit": unit,
+            "key": json.dumps(config, sort_keys=True, default=str) + metric}
+
+
+def stored_reference(reference: str, results, store=None) -> dict:
+    """A reference's content from the results store (analysis/store.py): `store`, for each
+    configuration of `results` (its device included), the last ok point stored before it
+    from another sweep; `store:SWEEP`, the points of that stored sweep (name, key, path or
+    archive)."""
+    from analysis import history, store_commands, store_rows
+    st = store_commands.open_store(store, False)
+    frame = st.points(columns=("point", "status", "figures", "created_unix", "image", "image_digest"))
+    frame = frame.assign(created=frame.sweep_created)
+    selector = reference.partition(":")[2]
+    if selector:
+        frame = history.select(frame, sweep=selector)
+    else:
+        own = store_rows.sweep_keys(results)
+        frame = frame[~frame.sweep_key.isin(set(own.values()))]
+        made = [m.get("created_unix") for m in results.manifests.values() if m.get("created_unix")]
+        if made:
+            frame = frame[frame.created.notna() & (frame.created < min(made))]
+    stored = {}
+    for r in frame.iloc[::-1].itertuples():   # newest first: the last good run wins
+        fig = dict(r.figures or {}, kind="point")
+        fig["peak_memory_gib"] = tables.gib(fig["peak_memory_bytes"]) if fig.get("peak_memory_bytes") else None
+        e = entry_of(fig, device=True)
+        if e is not None and e["key"] not in stored:
+            when = history.table_date(r.created)
+            stored[e.pop("key")] = dict(e, point=f"stored: {r.sweep}" + (f" {when}" if when else ""),
+                                        **({"image": r.image_digest or r.image} if r.image else {}))
+    entries, alone = [], 0
+    for r in figures(results):
+        e = entry_of(dict(r, status="ok"), device=True)   # a failed point still meets its baseline
+        if e is not None and e["key"] in stored:
+            entries.append(stored.pop(e["key"]))
+        elif r["kind"] == "point":
+            alone += 1
+    if not entries:
+        raise RecordError(f"no point of {results.root} has a stored baseline in {st.name} (an ok "
+                          "point of the same configuration and device"
+                          + (f" in sweep {selector})" if selector else ", stored before it)"))
+    return {"schema": SCHEMA, "version": 1, "system": f"store {st.name}", "tolerance": 0.05,
+            "entries": entries, "without_baseline": alone}
 
 
 def make_reference(results, tolerance=0.05, system=None) -> dict:
@@ -309,35 +392,17 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
         system = " + ".join(names) or "unknown"
     entries, seen, ran_in = [], {}, images.of_points(results)
     for r in figures(results):
-        if r["status"] != "ok":
+        e = entry_of(r)
+        if e is None:
             continue
-        config = {k: r[col] for k, col in CONFIG_KEYS.items()   # the system names the device
-                  if k not in ("devices", "device") and r.get(col) is not None
-                  and not (k == "amp_dtype" and r["precision"] != "amp")}
-        config = {k: (v.item() if hasattr(v, "item") else v) for k, v in config.items()}
-        if r["kind"] == "search":
-            config["search"] = r["search"]
-            metric = "largest_ok"
-        else:
-            for k in MODEL_KEY.get(r["model"], ()):
-                v = r.get(k)
-                if v is not None and v == v:
-                    config[f"model.{k}"] = v if isinstance(v, str) else int(v)
-            metric = DEFAULT_METRIC.get(r["model"], "throughput")
-        value = r.get(METRICS[metric][0])
-        if tables.missing(value):
-            continue
-        key = json.dumps(config, sort_keys=True, default=str) + metric
-        if key in seen:
-            raise RecordError(f"points {seen[key]} and {r['point']} share a configuration: "
+        if e["key"] in seen:
+            raise RecordError(f"points {seen[e['key']]} and {r['point']} share a configuration: "
                               "make a reference from one sweep")
-        seen[key] = r["point"]
-        unit = r["search"].split(".")[-1] if metric == "largest_ok" else METRICS[metric][1]
-        entry = {"config": config, "metric": metric, "value": float(f"{value:.6g}"), "unit": unit}
+        seen[e.pop("key")] = r["point"]
         image = images.identity(ran_in.get((r.get("sweep"), r["point"])))
         if image:  # the container image it was measured in: compare says when a point's differs
-            entry["image"] = image
-        entries.append(entry)
+            e["image"] = image
+        entries.append(e)
     if not entries:
         raise RecordError(f"no ok point under {results.root} to make a reference from")
     return {"schema": SCHEMA, "version": 1, "system": system, "tolerance": tolerance,
@@ -367,10 +432,13 @@ def add_commands(sub) -> None:
     cmp = sub.add_parser("compare", help="the regression gate: figures against a reference file")
     cmp.add_argument("path", help="a sweep folder (or a folder of sweeps)")
     cmp.add_argument("--reference", required=True,
-                     help="a reference file (YAML or JSON), or published:NAME (analysis/published/NAME.yaml)")
+                     help="a reference file (YAML or JSON), published:NAME (analysis/published/NAME.yaml), "
+                          "or store[:SWEEP] (the last good run stored before this one, or that sweep's)")
     cmp.add_argument("--system", help="the entries of this system (when the file holds several)")
     cmp.add_argument("--tolerance", type=float, default=None,
                      help="relative; replaces every entry's tolerance (default: the file's)")
+    cmp.add_argument("--store", help="the results store --reference store reads (default: "
+                                     "DLBENCH_STORE, else ~/.local/share/dlbench/results.sqlite)")
     ref = sub.add_parser("reference", help="a reference file from a past run")
     ref.add_argument("path", help="a sweep folder (or a folder of sweeps)")
     ref.add_argument("--out", required=True, help="the file to write (.yaml, or .json)")

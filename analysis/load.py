@@ -28,7 +28,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis import figures, method, record_file
+from analysis import archive, figures, method, record_file
 from analysis.record_file import CorruptFile, RecordError
 from analysis.results import COMM_COLUMNS, FLOP_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
 from contract import paths, statuses
@@ -39,9 +39,10 @@ __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
 class _Reader:
     """Accumulates what the records say, point by point; `results()` assembles it."""
 
-    def __init__(self, root: str, limits: dict = None):
+    def __init__(self, root: str, limits: dict = None, damaged: dict = None):
         self.root = root
         self.limits = dict(limits or {})   # the flags' thresholds: max_cv, max_drift
+        self.damaged = damaged or {}       # an archive's files that failed its checks: path -> why
         self.point_rows, self.run_rows, self.corrupt = [], [], []
         self.comm, self.environments, self.manifests, self.searches = [], [], {}, []
         self.preflights = {}  # (sweep, point) -> its preflight.json (preflight=true)
@@ -57,6 +58,7 @@ class _Reader:
         pdir = os.path.dirname(point_file)
         sweep = paths.sweep_of(pdir)
         try:
+            self.check(point_file)
             point, row = record_file.point_record(point_file, sweep)
         except CorruptFile as c:
             self.bad(c, sweep, os.path.basename(pdir))
@@ -81,6 +83,7 @@ class _Reader:
     def preflight(self, pdir: str, sweep: str, point: str):
         """The point's preflight record (docs/health.md), or None; a bad one costs only itself."""
         try:
+            self.check(os.path.join(pdir, paths.PREFLIGHT_FILE))
             pre = record_file.read_record(os.path.join(pdir, paths.PREFLIGHT_FILE), paths.PREFLIGHT_SCHEMA)
         except CorruptFile as c:
             self.bad(c, sweep, point)
@@ -97,6 +100,7 @@ class _Reader:
                 continue
             path = os.path.join(rdir, fname)
             try:
+                self.check(path)
                 slim, c = record_file.rank_record(path)
                 if not 0 <= slim["rank"] < world or slim["rank"] in ranks:
                     raise CorruptFile(path, f"malformed: rank {slim['rank']} "
@@ -118,11 +122,14 @@ class _Reader:
             names, bad = [], [CorruptFile(rdir, f"cannot list it: {exc.strerror or exc}")]
         ranks, cols, bad_ranks = self.ranks(rdir, names, world)
         bad += bad_ranks
+        if self.damaged:   # any other damaged file of the repeat (run.json, a log) costs it too
+            bad += [CorruptFile(p, why) for p, why in sorted(self.damaged.items())
+                    if p.startswith(rdir + os.sep) and not paths.RANK_RECORD_RE.match(os.path.basename(p))]
         comm = [self.keep_rank(sweep, name, repeat, ranks[r], cols[r]) for r in ranks]
         run, run_path = None, os.path.join(rdir, paths.RUN_FILE)
         if paths.RUN_FILE in names:
             try:
-                run = record_file.run_record(run_path)
+                run = None if run_path in self.damaged else record_file.run_record(run_path)
             except CorruptFile as exc:
                 bad.append(exc)
         row = {"sweep": sweep, "point": name, "repeat": repeat, "status": None, "error": None,
@@ -184,9 +191,15 @@ class _Reader:
     def searches_of(self, sweeps) -> None:
         for path in paths.search_files(sweeps):
             try:
+                self.check(path)
                 self.searches.append(record_file.search_ledger(path))
             except CorruptFile as c:
                 self.bad(c, sweep=os.path.dirname(os.path.dirname(path)))
+
+    def check(self, path: str) -> None:
+        """CorruptFile where `path` is one of an archive's damaged files."""
+        if path in self.damaged:
+            raise CorruptFile(path, self.damaged[path])
 
     def step_columns(self):
         if not self.owners:
@@ -247,15 +260,43 @@ def find_points(root) -> list:
 
 
 def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT) -> Results:
-    """Every sweep point under `path` (a sweep folder or a folder of sweeps), each file
-    read once. Bad record files cost their repeats (Results.corrupt lists them). `max_cv`
-    and `max_drift`: the flags' thresholds (analysis/method.py)."""
-    reader = _Reader(str(path), {"max_cv": max_cv, "max_drift": max_drift})
+    """Every sweep point under `path` (a sweep folder, a folder of sweeps, or a sweep's
+    archive: analysis/archive.py), each file read once. Bad record files cost their repeats
+    (Results.corrupt lists them). `max_cv` and `max_drift`: the flags' thresholds
+    (analysis/method.py)."""
+    if archive.is_archive(path):
+        with opened(path, max_cv=max_cv, max_drift=max_drift) as (results, _):
+            return results
+    return _load(path, {"max_cv": max_cv, "max_drift": max_drift})
+
+
+@contextlib.contextmanager
+def opened(path, **limits):
+    """(Results, {sweep as shown: the folder its files are in}) of a sweep folder, or of an
+    archive unpacked for as long as the block runs (its damaged files cost their repeats;
+    its paths shown as ARCHIVE/...)."""
+    if not archive.is_archive(path):
+        yield load(path, **limits), {}
+        return
+    with archive.unpacked(path) as (folder, damaged):
+        try:
+            results = archive.relabel(_load(folder, limits, damaged), folder, str(path))
+        except RecordError as exc:   # named as the archive, not the folder it was unpacked to
+            raise RecordError(str(exc).replace(folder, str(path))) from None
+        yield results, {s: s.replace(str(path), folder, 1) for s in results.points.sweep.unique()}
+
+
+def _load(path, limits: dict, damaged: dict = None) -> Results:
+    reader = _Reader(str(path), limits, damaged)
     files = find_points(path)
     with _collector_paused():
         for point_file in files:
             reader.point(point_file)
         reader.searches_of({paths.sweep_of(os.path.dirname(f)) for f in files})
+        named = {c["file"] for c in reader.corrupt}
+        for p, why in sorted(reader.damaged.items()):   # read by no one (slurm.json, a log): named
+            if p not in named:
+                reader.bad(CorruptFile(p, why))
         return reader.results()
 
 

@@ -41,18 +41,23 @@ def _draw(data, only):
     return plot.render(data, only)
 
 
+def second_process(warm):
+    """One forked worker that ends with the report, already running `warm` (its imports);
+    None where no fork can be had (a fresh interpreter would import everything again)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    try:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("fork"), initializer=_end_with_the_report)
+        pool.submit(warm)
+        return pool
+    except OSError:
+        return None
+
+
 class Plotter:
     def __init__(self):
-        self._pool, self._parts = None, []
-        if "fork" not in multiprocessing.get_all_start_methods():
-            return     # a fresh interpreter would import everything again: draw here instead
-        try:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("fork"),
-                initializer=_end_with_the_report)
-            self._pool.submit(_warm)
-        except OSError:
-            self._pool = None
+        self._pool, self._parts = second_process(_warm), []
 
     def _submit(self, data, only) -> None:
         future = None

@@ -3,7 +3,7 @@ compile, columns = nodes x devices per node, cells = one figure of each point, f
 Points that failed or have not run show their status (LABELS), never a blank; a partial
 point's figure carries `*`, and a flagged figure its marks (analysis/method.py, MARKS).
 And what every section formats with: a figure or "n/a" (`number`, `missing`), bytes in
-GiB (`gib`) or in words (`human_bytes`).
+GiB (`gib`) or in words (`human_bytes`), a table of text by the thousand rows (`github`).
 
 A leaf of the analysis: it imports no other analysis module, so the report and its
 special sections (analysis/report.py, analysis/special.py) both build on it.
@@ -150,3 +150,17 @@ def table(points: pd.DataFrame, column: str, fmt, marks: str = None) -> str:
         fw, prec, bs, comp = key
         rows.append([fw, prec, bs, comp] + [grid[key].get(c, "-") for c in columns])
     return tabulate(rows, headers=HEADERS + columns, tablefmt="github", disable_numparse=True)
+
+
+def github(rows, headers) -> str:
+    """tabulate(rows, headers, tablefmt="github", disable_numparse=True), the same text, for
+    rows of text by the thousand: tabulate strips ANSI codes from every cell to guess its
+    type (5 us a cell), a third of `analysis history` over 10,000 stored points
+    (benchmarks/results_store.md). None is "", as tabulate shows it."""
+    rows = [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max([len(h) + 2] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *map(line, rows)])

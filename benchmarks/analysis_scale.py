@@ -184,6 +184,8 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the generated sweeps")
     args = ap.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
+    # the reports add their sweeps to a results store of the work folder's, not the user's
+    os.environ.setdefault("DLBENCH_STORE", os.path.join(args.work, "results.sqlite"))
     real = args.real or real_sweep(args.work)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {machine()}")
     print(f"# {' '.join([os.path.relpath(sys.executable, ROOT), *sys.argv])}\n")

@@ -19,7 +19,8 @@
     SWEEP/slurm/                                      submitit's folder: sbatch scripts, pickles,
                                                       driver logs <job>_0_log.out (launchers/backends/slurm/launcher.py)
 
-`python -m launch health` writes OUTPUT_ROOT/health-<time>/ as one attempt's folder above.
+`python -m launch health` writes OUTPUT_ROOT/health-<time>/ as one attempt's folder above;
+`python -m analysis archive SWEEP` writes SWEEP.tar.zst, its manifest NAME/archive.json.
 
 Every other module names these through this one. Standard library only: the worker
 harness imports it in the framework's own Python.
@@ -41,6 +42,8 @@ HEALTH_SPEC_SCHEMA = "dlbench.health_spec"  # what a health step's ranks read (l
 HEALTH_RANK_SCHEMA = "dlbench.health_rank"  # one rank's checks (healthchecks/rank.py)
 HEALTH_SCHEMA = "dlbench.health"            # a health step's verdict (launchers/health/verdict.py)
 PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/health/preflight.py)
+ARCHIVE_SCHEMA = "dlbench.archive"          # an archive's manifest (analysis/archive.py)
+STORE_SCHEMA = "dlbench.store"              # the results store's meta table (analysis/store_schema.py)
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"
@@ -54,6 +57,8 @@ STEP_FILE = "step.json"
 SRUN_LOG = "srun.log"
 HEALTH_FILE = "health.json"
 PREFLIGHT_FILE = "preflight.json"
+ARCHIVE_SUFFIX = ".tar.zst"             # `python -m analysis archive SWEEP`: SWEEP.tar.zst
+ARCHIVE_MANIFEST = "archive.json"       # in it, NAME/archive.json: each file's sha256
 HEALTH_DIR = "health"
 HEALTH_RUN_PREFIX = "health-"           # `launch health`'s folder: OUTPUT_ROOT/health-<time>
 RANK_LOG_SRUN = "rank-%5t.log"          # srun --output's pattern of rank_log_name (%5t: the task)

@@ -56,6 +56,7 @@ class Cluster:
     container_mounts: tuple = ()
     container_python: str = "python"
     env: Settings = Settings()          # every rank's environment
+    store: Settings = Settings()        # {url}: the results store the sweep's report adds to
 
 
 @dataclass(frozen=True)

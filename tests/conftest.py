@@ -46,3 +46,13 @@ def jax_compilation_cache(tmp_path_factory):
         mp.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path_factory.mktemp("jax-cache")))
         mp.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # default 1 s: none here
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def results_store_of_the_session(tmp_path_factory):
+    """Every report a test runs adds its sweep to a results store (analysis/store.py): one
+    of the session's own, never the user's (~/.local/share/dlbench). A test of the store
+    sets its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLBENCH_STORE", str(tmp_path_factory.mktemp("store") / "results.sqlite"))
+        yield

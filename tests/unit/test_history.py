@@ -69,3 +69,16 @@ def test_speedup_divides_by_its_own_sweeps_baseline(tmp_path):
     two = points[points.devices == 2].set_index(points[points.devices == 2].sweep.map(os.path.basename))
     assert two.speedup["a"] == pytest.approx(1.5) and two.speedup["b"] == pytest.approx(1.5)
     assert two.speedup["c"] == pytest.approx(2.0)
+
+
+def test_the_history_tables_are_tabulates():
+    """tables.github writes what tabulate's github format writes, faster (analysis/tables.py)."""
+    from tabulate import tabulate
+
+    from analysis import tables
+    headers = ["date", "sweep", "commit", "framework", "device", "throughput (min..max)", "change"]
+    rows = [["2026-09-21 00:00", "A", "c0ffee", "9.9", "cpu", "80.0 (80.0..80.0)", ""],
+            ["", "a-much-longer-sweep-name", "", None, "NVIDIA H100 80GB HBM3", "1.5 (1.0..2.0)", "+25.0% !"]]
+    for some in (rows, rows[:1], []):
+        assert tables.github(some, headers) == tabulate(some, headers=headers, tablefmt="github",
+                                                        disable_numparse=True)

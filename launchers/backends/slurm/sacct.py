@@ -104,13 +104,21 @@ def squeue_states(job_ids, timeout: float = 30) -> dict:
     return {j: info["state"] for j, info in squeue_jobs(job_ids, timeout).items()}
 
 
-def sacct_states(job_ids, timeout: float = 60) -> dict:
-    """job id -> final-or-not state from accounting; {} where accounting is off. One call."""
+def accounting(job_ids, timeout: float = 60):
+    """job id -> final-or-not state from accounting, for the jobs it knows; None where
+    accounting does not answer (no sacct, no slurmdbd, a time-out). One call."""
     ids, asked = _asked(job_ids)
     if not ids:
         return {}
     out = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", asked], timeout)
+    if out is None:
+        return None
     return {job: normalize(state) for job, state in _rows(out, set(ids)).items()}
+
+
+def sacct_states(job_ids, timeout: float = 60) -> dict:
+    """job id -> final-or-not state from accounting; {} where accounting is off. One call."""
+    return accounting(job_ids, timeout) or {}
 
 
 def jobs(job_ids) -> dict:

@@ -1,0 +1,70 @@
+"""The results store on a real PostgreSQL that the test starts itself (tests/postgres_server.py:
+Debian's postgresql, a temporary data folder and port): the scenario of the SQLite tests
+(two sweeps reported, one folder deleted, history and compare from what is stored), the
+same sweep twice, two concurrent adds, and a server that does not answer."""
+import subprocess
+import sys
+
+import pytest
+import sqlalchemy as sa
+
+from launchers.plan.points import ROOT
+from tests import postgres_server
+from tests.store_scenario import DAY, T0, run, sweep, two_sweeps_one_deleted
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    reason = postgres_server.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with postgres_server.server() as url:
+        yield url
+
+
+@pytest.fixture
+def url(postgres):
+    """The module's server, its store emptied for each test."""
+    engine = sa.create_engine(postgres)
+    with engine.begin() as conn:
+        for table in ("jobs", "points", "sweeps", "meta"):
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+    engine.dispose()
+    return postgres
+
+
+def counts(url) -> tuple:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        got = tuple(conn.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar()
+                    for t in ("sweeps", "points", "jobs"))
+    engine.dispose()
+    return got
+
+
+def test_two_sweeps_reported_one_deleted_on_postgresql(tmp_path, url, capsys):
+    two_sweeps_one_deleted(tmp_path / "sweeps", url, capsys)
+    assert counts(url) == (2, 2, 0)
+    code, out, _ = run(capsys, "store", "list", "--store", url)
+    assert code == 0 and "(gone)" in out.splitlines()[3] and "| B@" in out
+
+
+def test_the_same_sweep_twice_changes_nothing_and_concurrent_adds_land(tmp_path, url, capsys):
+    a = sweep(tmp_path, "A", T0, [1.0])
+    assert "added A@" in run(capsys, "store", "add", a, "--store", url)[1]
+    assert "unchanged A@" in run(capsys, "store", "add", a, "--store", url)[1]
+    others = [sweep(tmp_path, f"S{k}", T0 + k * DAY, [1.0]) for k in (1, 2)]
+    procs = [subprocess.Popen([sys.executable, "-m", "analysis", "store", "add", s, "--store", url],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for s in others]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert counts(url) == (3, 3, 0)
+
+
+def test_a_server_that_does_not_answer_is_one_line(tmp_path, capsys):
+    dead = "postgresql+psycopg://postgres@127.0.0.1:1/none"
+    code, _, err = run(capsys, "store", "add", sweep(tmp_path, "A", T0, [1.0]), "--store", dead)
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: results store postgresql+psycopg://postgres@127.0.0.1:1/none "
+                          "cannot be reached: ")
