@@ -52,7 +52,7 @@ def points_of(res) -> pd.DataFrame:
                      for s, p in zip(pts.sweep, pts.point)]
     ran_in = images.of_points(res)
     boxes = [ran_in.get((s, p)) for s, p in zip(pts.sweep, pts.point)]
-    pts["image"] = [images.brief(c.get("image"), c.get("digest")) if c else None for c in boxes]
+    pts["image"] = [images.label(c) if c else None for c in boxes]
     pts["image_id"] = [images.identity(c) for c in boxes]
     if len(pts):   # a sweep's date: its first point's creation
         pts["created"] = pts.groupby("sweep").created.transform("min")
@@ -61,7 +61,7 @@ def points_of(res) -> pd.DataFrame:
 
 # what stored_points reads of the store (and the --where keys)
 STORED = KEY + ["bench", "point", "suite_commit", "framework_version", "device", "image",
-                "image_digest", "throughput", "tp_min", "tp_max"]
+                "image_digest", "image_runtime", "throughput", "tp_min", "tp_max"]
 
 
 def stored_points(frame: pd.DataFrame) -> pd.DataFrame:
@@ -71,7 +71,8 @@ def stored_points(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=KEY + ["sweep", "created", "bench"] + COLUMNS[2:])
     pts = frame[(frame.bench == "train") & frame.throughput.notna()].copy()
     return pts.assign(created=pts.sweep_created,
-                      image=[images.brief(i, d) if i else None for i, d in zip(pts.image, pts.image_digest)],
+                      image=[images.label({"image": i, "digest": d, "runtime": r}) if i else None
+                             for i, d, r in zip(pts.image, pts.image_digest, pts.image_runtime)],
                       image_id=[d or i or None for i, d in zip(pts.image, pts.image_digest)])
 
 

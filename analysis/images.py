@@ -24,12 +24,6 @@ def label(container) -> str:
     return f"{container.get('runtime') or '?'} {container.get('image')} ({short})"
 
 
-def brief(image, digest) -> str:
-    """`/images/pt.sqfs (sha256:0123456789ab)`: an image as the history shows it (its
-    runtime aside: the store keeps the reference and digest)."""
-    return f"{image} (sha256:{digest.split(':', 1)[-1][:12]})" if digest else f"{image} (no digest)"
-
-
 def of_points(results) -> dict:
     """(sweep, point) -> its image (the record's `container`, or None), from the first rank
     record read of it; a point whose ranks disagree keeps the first (they share one spec)."""

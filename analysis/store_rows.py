@@ -54,16 +54,17 @@ def sweep_key(name: str, created, where: str) -> str:
 
 
 def _image(point: dict, envs: list):
-    """(image, digest): what the ranks recorded (the record's `container`: its reference and
-    digest, analysis/images.py), else the image the point was configured with
-    (framework.container or the site's), without a digest."""
+    """(image, digest, runtime): what the ranks recorded (the record's `container`: its
+    reference, digest and runtime, analysis/images.py), else the image the point was
+    configured with (framework.container or the site's), without a digest."""
     for e in envs:
         box = e.get("container")
         if isinstance(box, dict) and box.get("image"):
-            return box.get("image"), box.get("digest")
+            return box.get("image"), box.get("digest"), box.get("runtime")
     framework = point.get("framework") or {}
-    return framework.get("container") or ((point.get("cluster") or {}).get("containers")
-                                          or {}).get(framework.get("name")), None
+    cluster = point.get("cluster") or {}
+    return (framework.get("container") or (cluster.get("containers") or {}).get(framework.get("name")),
+            None, cluster.get("container_runtime"))
 
 
 def _jobs(folder: str, point: str) -> list:
@@ -107,7 +108,7 @@ def sweeps(results, folders=None) -> list:
         key = (sweep, p["point"])
         point = results.manifest(sweep, p["point"])
         mine = runs.get(key, [])
-        image, digest = _image(point, envs.get(key, []))
+        image, digest, runtime = _image(point, envs.get(key, []))
         fig = plain(figures.get(key, {}))
         lay = point.get("parallel") if isinstance(point.get("parallel"), dict) else None
         row = {c: plain(p.get(c)) for c in FROM_POINTS}
@@ -120,7 +121,7 @@ def sweeps(results, folders=None) -> list:
                                    for h in r.hosts.split(",")})) or None,
             launcher=(point.get("launcher") or {}).get("name"),
             warmup_steps=point.get("warmup_steps"), measure_steps=point.get("measure_steps"),
-            image=image, image_digest=digest, suite_commit=point.get("suite_commit"),
+            image=image, image_digest=digest, image_runtime=runtime if image else None, suite_commit=point.get("suite_commit"),
             created_unix=point.get("created_unix"), model_settings=plain(point.get("model")),
             parallel=plain(lay), figures={k: v for k, v in fig.items() if k != "sweep"},
             jobs=_jobs(folders.get(sweep, sweep), p["point"]))

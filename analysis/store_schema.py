@@ -58,7 +58,7 @@ points = sa.Table(
     sa.Column("point", sa.String(255), nullable=False),
     *(sa.Column(name, sa.String(255)) for name in (
         "bench", "framework", "framework_version", "model", "model_size", "precision",
-        "amp_dtype", "mode", "layout", "launcher", "device", "image", "image_digest",
+        "amp_dtype", "mode", "layout", "launcher", "device", "image", "image_digest", "image_runtime",
         "suite_commit", "status", "marks", "case_name")),
     sa.Column("compile", sa.Boolean),
     *(sa.Column(name, sa.Integer) for name in (

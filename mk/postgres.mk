@@ -9,12 +9,6 @@ _postgres_mk_default_goal := $(.DEFAULT_GOAL)
 .PHONY: postgres-deps
 
 postgres-deps:
-	@missing=""; for p in $(POSTGRES_TEST_PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "postgres-deps: installing$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	else echo "postgres-deps: $(POSTGRES_TEST_PKGS) already installed"; fi
+	@$(call apt_install,postgres-deps,$(POSTGRES_TEST_PKGS))
 
 .DEFAULT_GOAL := $(_postgres_mk_default_goal)

@@ -76,3 +76,19 @@ def test_compare_notes_a_point_measured_in_another_image(tmp_path, capsys):
     bare = sweep(tmp_path, "bare", 3e9, None)
     assert main(["compare", bare, "--reference", ref]) == 0
     assert f"point {POINT} ran in none: not the same measurement" in capsys.readouterr().out
+
+
+def test_the_stored_history_says_so_after_the_folders_are_gone(tmp_path, capsys):
+    """The store keeps each point's image (reference, digest, runtime): its history names the
+    image and the change between images once the sweep folders are deleted."""
+    import shutil
+    db = str(tmp_path / "store.sqlite")
+    for name, t, digest in (("a", 1_000_000_000, "a"), ("c", 1_000_000_200, "c")):
+        folder = sweep(tmp_path, name, t, image(digest), window=1.0 if name == "a" else 0.5)
+        assert main(["store", "add", folder, "--store", db]) == 0
+        shutil.rmtree(folder)
+    capsys.readouterr()
+    assert main(["history", "--store", db]) == 0
+    text = capsys.readouterr().out
+    assert f"charliecloud /images/pt.sqfs (sha256:{'c' * 12})" in text
+    assert "| +100.0% !; other image |" in text

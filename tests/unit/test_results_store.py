@@ -75,7 +75,8 @@ def test_what_a_point_keeps(tmp_path, db, capsys):
     edit(os.path.join(records_of, "point.json"),
          lambda p: p["framework"].update(container="nvcr.io#nvidia/pytorch:24.05-py3"))
     edit(os.path.join(records_of, "repeat-00", "rank-00001.json"),
-         lambda r: r["environment"].update(container={"image": "pytorch.sqsh", "digest": "sha256:ab12"}))
+         lambda r: r.update(container={"runtime": "charliecloud", "image": "pytorch.sqsh",
+                                       "digest": "sha256:ab12"}))
     run(capsys, "store", "add", s, "--store", db)
     row = store.Store(db, write=False).points().iloc[0]
     assert (row.framework, row.framework_version, row.model, row.precision, row.nodes,
@@ -84,7 +85,8 @@ def test_what_a_point_keeps(tmp_path, db, capsys):
     assert row.throughput == 160.0 and row.hosts == "node1" and row.device == "cpu"
     assert row.suite_commit == "c0ffee" and row.created_unix == T0 and row.sweep_path == s
     assert row.figures["latency_ms"] == pytest.approx(100.0)   # 1 s over 10 steps
-    assert (row.image, row.image_digest) == ("pytorch.sqsh", "sha256:ab12")
+    assert (row.image, row.image_digest, row.image_runtime) == ("pytorch.sqsh", "sha256:ab12",
+                                                                "charliecloud")
     with sqlite3.connect(db) as conn:
         assert sorted(conn.execute("SELECT job_id, \"current\", state FROM jobs")) == [
             ("70_3", 0, None), ("77_3", 1, None)]
