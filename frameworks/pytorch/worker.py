@@ -37,5 +37,10 @@ SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, "gpt": _gpt, "l
 
 
 def model_session(spec, dist):
-    """The session of the spec's model (bench=train)."""
-    return SESSIONS[spec.model.name](spec, dist)
+    """The session of the spec's model (bench=train); with checkpoint.every, checkpointing as it
+    trains (frameworks/pytorch/checkpoint_session.py)."""
+    session = SESSIONS[spec.model.name](spec, dist)
+    if (spec.config.get("checkpoint") or {}).get("every"):
+        from frameworks.pytorch.checkpoint_session import Checkpointing
+        return Checkpointing(session, spec, dist)
+    return session
