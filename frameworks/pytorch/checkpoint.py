@@ -1,7 +1,8 @@
 """A rank's checkpoint through torch.distributed.checkpoint (DCP): its state, saved blocking or
 asynchronously, made durable and committed, loaded back, and its digest to compare what was
-loaded with what was saved (docs/checkpoint.md). The sessions that measure it are
-frameworks/pytorch/checkpoint_session.py.
+loaded with what was saved (Checkpointer); the folder its saves go to (Saves); the models
+built for it (MODELS). docs/checkpoint.md; what measures it: frameworks/pytorch/
+checkpoint_session.py (bench=checkpoint) and checkpoint_training.py (checkpoint.every).
 
 - The state is the model's and the optimizer's, by `get_state_dict` (FSDP2 and DTensor aware:
   each rank saves its own shards), the optimizer's flattened per parameter
@@ -33,8 +34,9 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
+from contract import checkpoint as settings_of
 from contract import paths, statuses
-from frameworks.common import bare_io
+from frameworks.common import bare_io, capability
 from frameworks.pytorch.parallelize import local
 
 OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
@@ -247,3 +249,70 @@ class Checkpointer:
     def close(self) -> None:
         if self.stager is not None:
             self.stager.close()
+
+
+# The models whose whole state is their session's model (or stages) and optimizer. Wide & Deep
+# and InsightFace keep shards as plain tensors of one name on every rank: DCP would keep one.
+MODELS = ("gpt", "llama3", "resnet50", "bert_base")
+
+
+def check_model(spec) -> None:
+    if spec.model.name not in MODELS:
+        raise capability.Unsupported(
+            f"checkpoints are built for model={', '.join(MODELS)}, not model={spec.model.name} "
+            "(its shards are plain tensors of one name on every rank)")
+
+
+class Saves:
+    """The saves of one rank into one folder: each started into step-K.partial, finished
+    (durable) and committed as step-K; the last committed kept, older ones purged unless
+    `keep`; `clean()` removes what is left unless `keep`."""
+
+    def __init__(self, session, spec):
+        self.cfg = settings_of.settings(spec.config)
+        self.ckpt = Checkpointer(session, self.cfg.mode, getattr(session, "cuda", False))
+        self.root = paths.checkpoint_root(spec.record_dir, self.cfg.dir)
+        self.committed = []
+        self.ckpt.together(f"making checkpoint.dir {self.root}",
+                           lambda: os.makedirs(self.root, exist_ok=True))
+
+    def final(self, k: int) -> str:
+        return os.path.join(self.root, paths.checkpoint_name(k))
+
+    def start(self, k: int):
+        partial = self.final(k) + paths.PARTIAL_SUFFIX
+        return self.ckpt.together(f"saving {partial}", lambda: self.ckpt.save(partial))
+
+    def finish(self, k: int, pending) -> int:
+        """Wait, sync, commit; returns this rank's bytes of the committed checkpoint."""
+        partial, final = self.final(k) + paths.PARTIAL_SUFFIX, self.final(k)
+        self.ckpt.together(f"saving {partial}", lambda: self.ckpt.finish(pending, partial))
+        self.ckpt.together(f"committing {final}", lambda: self.ckpt.commit(partial, final))
+        self.committed.append(final)
+        return sum(os.path.getsize(f) for f in self.ckpt.files(final))
+
+    def purge(self) -> None:
+        """Remove the committed checkpoints before the last (rank 0), unless `keep`."""
+        if self.cfg.keep:
+            return
+        while len(self.committed) > 1:
+            old = self.committed.pop(0)
+            if self.ckpt.rank == 0:
+                bare_io.remove(old)
+
+    def clean(self, extra=()) -> None:
+        """Remove this repeat's files unless `keep` (partial folders are never a checkpoint):
+        each rank its own `extra`, rank 0 the folder, and the point's once it is empty."""
+        if self.cfg.keep:
+            return
+        for path in extra:
+            bare_io.remove(path)
+        if self.ckpt.rank == 0:
+            bare_io.remove(self.root)
+            try:
+                os.rmdir(os.path.dirname(self.root))
+            except OSError:
+                pass   # another repeat's files, or already gone
+
+    def close(self) -> None:
+        self.ckpt.close()

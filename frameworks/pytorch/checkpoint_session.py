@@ -1,7 +1,7 @@
 """Checkpoints measured (docs/checkpoint.md): `bench=checkpoint` (CheckpointSession, whose
 `run_bench` replaces the training loop, as bench=comm's does) and `checkpoint.every=N` inside
-a training point (Checkpointing, around the point's own session). The checkpoint itself,
-DCP's save and load, is frameworks/pytorch/checkpoint.py.
+a training point is frameworks/pytorch/checkpoint_training.py. The checkpoint itself, DCP's
+save and load, is frameworks/pytorch/checkpoint.py.
 
 bench=checkpoint, one repeat: the point's model and layout built as for training, its
 `warmup_steps` training steps (at least one: the optimizer's state exists only after a step),
@@ -25,19 +25,9 @@ import torch
 
 from contract import checkpoint as settings_of
 from contract import paths
-from frameworks.common import bare_io, capability, harness
-from frameworks.pytorch.checkpoint import CheckpointMismatch, Checkpointer, differences
-
-# The models whose whole state is their session's model (or stages) and optimizer. Wide & Deep
-# and InsightFace keep shards as plain tensors of one name on every rank: DCP would keep one.
-MODELS = ("gpt", "llama3", "resnet50", "bert_base")
-
-
-def _check_model(spec) -> None:
-    if spec.model.name not in MODELS:
-        raise capability.Unsupported(
-            f"checkpoints are built for model={', '.join(MODELS)}, not model={spec.model.name} "
-            "(its shards are plain tensors of one name on every rank)")
+from frameworks.common import bare_io, harness
+from frameworks.pytorch import worker
+from frameworks.pytorch.checkpoint import CheckpointMismatch, Saves, check_model, differences
 
 
 def _clock(fn, *args):
@@ -47,60 +37,6 @@ def _clock(fn, *args):
     return time.perf_counter() - t0, out
 
 
-class Saves:
-    """The saves of one rank into one folder: each started into step-K.partial, finished
-    (durable) and committed as step-K; the last committed kept, older ones purged unless
-    `keep`; `clean()` removes what is left unless `keep`."""
-
-    def __init__(self, session, spec):
-        self.cfg = settings_of.settings(spec.config)
-        self.ckpt = Checkpointer(session, self.cfg.mode, getattr(session, "cuda", False))
-        self.root = paths.checkpoint_root(spec.record_dir, self.cfg.dir)
-        self.committed = []
-        self.ckpt.together(f"making checkpoint.dir {self.root}",
-                           lambda: os.makedirs(self.root, exist_ok=True))
-
-    def final(self, k: int) -> str:
-        return os.path.join(self.root, paths.checkpoint_name(k))
-
-    def start(self, k: int):
-        partial = self.final(k) + paths.PARTIAL_SUFFIX
-        return self.ckpt.together(f"saving {partial}", lambda: self.ckpt.save(partial))
-
-    def finish(self, k: int, pending) -> int:
-        """Wait, sync, commit; returns this rank's bytes of the committed checkpoint."""
-        partial, final = self.final(k) + paths.PARTIAL_SUFFIX, self.final(k)
-        self.ckpt.together(f"saving {partial}", lambda: self.ckpt.finish(pending, partial))
-        self.ckpt.together(f"committing {final}", lambda: self.ckpt.commit(partial, final))
-        self.committed.append(final)
-        return sum(os.path.getsize(f) for f in self.ckpt.files(final))
-
-    def purge(self) -> None:
-        """Remove the committed checkpoints before the last (rank 0), unless `keep`."""
-        if self.cfg.keep:
-            return
-        while len(self.committed) > 1:
-            old = self.committed.pop(0)
-            if self.ckpt.rank == 0:
-                bare_io.remove(old)
-
-    def clean(self, extra=()) -> None:
-        """Remove this repeat's files unless `keep` (partial folders are never a checkpoint):
-        each rank its own `extra`, rank 0 the folder, and the point's once it is empty."""
-        if self.cfg.keep:
-            return
-        for path in extra:
-            bare_io.remove(path)
-        if self.ckpt.rank == 0:
-            bare_io.remove(self.root)
-            try:
-                os.rmdir(os.path.dirname(self.root))
-            except OSError:
-                pass   # another repeat's files, or already gone
-
-    def close(self) -> None:
-        self.ckpt.close()
-
 
 class CheckpointSession(harness.Session):
     """bench=checkpoint (module docstring): the point's training session, its checkpoints."""
@@ -108,8 +44,7 @@ class CheckpointSession(harness.Session):
     framework_version = torch.__version__
 
     def __init__(self, spec, dist):
-        _check_model(spec)
-        from frameworks.pytorch import worker
+        check_model(spec)
         self.opts = settings_of.bench_options(spec.bench_options)
         self.train = worker.SESSIONS[spec.model.name](spec, dist)   # its layout, no checkpoint.every
         self.saves = Saves(self.train, spec)
@@ -220,67 +155,3 @@ class CheckpointSession(harness.Session):
 def _same(got: int, want: int, path: str) -> None:
     if got != want:
         raise OSError(f"read {got} of the {want} bytes written to {path}")
-
-
-class Checkpointing:
-    """checkpoint.every=N inside a training point: the point's own session, and after its
-    last warm-up step (DCP's first save is slower) and every N-th timed step a checkpoint,
-    inside the timed window, so that the throughput counts what checkpoints cost training.
-    sync: the step waits for the save to be durable; async: for its staging, and for the
-    previous save's upload where that has not finished. The last timed step waits for the
-    last save, so the window holds every save it started. Only the latest checkpoint is
-    kept while training (older ones removed, as torchtitan's keep_latest_k), none after
-    unless `keep`. Every other hook is the session's."""
-
-    def __init__(self, session, spec, dist):
-        _check_model(spec)
-        self._session = session
-        self.saves = Saves(session, spec)
-        self.every, self.warmup = self.saves.cfg.every, spec.warmup_steps
-        self.total, self.done, self.pending, self.log = spec.warmup_steps + spec.measure_steps, 0, None, []
-
-    def __getattr__(self, name):
-        return getattr(self._session, name)
-
-    def step(self):
-        handle = self._session.step()
-        self.done += 1
-        timed = self.done - self.warmup
-        if self.done <= self.total and ((timed == 0 and self.warmup) or (timed > 0 and timed % self.every == 0)):
-            self._save()
-        if self.done == self.total:
-            self._settle()
-        return handle
-
-    def _save(self) -> None:
-        t0 = time.perf_counter()
-        self._settle()    # an async save still uploading: training waits for it here
-        pending = self.saves.start(self.done)
-        entry = {"step": self.done, "timed": self.done > self.warmup}
-        self.pending = (pending, entry, t0)
-        if pending is None:   # sync: written; durable and committed before training goes on
-            self._settle()
-        entry["blocked_s"] = time.perf_counter() - t0
-
-    def _settle(self) -> None:
-        if self.pending is None:
-            return
-        pending, entry, t0 = self.pending
-        self.pending = None
-        entry["bytes"] = self.saves.finish(entry["step"], pending)
-        entry["durable_s"] = time.perf_counter() - t0
-        self.log.append(entry)
-        self.saves.purge()
-
-    def run_bench(self, spec, record, origin):
-        try:
-            harness.run_steps(self, spec, record, origin)
-        finally:
-            record["checkpoint"] = {"mode": self.saves.cfg.mode, "every": self.every,
-                                    "root": self.saves.root, "keep": self.saves.cfg.keep,
-                                    "saves": self.log}
-            self.saves.clean()
-
-    def close(self):
-        self.saves.close()
-        self._session.close()

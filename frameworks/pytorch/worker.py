@@ -38,9 +38,8 @@ SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, "gpt": _gpt, "l
 
 def model_session(spec, dist):
     """The session of the spec's model (bench=train); with checkpoint.every, checkpointing as it
-    trains (frameworks/pytorch/checkpoint_session.py)."""
-    session = SESSIONS[spec.model.name](spec, dist)
+    trains (frameworks/pytorch/checkpoint_training.py)."""
     if (spec.config.get("checkpoint") or {}).get("every"):
-        from frameworks.pytorch.checkpoint_session import Checkpointing
-        return Checkpointing(session, spec, dist)
-    return session
+        from frameworks.pytorch.checkpoint_training import Checkpointing
+        return Checkpointing(SESSIONS[spec.model.name], spec, dist)
+    return SESSIONS[spec.model.name](spec, dist)
