@@ -219,6 +219,17 @@ class Checkpointer:
         return [os.path.join(path, n) for n in sorted(names)]
 
     @torch.no_grad()
+    def align_replicas(self) -> None:
+        """DDP's replicas, their buffers made rank 0's (BatchNorm's statistics): between steps
+        each replica holds its own batch's, DDP broadcasts rank 0's at the next forward, and a
+        checkpoint keeps one copy of what every replica holds under one name."""
+        for m in self.model.modules():
+            if isinstance(m, nn.parallel.DistributedDataParallel) and m.broadcast_buffers:
+                src = torch_dist.get_global_rank(m.process_group, 0)
+                for b in m.module.buffers():
+                    torch_dist.broadcast(b, src=src, group=m.process_group)
+
+    @torch.no_grad()
     def scramble(self) -> None:
         """Zero the parameters and the optimizer's state, so that only a load restores them."""
         for p in self.model.parameters():

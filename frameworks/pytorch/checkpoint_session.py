@@ -97,6 +97,7 @@ class CheckpointSession(harness.Session):
     def cycle(self, k: int) -> dict:
         """One save, load and check, and the bare write and read beside it (module docstring)."""
         saves, ckpt, opts = self.saves, self.ckpt, self.opts
+        ckpt.align_replicas()
         before = ckpt.digest()
         self.sync()
         self.barrier()
