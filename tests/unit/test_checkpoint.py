@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from analysis import checkpoint as report_checkpoint
-from analysis import load, plot, plot_data
+from analysis import input_pipeline, load, plot, plot_data
 from contract import checkpoint, paths, records, statuses
 from frameworks.common import bare_io, harness
 from frameworks.common.distenv import DistEnv
@@ -203,3 +203,19 @@ def test_published_rows_say_their_source():
     assert rows and all(r["source"] and r["url"].startswith("https://") and r["date"] for r in rows)
     blog = [r for r in rows if "reducing-checkpointing-times" in r["url"]]
     assert sorted((r["mode"], r["blocked_s"]) for r in blog) == [("async", 6.3), ("sync", 148.8)]
+
+
+def test_training_with_checkpoints_is_its_own_configuration(tmp_path):
+    """Its speedup is over its own 1-device point, and it stays out of the main tables."""
+    every = {"checkpoint": {"every": 5, "mode": "sync"}}
+    for name, devices, window, config in (("000-a", 1, 1.0, None), ("001-a", 2, 1.0, None),
+                                          ("002-a-ckpt5-sync", 1, 2.0, every),
+                                          ("003-a-ckpt5-sync", 2, 2.0, every)):
+        pt = write_point(str(tmp_path), name, gpus_per_node=devices, repeats=1, config=config)
+        write_repeat(pt, 0, [window] * devices)
+    pts = load(tmp_path).points.set_index("point")
+    # 2 ranks x 8 samples x 10 steps in 1 s (2 s): 160 (80) samples/s; 1 rank: 80 (40)
+    assert pts.loc["001-a", "speedup"] == pytest.approx(2.0)
+    assert pts.loc["003-a-ckpt5-sync", "speedup"] == pytest.approx(2.0)
+    assert pts.loc["002-a-ckpt5-sync", "checkpoint"] == "every 5 sync"
+    assert sorted(input_pipeline.training_points(load(tmp_path)).point) == ["000-a", "001-a"]
