@@ -24,6 +24,7 @@ checkpoint_session.py (bench=checkpoint) and checkpoint_training.py (checkpoint.
 """
 import hashlib
 import os
+import threading
 
 import numpy as np
 import torch
@@ -283,7 +284,7 @@ class Saves:
         self.cfg = settings_of.settings(spec.config)
         self.ckpt = Checkpointer(session, self.cfg.mode, getattr(session, "cuda", False))
         self.root = paths.checkpoint_root(spec.record_dir, self.cfg.dir)
-        self.committed = []
+        self.committed, self.purging = [], []
         self.ckpt.together(f"making checkpoint.dir {self.root}",
                            lambda: os.makedirs(self.root, exist_ok=True))
 
@@ -303,13 +304,16 @@ class Saves:
         return sum(os.path.getsize(f) for f in self.ckpt.files(final))
 
     def purge(self) -> None:
-        """Remove the committed checkpoints before the last (rank 0), unless `keep`."""
+        """Remove the committed checkpoints before the last (rank 0, in a thread, as torchtitan
+        purges: training does not wait for it), unless `keep`."""
         if self.cfg.keep:
             return
         while len(self.committed) > 1:
             old = self.committed.pop(0)
             if self.ckpt.rank == 0:
-                bare_io.remove(old)
+                t = threading.Thread(target=bare_io.remove, args=(old,), daemon=True)
+                t.start()
+                self.purging.append(t)
 
     def clean(self, extra=()) -> None:
         """Remove this repeat's files unless `keep` (partial folders are never a checkpoint):
@@ -318,6 +322,8 @@ class Saves:
             return
         for path in extra:
             bare_io.remove(path)
+        for t in self.purging:
+            t.join()
         if self.ckpt.rank == 0:
             bare_io.remove(self.root)
             try:

@@ -37,7 +37,6 @@ def _clock(fn, *args):
     return time.perf_counter() - t0, out
 
 
-
 class CheckpointSession(harness.Session):
     """bench=checkpoint (module docstring): the point's training session, its checkpoints."""
 
