@@ -84,6 +84,7 @@ def add_speedup(points: pd.DataFrame) -> pd.DataFrame:
     the other sweeps' (a folder of sweeps taken on different days would otherwise divide
     one day's figure by another's)."""
     key = [c for c in CONFIG_COLUMNS if c not in ("nodes", "gpus_per_node", "devices")]
+    key += ["checkpoint"] if "checkpoint" in points else []   # checkpoint.every: its own baseline
     same = [tuple(str(v) for v in row) for row in points[key].itertuples(index=False)]
     own = list(zip(points["sweep"].astype(str), same))
     flags = points["marks"] if "marks" in points else pd.Series([None] * len(points), dtype=object)

@@ -41,10 +41,13 @@ def with_data(results, points: pd.DataFrame) -> pd.DataFrame:
 
 def training_points(results) -> pd.DataFrame:
     """The points of the report's main tables and of its plots: training on synthetic data,
-    of the models without a section of their own (analysis/special.py). Training from files
-    is compared with them here, in its own table."""
+    of the models without a section of their own (analysis/special.py), without checkpoints.
+    Training from files is compared with them here, in its own table; training with
+    checkpoint.every in the checkpoint section (analysis/checkpoint.py)."""
     p = results.points
     train = p[(p.bench == "train") & ~p.model.isin(OWN_SECTIONS)] if len(p) else p
+    if "checkpoint" in train:
+        train = train[train.checkpoint.isna()]
     if train.empty:
         return train
     return train[with_data(results, train).data.values == "synthetic"]

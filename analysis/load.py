@@ -184,7 +184,9 @@ class _Reader:
                                   "profile": _dict_or_none(rec.get("profile")),  # profile=true's trace
                                   # a layout's grid place and counts, a pipeline's bubble
                                   "parallel": _dict_or_none(rec.get("parallel")),
-                                  "pipeline": _dict_or_none(rec.get("pipeline"))})
+                                  "pipeline": _dict_or_none(rec.get("pipeline")),
+                                  # bench=checkpoint's or checkpoint.every's (analysis/checkpoint.py)
+                                  "checkpoint": _dict_or_none(rec.get("checkpoint"))})
         return [{**c, "sweep": sweep, "point": point, "repeat": repeat, "rank": rec["rank"]}
                 for c in rec.get("comm") or ()]
 

@@ -10,6 +10,8 @@
 - amp_<model>.png          AMP throughput over FP32, per framework and allocation
 - busbw.png                bus bandwidth against message size, log-log, a panel per node
                            count, a line per collective and ranks per node (bench=comm)
+- checkpoint.png           checkpoint GB/s against nodes, with the bare write's line
+                           (bench=checkpoint; analysis/plot_checkpoint.py)
 
 `render` makes them all in memory from analysis/plot_data.py's PlotData (the points and
 per-rank summaries, never the step records): the report writes the PNGs and embeds them in
@@ -26,6 +28,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from analysis import plot_style as style
 from analysis import tables
 from analysis.figures import amp_ratios
+from analysis.plot_checkpoint import checkpoint_figures
 from analysis.plot_data import MAX_BOXES, Plot
 from analysis.plot_data import numeric as _num
 from contract import busbw
@@ -256,7 +259,7 @@ def busbw_figures(data):
 
 FIGURES = (("throughput", throughput_figures), ("scaling", scaling_figures),
            ("step time per rank", rank_step_figures), ("AMP over FP32", amp_figures),
-           ("bus bandwidth", busbw_figures))
+           ("bus bandwidth", busbw_figures), ("checkpoint", checkpoint_figures))
 
 
 def render(data, only=None):

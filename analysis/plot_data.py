@@ -1,6 +1,7 @@
 """What the report's plots draw, aggregated from analysis.load's Results without matplotlib:
 the training points (one row each), each model's step-time spread per rank (one row a
-rank, never the steps themselves) and the comm table; and what comes back (Plot).
+rank, never the steps themselves), the comm table and the checkpoint table; and what comes
+back (Plot).
 
 Small on purpose: analysis/plot.py draws from it, in a second process while the tables are
 written (analysis/plot_process.py), so it travels between processes whole. At a million
@@ -12,11 +13,11 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis import input_pipeline, tables   # input_pipeline: the main tables' points
+from analysis import checkpoint, input_pipeline, tables   # input_pipeline: the main tables' points
 
 # The figures (analysis/plot.py's titles) drawn from `spreads`; the others need the points only.
 FROM_STEPS = ("step time per rank",)
-FROM_POINTS = ("throughput", "scaling", "AMP over FP32", "bus bandwidth")
+FROM_POINTS = ("throughput", "scaling", "AMP over FP32", "bus bandwidth", "checkpoint")
 WHIS = 1.5        # whiskers at the furthest step within 1.5 IQR of the box (matplotlib's)
 MAX_BOXES = 64    # more ranks than this: a box each would be a black band; quantiles instead
 
@@ -50,6 +51,7 @@ class PlotData(NamedTuple):
     points: pd.DataFrame  # the training points of the main tables, with mode and allocation
     spreads: list         # a RankSpread per model that has timed steps of an ok repeat
     comm: pd.DataFrame    # analysis.comm.comm_table(results), or None
+    checkpoint: pd.DataFrame = None  # analysis.checkpoint.checkpoint_table(results), or None
 
 
 def numeric(series) -> pd.Series:
@@ -140,4 +142,5 @@ def of(results, comm=None, spreads: bool = True) -> PlotData:
     """The plots' data of `results`; `comm`: analysis.comm.comm_table(results); without
     `spreads`, only what the FROM_POINTS figures need."""
     train = train_points(results)
-    return PlotData(train, rank_spreads(results, train) if spreads else [], comm)
+    return PlotData(train, rank_spreads(results, train) if spreads else [], comm,
+                    checkpoint.checkpoint_table(results))

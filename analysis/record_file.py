@@ -141,6 +141,9 @@ def point_row(point: dict, sweep: str) -> dict:
            "mode": point.get("mode")}  # the mode that ran: eager, graph, jit, xla, ... (contract/modes.py)
     if row["devices"] < 1:
         raise ValueError(f"world_size {row['devices']}")
+    every = ((point.get("config") or {}).get("checkpoint") or {}).get("every")
+    if every:   # training with checkpoints: another configuration (docs/checkpoint.md)
+        row["checkpoint"] = f"every {every} {point['config']['checkpoint'].get('mode', 'sync')}"
     return row
 
 

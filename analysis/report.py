@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from analysis import (comm, environment, health, input_pipeline, method, published, special, summary,
-                      tables, traces)
+from analysis import (checkpoint, comm, environment, health, input_pipeline, method, published,
+                      special, summary, tables, traces)
 from analysis.figures import amp_ratios
 from analysis.tables import table
 from contract import paths
@@ -180,6 +180,7 @@ def _comm(results, comm_table) -> str:
 # report.html both show it, in this place.
 AFTER_TABLES = (("special", False, special.render_special),
                 ("input", False, input_pipeline.section),   # data=files, bench=input (docs/data.md)
+                ("checkpoint", False, checkpoint.section),  # bench=checkpoint, checkpoint.every
                 ("published", False, published.section))
 AFTER_DETAILS = (("traces", True, traces.section),
                  ("environment", True, environment.environment_block),

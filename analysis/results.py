@@ -48,8 +48,8 @@ class Results:
     searches      the search ledgers (launchers/plan/search.py), as written
     environments  one entry per rank record read: sweep, point, repeat, rank, host,
                   framework, environment, window (its timed window), profile (profile=true's
-                  trace, else None), parallel (a layout's grid place and parameter counts)
-                  and pipeline (its bubble)
+                  trace, else None), parallel (a layout's grid place and parameter counts),
+                  pipeline (its bubble) and checkpoint (its saves and loads, docs/checkpoint.md)
     manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
     preflights    (sweep, point) -> its preflight.json, for points run with preflight=true
     corrupt       one entry per bad file: file, reason, newer, sweep, point, repeat

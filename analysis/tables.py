@@ -15,7 +15,9 @@ ROW_KEY = ["framework", "precision", "batch_size", "compile"]
 HEADERS = ["framework", "precision", "batch/dev", "mode"]
 LABELS = {"failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT", "cancelled": "CANCELLED",
           "unsupported": "UNSUPPORTED", "missing": "missing", "incomplete": "running?",
-          "corrupt": "CORRUPT", "unhealthy": "UNHEALTHY"}
+          "corrupt": "CORRUPT", "unhealthy": "UNHEALTHY",
+          # a checkpoint's storage (contract/statuses.py STORAGE; docs/checkpoint.md)
+          "disk_full": "DISK_FULL", "unwritable": "UNWRITABLE", "missing_shard": "MISSING_SHARD"}
 
 
 def label(status) -> str:

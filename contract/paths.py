@@ -16,6 +16,12 @@
     SWEEP/points/<point>/health/attempt-NN/           one attempt's health step: spec.json, its ranks'
                                                       rank-KKKKK.json and .log, srun.log, health.json
     SWEEP/searches/<point>.json                       a search's ledger (launchers/plan/search.py)
+    SWEEP/checkpoints/<point>/repeat-NN/              bench=checkpoint and checkpoint.every: the
+                                                      repeat's checkpoints (step-KKKKKK/, a DCP
+                                                      folder; step-KKKKKK.partial/ while written)
+                                                      and bare-KKKKK.bin, a rank's bare write; with
+                                                      checkpoint.dir=D: D/<sweep>/<point>/repeat-NN/
+                                                      (contract/checkpoint.py; docs/checkpoint.md)
     SWEEP/slurm/                                      submitit's folder: sbatch scripts, pickles,
                                                       driver logs <job>_0_log.out (launchers/backends/slurm/launcher.py)
 
@@ -62,6 +68,9 @@ ARCHIVE_MANIFEST = "archive.json"       # in it, NAME/archive.json: each file's 
 HEALTH_DIR = "health"
 HEALTH_RUN_PREFIX = "health-"           # `launch health`'s folder: OUTPUT_ROOT/health-<time>
 RANK_LOG_SRUN = "rank-%5t.log"          # srun --output's pattern of rank_log_name (%5t: the task)
+CHECKPOINTS_DIR = "checkpoints"         # bench=checkpoint, checkpoint.every (docs/checkpoint.md)
+PARTIAL_SUFFIX = ".partial"             # a checkpoint still being written: never loaded
+DCP_METADATA = ".metadata"              # torch.distributed.checkpoint's index, written last
 PROFILE_DIR = "profile"                 # traces of profile=true, in the traced repeat's folder
 TORCH_TRACE = "trace.json"              # torch.profiler's Chrome trace, in a rank's profile folder
 JAX_PERFETTO_TRACE = "perfetto_trace.json.gz"  # jax.profiler's own name for its Perfetto trace
@@ -97,6 +106,27 @@ def rank_log_name(rank: int) -> str:
 def profile_dir(record_dir, rank: int) -> str:
     """Where rank `rank` of a repeat writes its trace: repeat-NN/profile/rank-KKKKK/."""
     return os.path.join(str(record_dir), PROFILE_DIR, f"rank-{rank:05d}")
+
+
+def checkpoint_root(record_dir, configured=None) -> str:
+    """Where a repeat's checkpoints go: SWEEP/checkpoints/<point>/repeat-NN, or with
+    checkpoint.dir=D, D/<sweep>/<point>/repeat-NN (the sweep's name keeps sweeps apart)."""
+    rdir = os.path.normpath(str(record_dir))
+    pdir = os.path.dirname(rdir)
+    sweep = sweep_of(pdir)
+    base = os.path.join(sweep, CHECKPOINTS_DIR) if configured is None \
+        else os.path.join(str(configured), os.path.basename(sweep))
+    return os.path.join(base, os.path.basename(pdir), os.path.basename(rdir))
+
+
+def checkpoint_name(step: int) -> str:
+    """A committed checkpoint's folder; `+ PARTIAL_SUFFIX` while it is written."""
+    return f"step-{step:06d}"
+
+
+def bare_file_name(rank: int) -> str:
+    """A rank's bare write of its checkpoint's bytes (no DCP), in the checkpoint root."""
+    return f"bare-{rank:05d}.bin"
 
 
 def point_dir(sweep, point: str) -> str:

@@ -7,13 +7,18 @@ status comes from its ranks' records and, for ranks that left none, from how the
 processes ended (`rank_ends`: exit code or signal, node, log). A point's status
 comes from its repeats; a point whose preflight (preflight=true, launchers/health/preflight.py)
 found too few healthy nodes ends `unhealthy` without a repeat. The analysis adds `corrupt`
-for a file it cannot read.
+for a file it cannot read. A checkpoint's storage names three endings of its own
+(`storage_ending`: a folder that cannot be written, a full disk, a shard missing at load).
 Standard library only: the driver and the analysis both use it.
 """
+import errno
 import signal
 
+# A checkpoint's storage ended the repeat (bench=checkpoint, checkpoint.every; docs/checkpoint.md).
+UNWRITABLE, DISK_FULL, MISSING_SHARD = "unwritable", "disk_full", "missing_shard"
+STORAGE = (DISK_FULL, UNWRITABLE, MISSING_SHARD)
 # Worst first: when ranks of one run or runs of one point disagree, the worst wins.
-STATUSES = ("failed", "oom", "timeout", "cancelled", "unsupported", "ok")
+STATUSES = ("failed", "oom", *STORAGE, "timeout", "cancelled", "unsupported", "ok")
 # A point's own ending, before any repeat: preflight found too few healthy nodes to run on.
 UNHEALTHY = "unhealthy"
 LOG_TAIL_LINES = 20
@@ -24,6 +29,37 @@ class Cancelled(Exception):
     """The rank got SIGTERM (Slurm cancel or time limit, or the driver's timeout): its
     record says `cancelled`. Here, not in the harness, so that the harness and what it
     calls (common/profile.py) both know it without importing each other."""
+
+
+class StorageEnding(Exception):
+    """A checkpoint's storage ended the rank: its class names the status (the harness
+    records `status`), its message the path and the system's reason."""
+    status = "failed"
+
+
+class Unwritable(StorageEnding):
+    status = UNWRITABLE
+
+
+class DiskFull(StorageEnding):
+    status = DISK_FULL
+
+
+class MissingShard(StorageEnding):
+    status = MISSING_SHARD
+
+
+# errno -> the ending it names; ENOENT only while a checkpoint is read (a shard gone).
+_WRITING = {errno.ENOSPC: DiskFull, errno.EDQUOT: DiskFull, errno.EFBIG: DiskFull,
+            errno.EROFS: Unwritable, errno.EACCES: Unwritable, errno.EPERM: Unwritable}
+_READING = {errno.ENOENT: MissingShard}
+
+
+def storage_ending(code, reading: bool = False):
+    """The StorageEnding class an OSError's errno names while a checkpoint is written, or
+    while one is read (`reading`: a missing file is a missing shard); None: any other error
+    is `failed`."""
+    return (_READING if reading else _WRITING).get(code)
 
 
 def worst(statuses):

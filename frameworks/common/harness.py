@@ -24,6 +24,7 @@ from contract import paths, records
 from contract import spec as run_spec
 from . import profile  # profile=true: a trace after the timed window (common/profile.py)
 from contract.statuses import Cancelled  # SIGTERM's exception (harness.Cancelled to the adapters)
+from contract.statuses import StorageEnding
 
 
 class Session:
@@ -236,6 +237,8 @@ def run(adapter, spec, dist, host=None):
         elif isinstance(exc, capability.Unsupported):
             record["status"] = "unsupported"
             record["error"] = str(exc)  # the one line that says what is missing
+        elif isinstance(exc, StorageEnding):  # a checkpoint's storage: unwritable, disk_full, ...
+            record["status"] = exc.status
         elif _is_oom(oom_rule, exc):
             record["status"] = "oom"
         else:

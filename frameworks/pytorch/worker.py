@@ -37,5 +37,9 @@ SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, "gpt": _gpt, "l
 
 
 def model_session(spec, dist):
-    """The session of the spec's model (bench=train)."""
+    """The session of the spec's model (bench=train); with checkpoint.every, checkpointing as it
+    trains (frameworks/pytorch/checkpoint_training.py)."""
+    if (spec.config.get("checkpoint") or {}).get("every"):
+        from frameworks.pytorch.checkpoint_training import Checkpointing
+        return Checkpointing(SESSIONS[spec.model.name], spec, dist)
     return SESSIONS[spec.model.name](spec, dist)

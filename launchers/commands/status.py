@@ -49,8 +49,9 @@ from launchers.backends.slurm import sacct
 
 # A point's status (statuses.point_status) in Slurm's words.
 STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
-         "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED", statuses.UNHEALTHY: "UNHEALTHY"}
-FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED", "UNHEALTHY")
+         "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED", statuses.UNHEALTHY: "UNHEALTHY",
+         **{s: s.upper() for s in statuses.STORAGE}}   # a checkpoint's storage: DISK_FULL, ...
+FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED", "UNHEALTHY") + tuple(s.upper() for s in statuses.STORAGE)
 POINT_FILES = os.path.join("SWEEP", paths.POINTS_DIR, "*", paths.POINT_FILE)  # in messages
 TAIL_LINES = 5  # of a failed point's log shown under the table (-v: all that run.json keeps)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from contract import modes, parallel, paths, records, typed, values
+from contract import checkpoint, modes, parallel, paths, records, typed, values
 from contract.point import Point
 from contract.spec import RunSpec
 from frameworks.common import datafiles
@@ -53,6 +53,7 @@ def validate(cfg) -> None:
         _positive(cfg, "memory_limit_mb")
     compile_setting(cfg)
     check_data(cfg)
+    check_checkpoint(cfg)
     model = cfg.model
     values.optional(values.boolean, model.get("clip_grad"), "model.clip_grad", error=ConfigError)
     if model.get("clip_grad"):
@@ -119,6 +120,39 @@ def check_data(cfg) -> None:
     if workers is not None and not (values.is_integer(workers) and workers >= 0):
         raise ConfigError(f"data.workers must be an integer >= 0 or null, got {workers!r}")
     cfg.data.path = os.path.abspath(path)
+
+
+def checkpoint_settings(cfg) -> checkpoint.Checkpoint:
+    """The point's checked checkpoint settings (contract/checkpoint.py)."""
+    node = cfg.get("checkpoint")
+    given = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    try:
+        return checkpoint.settings({"checkpoint": given})
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None
+
+
+def check_checkpoint(cfg) -> None:
+    """checkpoint.* and bench=checkpoint's options, checked; checkpoint.dir made absolute
+    (ranks run from the repository root). checkpoint.every trains: bench=train, PyTorch,
+    synthetic data (docs/checkpoint.md)."""
+    s = checkpoint_settings(cfg)
+    bench = cfg.bench.name
+    if s.every is not None:
+        if bench != "train":
+            raise ConfigError(f"checkpoint.every applies to bench=train, not bench={bench} "
+                              "(bench=checkpoint measures one save and load per repeat)")
+        if cfg.framework.name != "pytorch":
+            raise ConfigError(f"checkpoint.every is built for framework=pytorch, not {cfg.framework.name}")
+        if (cfg.get("data") or {}).get("source") == datafiles.FILES:
+            raise ConfigError("checkpoint.every is built for synthetic data, not data=files")
+    if bench == "checkpoint":
+        try:
+            checkpoint.bench_options(OmegaConf.to_container(cfg.bench, resolve=True))
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(str(exc).splitlines()[0]) from None
+    if s.dir is not None:
+        cfg.checkpoint.dir = s.dir
 
 
 def compile_setting(cfg):
@@ -192,6 +226,9 @@ def point_name(cfg, num: int, lay) -> str:
         parts.append(lay.name())
     if compiled(cfg) and cfg.bench.name != "input":  # compile=auto: named by what it
         parts.append("compile")                       # resolves to (bench=input: no model)
+    ckpt = checkpoint_settings(cfg).label(cfg.bench.name)   # ckpt-sync, ckpt10-async, or none
+    if ckpt:
+        parts.append(ckpt)
     return "-".join(parts)
 
 

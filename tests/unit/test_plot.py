@@ -56,7 +56,8 @@ def test_every_training_figure_for_a_sweep_that_has_the_data(sweep):
     assert [p.name for p in plots] == ["throughput_resnet50.png", "scaling_resnet50.png",
                                        "rank_steps_resnet50.png", "amp_resnet50.png"]
     assert all(p.png.startswith(b"\x89PNG") and len(p.png) > 5000 for p in plots)
-    assert skipped == ["plot skipped: bus bandwidth: no collective measurements (bench=comm)"]
+    assert skipped == ["plot skipped: bus bandwidth: no collective measurements (bench=comm)",
+                       "plot skipped: checkpoint: no checkpoint point has a figure (bench=checkpoint)"]
 
 
 def test_scaling_is_on_log2_axes_with_the_device_counts_as_ticks(sweep):
@@ -99,9 +100,9 @@ def test_each_figure_is_skipped_with_a_line_without_its_data(tmp_path):
     write_repeat(pt, 0, [1.0], status="failed", error="RuntimeError: no")
     plots, skipped = plot.render(plot_data.of(analysis.load(s)))
     assert plots == []
-    assert [line.split(":")[0] for line in skipped] == ["plot skipped"] * 5
+    assert [line.split(":")[0] for line in skipped] == ["plot skipped"] * 6
     assert [line.split(":")[1].strip() for line in skipped] == [
-        "throughput", "scaling", "step time per rank", "AMP over FP32", "bus bandwidth"]
+        "throughput", "scaling", "step time per rank", "AMP over FP32", "bus bandwidth", "checkpoint"]
 
 
 def test_the_page_embeds_every_plot_written(sweep, tmp_path, capsys):
@@ -150,7 +151,8 @@ def test_plots_are_drawn_here_when_the_drawing_process_dies(sweep):
         plotter.close()
     assert sorted(p.name for p in plots) == ["amp_resnet50.png", "rank_steps_resnet50.png",
                                              "scaling_resnet50.png", "throughput_resnet50.png"]
-    assert skipped == ["plot skipped: bus bandwidth: no collective measurements (bench=comm)"]
+    assert skipped == ["plot skipped: bus bandwidth: no collective measurements (bench=comm)",
+                       "plot skipped: checkpoint: no checkpoint point has a figure (bench=checkpoint)"]
 
 
 def test_rank_stats_are_the_same_in_the_records_order_and_any_other():
