@@ -84,7 +84,8 @@ def test_names_and_keys():
     ({"tp": 0}, "parallel.tp must be an integer >= 1, got 0"),
     ({"schedule": "zb"}, "parallel.schedule must be one of gpipe, 1f1b, interleaved_1f1b, got 'zb'"),
     ({"fsdp": "yes"}, "parallel.fsdp must be true or false, got 'yes'"),
-    ({"ep": 2}, "unknown parallel key(s) ep"),
+    ({"etp": 2}, "unknown parallel key(s) etp"),
+    ({"ep": 0}, "parallel.ep must be an integer >= 1, got 0"),
 ])
 def test_not_a_layout(settings, line):
     with pytest.raises(parallel.LayoutError, match="^" + line.replace("(", r"\(").replace(")", r"\)")):
@@ -109,7 +110,7 @@ def test_a_point_is_refused_in_one_line_naming_every_broken_relation():
 
 def test_layouts_are_for_the_models_built_on_them():
     assert _refusal("model=resnet50", "gpus_per_node=2", "parallel.tp=2") == \
-        "parallel layouts (tp2) are built for model=gpt, llama3 only, not model=resnet50"
+        "parallel layouts (tp2) are built for model=gpt, llama3, deepseek_v3 only, not model=resnet50"
     assert _refusal("model=gpt", "framework=jax", "gpus_per_node=2", "parallel.tp=2") == \
         "parallel layouts (tp2) are built for framework=pytorch only, not jax"
 
