@@ -25,7 +25,7 @@ def point_layout(manifest: dict, device=None) -> dict:
     point = {k: manifest.get(k) for k in ("nodes", "gpus_per_node", "precision", "amp_dtype")}
     point.update({k: lay.get(k) for k in ("dp", "tp", "pp", "micro_batch_size", "global_batch_size",
                                           "fsdp")})
-    point["cp"] = lay.get("cp", 1)
+    point["cp"], point["ep"] = lay.get("cp", 1), lay.get("ep", 1)
     if lay.get("pp", 1) > 1:
         point["schedule"] = lay.get("schedule")
         if lay.get("schedule") == "interleaved_1f1b":
@@ -38,8 +38,9 @@ def point_layout(manifest: dict, device=None) -> dict:
 
 
 def layout_label(lay: dict) -> str:
-    """'dp4 x cp2, fsdp' : the grid's sizes above 1 (dp always), then fsdp and the schedule."""
-    sizes = [f"dp{lay.get('dp', 1)}"] + [f"{k}{lay[k]}" for k in ("tp", "pp", "cp") if lay.get(k, 1) > 1]
+    """'dp4 x cp2, fsdp' : the grid's sizes above 1 (dp always; ep, which borrows a stage's
+    ranks, last), then fsdp and the schedule."""
+    sizes = [f"dp{lay.get('dp', 1)}"] + [f"{k}{lay[k]}" for k in ("tp", "pp", "cp", "ep") if lay.get(k, 1) > 1]
     extra = ["fsdp"] * bool(lay.get("fsdp")) + ["sp"] * bool(lay.get("sequence_parallel") and lay.get("tp", 1) > 1)
     if lay.get("pp", 1) > 1:
         extra.append(lay.get("schedule", "") + (f" v{lay['virtual_stages']}" if lay.get("schedule") == "interleaved_1f1b" else ""))

@@ -174,9 +174,11 @@ class _Reader:
                                   "environment": rec.get("environment") or {},
                                   "window": _dict_or_none(rec.get("window")),   # the timed window
                                   "profile": _dict_or_none(rec.get("profile")),  # profile=true's trace
-                                  # a layout's grid place and counts, a pipeline's bubble
+                                  # a layout's grid place and counts, a pipeline's bubble,
+                                  # a mixture of experts' load and all-to-all seconds
                                   "parallel": _dict_or_none(rec.get("parallel")),
-                                  "pipeline": _dict_or_none(rec.get("pipeline"))})
+                                  "pipeline": _dict_or_none(rec.get("pipeline")),
+                                  "moe": _dict_or_none(rec.get("moe"))})
         return [{**c, "sweep": sweep, "point": point, "repeat": repeat, "rank": rec["rank"]}
                 for c in rec.get("comm") or ()]
 

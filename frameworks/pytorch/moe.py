@@ -260,7 +260,8 @@ class Balancer:
     (`step`, torchtitan's pre-hook) and what the record says of them (`record`): per step the
     experts' load, max over mean tokens per expert of the stage's global counts (the worst of
     its layers, and each layer's), and this rank's seconds in the dispatch and combine
-    all-to-alls; the tokens per expert of each layer over the steps after the warm-up."""
+    all-to-alls; over the timed steps (those after the warm-up) their sums and each layer's
+    tokens per expert (analysis/moe.py turns them into the report's figures)."""
 
     def __init__(self, modules, group, layout, recompute: bool, warmup: int):
         self.layers = [(name, m) for module in modules for name, m in module.named_modules()
@@ -282,10 +283,14 @@ class Balancer:
 
     def record(self, record) -> None:
         first = self.layers[0][1] if self.layers else None
+        timed = self.steps[self.warmup:]
+        loads = [s["load_max_mean"] for s in timed if s["load_max_mean"] is not None]
         record["moe"] = {
             "layers": [name for name, _ in self.layers],
             "experts": first.count if first else None, "top_k": first.top_k if first else None,
             "ep": self.layout.ep, "local_experts": list(first.experts.ids) if first else [],
             "dispatch": "all_to_all_single (torch.distributed)" if self.layout.ep > 1 else "local",
             "steps": self.steps,
+            "timed": {"steps": len(timed), "a2a_s": sum(s["a2a_s"] for s in timed),
+                      "load_max_mean": sum(loads) / len(loads) if loads else None},
             "tokens_per_expert": self.tokens.tolist() if self.tokens is not None else None}

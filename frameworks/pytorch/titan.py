@@ -154,7 +154,7 @@ class TitanSession(TorchSession):
         if why:
             raise capability.Unsupported(why)
         self.titan = _torchtitan()
-        self.titan_configs = configs(spec, self.layout)
+        self.titan_configs = self._configs(spec)
         self._mesh(spec)
         model = self._model(spec)
         self._parts(model)
@@ -180,6 +180,9 @@ class TitanSession(TorchSession):
     # ---- what a model family changes (frameworks/pytorch/titan_moe.py: DeepSeek-V3) -------
     def _gap(self, spec):
         return gap(spec, self.layout)
+
+    def _configs(self, spec):
+        return configs(spec, self.layout)
 
     def _config(self, spec):
         """torchtitan's model config of the point's shape, with its sharding declarations."""

@@ -106,6 +106,16 @@ class TitanMoESession(titan.TitanSession):
     def _gap(self, spec):
         return gap(spec, self.layout)
 
+    def _configs(self, spec):
+        """titan.configs; with ep and tp, torchtitan's sequence parallelism on (its default):
+        without it, its MoE hands its routed experts' output (Shard(1)) to a redistribution to
+        Partial, which torch 2.13 refuses ("redistributing to Partial is for internal use
+        only", seen on the CPU)."""
+        out = titan.configs(spec, self.layout)
+        if self.layout.ep > 1 and self.layout.tp > 1:
+            out["parallelism"].enable_sequence_parallel = True
+        return out
+
     def _config(self, spec):
         from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
         config = model_config(spec.model, max_tokens=tokens_per_rank(spec.model, self.layout))
