@@ -101,7 +101,6 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     notes = [f"- published layouts skipped: {error}"] if error else []
     rows = [r for r in rows if r.get("model") in MODELS]
     ours, matched = [], {}
-    peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()}) if "peak_tflops" in m else []
     for r in m.sort_values("point").itertuples():
         manifest = results.manifest(r.sweep, r.point)
         ours.append(_ours(r, manifest, expert_figures(results, r.sweep, r.point)))
@@ -111,7 +110,7 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
             "FLOPs per token on the activated parameters, dgxc-benchmarking's (NeMo's) count: 6 x the "
             "attention, dense, shared and top-k routed experts' and output weights + the attention's "
             "scores, causal-halved (analysis/flops.py, docs/flops.md); MFU against the device's dense "
-            f"peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown: n/a; set peak_tflops='}); "
+            f"peak {llama.peak_note(m)}; "
             "expert load: max over mean tokens per expert, per step, the worst MoE layer, mean over the "
             "timed steps; all-to-all share: the dispatch and combine all-to-alls' seconds over the timed "
             "window, mean over ranks; latency: one iteration (the global batch)\n\n"

@@ -13,8 +13,6 @@ import json
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from contract import parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402

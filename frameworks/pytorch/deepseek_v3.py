@@ -36,17 +36,14 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
-from frameworks.pytorch import models, moe
-from frameworks.pytorch.gpt import keep_stage, loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
+from frameworks.pytorch import llama3, models, moe
+from frameworks.pytorch.gpt import loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
 from frameworks.pytorch.gpt import seeded_normal
 from frameworks.pytorch.llama3 import FeedForward, rotate
 
 IMPLEMENTATION = "dlbench deepseek_v3 (frameworks/pytorch/deepseek_v3.py, scaled-dot-product attention)"
 EXPERTS = True        # a mixture of experts: lm_session balances and records its experts
-INIT_STD = 0.02
-YARN = {"factor": 40.0, "beta_fast": 32.0, "beta_slow": 1.0, "original_seq_len": 4096}
 
 
 def tied(cfg: dict) -> dict:
@@ -136,9 +133,12 @@ class Attention(nn.Module):
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
 
-class Block(nn.Module):
+class Block(llama3.Block):
+    """llama3.Block's forward (activation checkpointing), with multi-head latent attention and
+    a dense or MoE feed-forward."""
+
     def __init__(self, cfg: dict, layer_id: int):
-        super().__init__()
+        nn.Module.__init__(self)
         h, eps = cfg["hidden"], cfg.get("norm_eps", 1e-5)
         self.attention_norm = nn.RMSNorm(h, eps=eps)
         self.attention = Attention(cfg)
@@ -152,54 +152,28 @@ class Block(nn.Module):
                                bool(cfg.get("route_norm")), cfg.get("load_balance_coeff"))
         self.recompute = bool(cfg.get("recompute"))
 
-    def forward(self, x, positions):
-        if self.recompute and self.training:  # activation checkpointing: recomputed in backward
-            return checkpoint(self._forward, x, positions, use_reentrant=False)
-        return self._forward(x, positions)
-
     def _forward(self, x, positions):
         h = x + self.attention(self.attention_norm(x), positions)
         ffn = self.feed_forward if hasattr(self, "feed_forward") else self.moe
         return h + ffn(self.ffn_norm(h))
 
 
-class Head(nn.Module):
-    def __init__(self, hidden, vocab_size, eps):
-        super().__init__()
-        self.norm = nn.RMSNorm(hidden, eps=eps)
-        self.output = nn.Linear(hidden, vocab_size, bias=False)
+class Model(llama3.Model):
+    """llama3.Model's forward (positions for context parallelism), stages and tying (none),
+    with DeepSeek-V3's blocks."""
 
-    def forward(self, x):
-        return self.output(self.norm(x))
-
-
-class Model(nn.Module):
     def __init__(self, **cfg):
-        super().__init__()
+        nn.Module.__init__(self)
+        self.tied = False
         self.positions = None  # the sequence places of the tokens this rank holds; None: all
         self.embed = nn.Embedding(cfg["vocab_size"], cfg["hidden"])
         self.layers = nn.ModuleDict({str(i): Block(cfg, i) for i in range(cfg["layers"])})
-        self.head = Head(cfg["hidden"], cfg["vocab_size"], cfg.get("norm_eps", 1e-5))
-
-    def tie(self):
-        """Nothing is tied."""
-
-    def keep(self, layer_ids, first: bool, last: bool) -> "Model":
-        return keep_stage(self, layer_ids, first, last, tied=False)
+        self.head = llama3.Head(cfg["hidden"], cfg["vocab_size"], cfg.get("norm_eps", 1e-5))
 
     def tensor_parallel(self, tp_mesh) -> None:
         """After parallelize.py's plan: the attention's shared rotary key on tp_mesh."""
         for layer in self.layers.values():
             layer.attention.tp_mesh = tp_mesh
-
-    def forward(self, x):
-        h = self.embed(x) if self.embed is not None else x
-        positions = self.positions
-        if positions is None:
-            positions = torch.arange(x.shape[1], device=x.device)
-        for layer in self.layers.values():
-            h = layer(h, positions)
-        return self.head(h) if self.head is not None else h
 
 
 def parameter_count(cfg: dict) -> int:
@@ -215,17 +189,10 @@ def full_value(name: str, shape, seed: int, rows=None) -> torch.Tensor:
     shared and routed experts) and the router's gate N(0, 0.02 / sqrt(2 (layer + 1))); every
     other weight N(0, 0.02). A routed expert's weights are drawn expert by expert; `rows`: the
     experts a rank holds (all where None)."""
-    parts = name.split(".")
-    if parts[-2].endswith("norm"):
+    std = llama3.init_std(name, shape, ("wo", "w2", "w3", "gate"))
+    if std is None:
         return torch.ones(shape)
-    std = INIT_STD
-    if name == "embed.weight":
-        std = 1.0
-    elif name == "head.output.weight":
-        std = shape[-1] ** -0.5
-    elif parts[-2] in ("wo", "w2", "w3", "gate") or parts[-1] in ("w2", "w3"):
-        std = INIT_STD / math.sqrt(2 * (int(parts[1]) + 1))
-    if parts[-2] == "experts":
+    if name.split(".")[-2] == "experts":
         ids = range(shape[0]) if rows is None else rows
         return torch.stack([seeded_normal(shape[1:], std, seed, f"{name}.{e}") for e in ids])
     return seeded_normal(shape, std, seed, name)

@@ -34,6 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
+from frameworks.pytorch.sharded_embedding import ScaleGrad
+
 
 class Clock:
     """Seconds spent in a layer's all-to-alls (dispatch and combine, forward and backward)."""
@@ -96,19 +98,6 @@ class Router(nn.Module):
         if self.route_norm:
             top = top / (top.sum(dim=-1, keepdim=True) + 1e-20)
         return top * self.route_scale, experts
-
-
-class ScaleGrad(torch.autograd.Function):
-    """x as it is; its gradient times `factor`."""
-
-    @staticmethod
-    def forward(ctx, x, factor):
-        ctx.factor = factor
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.factor, None
 
 
 class Experts(nn.Module):

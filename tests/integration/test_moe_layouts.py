@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from launchers.plan.points import ROOT
-from tests.launching import analysis, launch
+from tests.launching import analysis, launch, losses, rank_records
 
 pytestmark = pytest.mark.e2e
 LOSS_RTOL = 1e-5     # fp32; the splits reorder additions (seen: 2e-7)
@@ -49,12 +49,7 @@ def sweep(tmp_path_factory):
 
 
 def ranks(root, suffix):
-    paths = sorted(glob.glob(f"{root}/points/*-pytorch-deepseek_v3-fp32-{suffix}/repeat-00/rank-*.json"))
-    return [json.load(open(p)) for p in paths]
-
-
-def losses(record):
-    return [s["loss"] for s in record["steps"]]
+    return rank_records(root, f"*-pytorch-deepseek_v3-fp32-{suffix}")
 
 
 @pytest.mark.parametrize("suffix", list(LAYOUTS))
