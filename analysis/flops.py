@@ -83,6 +83,11 @@ activated parameters, norms and router included, + 6 l H (n + r + v) s, no causa
 281,158,232,064 at 671B); `deepseek_v3_parameters` gives its totals: every parameter, and the
 activated ones (the dense ones, the router, the shared experts, k / E of the routed).
 
+Qwen3's MoE (`qwen3_moe_flops_per_token`) in DeepSeek-V3's convention, with its shapes (H
+heads and k_v key-value heads of width d, every layer a MoE of m-wide experts, k per token, no
+shared one): 3 H 2 d s l (causal-halved scores) + 6 l [h H d + 2 h k_v d + H d h + 3 h m k] +
+6 V h. (NeMo's qwen3 formula takes H d = h, which Qwen3's MoE sizes are not: 32 x 128 at 2048.)
+
 Peaks: analysis/peaks.yaml (dense datasheet figures, each with its source), keyed by the
 device's normalised name (analysis/matching.py) and the dtype the math ran in
 (`math_dtype`): AMP against its bf16 or fp16 peak; fp32 against the TF32 peak on devices
@@ -257,12 +262,37 @@ def _deepseek_v3(model):
     return deepseek_v3_flops_per_token(model) * model["seq_len"]
 
 
+# ---- Qwen3's MoE -----------------------------------------------------------------------------
+def qwen3_moe_parameters(model: dict) -> dict:
+    """{total, active, embedding, routed} of a Qwen3 MoE shape (DeepSeek-V3's definitions)."""
+    h, layers, E, k, d = (model[x] for x in ("hidden", "layers", "experts", "top_k", "head_dim"))
+    attention = 2 * h * model["heads"] * d + 2 * h * model["kv_heads"] * d + 2 * d   # wq, wo; wk, wv; q/k norms
+    routed = 3 * E * model["moe_hidden"] * h
+    embedding = model["vocab_size"] * h
+    total = layers * (attention + 2 * h + E * h + routed) + h + 2 * embedding
+    active = total - layers * (routed - routed * k // E)
+    return {"total": total, "active": active, "embedding": embedding, "routed": layers * routed}
+
+
+def qwen3_moe_flops_per_token(model: dict) -> int:
+    """Training FLOPs of one token (module docstring)."""
+    h, layers, s, heads, d = (model[x] for x in ("hidden", "layers", "seq_len", "heads", "head_dim"))
+    linear = 2 * h * heads * d + 2 * h * model["kv_heads"] * d + 3 * h * model["moe_hidden"] * model["top_k"]
+    return 3 * heads * 2 * d * s * layers + 6 * layers * linear + 6 * model["vocab_size"] * h
+
+
+def _qwen3_moe(model):
+    return qwen3_moe_flops_per_token(model) * model["seq_len"]
+
+
 COUNTS = {  # model name -> (the settings the count needs, the count of one sample)
     "gpt": (("seq_len", "layers", "hidden", "vocab_size"), _gpt),
     "llama3": (("seq_len", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size"), _llama3),
     "deepseek_v3": (("seq_len", "layers", "hidden", "heads", "kv_lora_rank", "qk_nope_head_dim",
                      "qk_rope_head_dim", "v_head_dim", "moe_hidden", "experts", "top_k", "vocab_size"),
                     _deepseek_v3),
+    "qwen3_moe": (("seq_len", "layers", "hidden", "heads", "kv_heads", "head_dim", "moe_hidden", "experts",
+                   "top_k", "vocab_size"), _qwen3_moe),
     "resnet50": (("layers", "width", "image_size", "num_classes"), resnet_flops_per_sample),
     "bert_base": (("seq_len", "hidden", "layers", "intermediate", "vocab_size"), bert_flops_per_sample),
 }

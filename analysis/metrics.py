@@ -13,7 +13,7 @@ MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what 
 SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
 LAYOUT_KEYS = ("dp", "tp", "pp", "fsdp", "schedule", "virtual_stages", "sequence_parallel",
                "micro_batch_size", "accumulation", "cp", "ep")
-LANGUAGE_MODELS = ("gpt", "llama3", "deepseek_v3")   # samples are sequences: tokens/s = samples/s x seq_len
+LANGUAGE_MODELS = ("gpt", "llama3", "deepseek_v3", "qwen3_moe")   # samples are sequences: tokens/s = samples/s x seq_len
 
 
 def _value(p, column):

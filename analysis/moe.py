@@ -23,7 +23,7 @@ from tabulate import tabulate
 
 from analysis import llama, published, published_layouts, tables
 
-MODELS = ("deepseek_v3",)
+MODELS = ("deepseek_v3", "qwen3_moe")
 
 
 def expert_figures(results, sweep, point) -> dict:
@@ -89,8 +89,9 @@ PUBLISHED_HEADERS = ["source", "case", "implementation", "device", "nodes x gpus
                      "MFU", "date", "our points with its layout"]
 NO_FIGURE = ("No public figure, so none is shown: torchtitan's MoE training (its benchmarks/ "
              "publish Llama 3 reports and a DeepSeek-V3 inference note; dgxc-benchmarking's "
-             "torchtitan DeepSeek-V3 recipe gives layouts only), DeepSeek-V3 16B, and "
-             "dgxc-benchmarking's DeepSeek-V3 after v25.05.04 (layouts only).")
+             "torchtitan DeepSeek-V3 recipe gives layouts only), DeepSeek-V3 16B, "
+             "dgxc-benchmarking's DeepSeek-V3 after v25.05.04 and its Qwen3 recipes (layouts "
+             "only).")
 
 
 def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
@@ -107,9 +108,9 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
         for row in (published_layouts.find(llama.point_layout(manifest, r.device), rows) if r.device else []):
             matched.setdefault(row["case"], []).append(r.point)
     text = ("## Mixture of experts: tokens/s, activated TFLOP/s and MFU, expert load, all-to-all\n"
-            "FLOPs per token on the activated parameters, dgxc-benchmarking's (NeMo's) count: 6 x the "
-            "attention, dense, shared and top-k routed experts' and output weights + the attention's "
-            "scores, causal-halved (analysis/flops.py, docs/flops.md); MFU against the device's dense "
+            "FLOPs per token on the activated parameters, dgxc-benchmarking's (NeMo's) count of "
+            "DeepSeek-V3 (Qwen3's MoE alike): 6 x the attention, dense, shared and top-k routed "
+            "experts' and output weights + the attention's scores, causal-halved (analysis/flops.py, docs/flops.md); MFU against the device's dense "
             f"peak {llama.peak_note(m)}; "
             "expert load: max over mean tokens per expert, per step, the worst MoE layer, mean over the "
             "timed steps; all-to-all share: the dispatch and combine all-to-alls' seconds over the timed "

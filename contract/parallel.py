@@ -50,9 +50,9 @@ five; the schedules' own rules are torch.distributed.pipelining's):
 from dataclasses import asdict, dataclass, replace
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
-MODELS = ("gpt", "llama3", "deepseek_v3")   # the models built on these layouts (frameworks/pytorch/)
-CP_MODELS = ("llama3", "deepseek_v3")       # the models whose attention splits the sequence
-EP_MODELS = ("deepseek_v3",)                # the mixtures of experts (routed experts split over ep)
+MODELS = ("gpt", "llama3", "deepseek_v3", "qwen3_moe")   # the models built on these layouts (frameworks/pytorch/)
+CP_MODELS = ("llama3", "deepseek_v3", "qwen3_moe")       # the models whose attention splits the sequence
+EP_MODELS = ("deepseek_v3", "qwen3_moe")                 # the mixtures of experts (routed experts over ep)
 SP_MODELS = ("gpt", "llama3")               # the models with a sequence-parallel plan
 FRAMEWORKS = ("pytorch",)
 MEGATRON_VOCAB_MULTIPLE = 128  # Megatron-LM's make-vocab-size-divisible-by (default)

@@ -1,6 +1,6 @@
 """One rank of torchtitan's Llama 3 built by frameworks/pytorch/titan.py's TitanSession on the
-CPU (or its DeepSeek-V3, frameworks/pytorch/titan_moe.py's TitanMoESession, with a third
-argument `deepseek_v3`), for tests/integration/test_llama3_torchtitan_cpu.py and
+CPU (or a mixture of experts, frameworks/pytorch/titan_moe.py's TitanMoESession, with a third
+argument `deepseek_v3` or `qwen3_moe`), for tests/integration/test_llama3_torchtitan_cpu.py and
 test_moe_layouts.py; run under torch.distributed.run.
 
 torchtitan takes the device type "cuda" wherever there is no accelerator
@@ -38,7 +38,7 @@ def main(settings: dict, global_batch: int, model: str = "llama3") -> dict:
                     compile=False, seed=0, parallel=lay.as_dict(), device="cpu",
                     rendezvous_timeout_s=60)
     dist = DistEnv(rank, world, rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
-    if model == "deepseek_v3":
+    if model in ("deepseek_v3", "qwen3_moe"):
         from frameworks.pytorch import titan_moe
         session = titan_moe.TitanMoESession(spec, dist)
     else:
@@ -61,5 +61,6 @@ def main(settings: dict, global_batch: int, model: str = "llama3") -> dict:
 
 
 if __name__ == "__main__":
-    print("PROBE " + json.dumps(main(json.loads(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:])), flush=True)
+    line = "PROBE " + json.dumps(main(json.loads(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:])) + "\n"
+    os.write(1, line.encode())   # one write: the ranks' lines never interleave (a pipe's atomic write)
     os._exit(0)   # a rank whose peer stopped mid-step would wait on gloo at exit

@@ -155,7 +155,20 @@ def deepseek_v3_plan(model, sequence_parallel: bool) -> dict:
     return {**plan, **head_plan(model, "head.norm", False)}
 
 
-PLANS = {"gpt": gpt_plan, "llama3": llama3_plan, "deepseek_v3": deepseek_v3_plan}
+def qwen3_moe_plan(model, sequence_parallel: bool) -> dict:
+    """torchtitan's plan of Qwen3's attention (wq, wk, wv by columns, wo by rows; the per-head
+    norms replicated), embedding and output as Llama 3's; the experts are expert_parallel.py's."""
+    plan = {"embed": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())} \
+        if model.embed is not None else {}
+    for i in model.layers:
+        p = f"layers.{i}.attention"
+        plan.update({f"{p}.wq": ColwiseParallel(), f"{p}.wk": ColwiseParallel(), f"{p}.wv": ColwiseParallel(),
+                     f"{p}.wo": RowwiseParallel()})
+    return {**plan, **head_plan(model, "head.norm", False)}
+
+
+PLANS = {"gpt": gpt_plan, "llama3": llama3_plan, "deepseek_v3": deepseek_v3_plan,
+         "qwen3_moe": qwen3_moe_plan}
 
 
 def tensor_parallel(model, name: str, tp_mesh, sequence_parallel: bool) -> None:
@@ -278,13 +291,15 @@ def init_parameters(model: nn.Module, family, seed: int, tied: dict = None) -> N
     """Fill every parameter with its single-device value (the family's `full_value`), this
     rank's part of it where the parameter is sharded; a tied pair both by the output layer's
     name (`tied`: {output: embedding}); a routed expert's weights, of the experts its module
-    holds (`ids`: expert parallelism). Buffers a module resets (`reset_buffers`) are reset:
-    to_empty left them unset."""
+    holds (`ids`: expert parallelism), and the model's `init_settings` where it has some.
+    Buffers a module resets (`reset_buffers`) are reset: to_empty left them unset."""
     by_output = {source: name for name, source in (tied or {}).items()}
+    settings = getattr(model, "init_settings", {})   # what a family's values depend on beyond the name
     for name, p in model.named_parameters():
         owner = model.get_submodule(name.rpartition(".")[0])
         rows = {"rows": owner.ids} if hasattr(owner, "ids") else {}
-        part = local_part(p, family.full_value(by_output.get(name, name), tuple(p.shape), seed, **rows))
+        part = local_part(p, family.full_value(by_output.get(name, name), tuple(p.shape), seed, **rows,
+                                               **settings))
         target = local(p)
         target.copy_(part.to(target.dtype))
     for module in model.modules():

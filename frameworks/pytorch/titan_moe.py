@@ -1,19 +1,20 @@
-"""DeepSeek-V3 on GPUs through torchtitan 0.3.0: its deepseek_v3 model, its
-parallelize_deepseekv3 (tensor, context and expert parallelism, activation checkpointing,
-torch.compile, FSDP2 of the dense parts over dp_shard x cp and of the experts over efsdp),
-pipeline_llm with a pipeline, its token dispatch backend and its load-balancing hook;
-frameworks/pytorch/titan.py's TitanSession does the rest (the mesh, the batches, the step,
-its loss over the global batch's tokens, clipping at 1.0).
+"""Mixtures of experts on GPUs through torchtitan 0.3.0 (DeepSeek-V3, Qwen3's MoE): its model,
+its parallelize function (parallelize_deepseekv3, parallelize_qwen3: tensor, context and expert
+parallelism, activation checkpointing, torch.compile, FSDP2 of the dense parts over dp_shard x
+cp and of the experts over efsdp), pipeline_llm with a pipeline, its token dispatch backend and
+its load-balancing hook; frameworks/pytorch/titan.py's TitanSession does the rest (the mesh,
+the batches, the step, its loss over the global batch's tokens, clipping at 1.0).
 
-`model_config(cfg)` is torchtitan's own DeepSeekV3Model.Config for the point's shape, made by
-its builder (`_build_dsv3_layers`: MLA, `dense_layers` dense SwiGLU layers then MoE layers,
-its initialisation) with `moe_comm_backend` = the point's `model.dispatch`:
+`model_config(cfg)` is torchtitan's own model config for the point's shape, made by its
+builders (DeepSeek-V3: `_build_dsv3_layers`, MLA, `dense_layers` dense SwiGLU layers then MoE
+layers; Qwen3: `_build_qwen3_moe_layers`; their initialisation) with `moe_comm_backend` = the
+point's `model.dispatch`:
 - standard: torch.distributed's all-to-all (torchtitan's AllToAllTokenDispatcher), the one
   the CPU definition (frameworks/pytorch/moe.py) does too;
 - deepep, hybridep: DeepEP's kernels (NVSHMEM, NVLink / GB200 NVL72), where the `deep_ep`
   package is installed (the suite does not install it); their buffers are sized for a
   rank's tokens of one micro-batch.
-The named sizes equal torchtitan's 16B and 671B flavours (tests/unit/test_deepseek_v3.py).
+The named sizes equal torchtitan's flavours (tests/unit/test_deepseek_v3.py, test_qwen3_moe.py).
 
 The layout maps onto torchtitan's ParallelismConfig as for Llama 3 (titan.py), with
 expert_parallel_degree = ep. torchtitan's experts borrow their ranks from FSDP's (its mesh
@@ -27,7 +28,12 @@ import importlib.util
 
 from frameworks.pytorch import titan
 
-FLAVOURS = {"16b": "16B", "671b": "671B"}       # our size -> torchtitan's flavour
+FLAVOURS = {"16b": "16B", "671b": "671B", "30b_a3b": "30B-A3B", "235b_a22b": "235B-A22B"}  # ours -> torchtitan's
+# model -> (its sharding declarations, its parallelize function), by module and name
+TORCHTITAN = {"deepseek_v3": (("torchtitan.models.deepseek_v3.sharding", "set_deepseek_v3_sharding_config"),
+                              ("torchtitan.models.deepseek_v3", "parallelize_deepseekv3")),
+              "qwen3_moe": (("torchtitan.models.qwen3.sharding", "set_qwen3_sharding_config"),
+                            ("torchtitan.models.qwen3", "parallelize_qwen3"))}
 DISPATCH = {"standard": None, "deepep": "deep_ep", "hybridep": "deep_ep"}   # -> the module it needs
 
 
@@ -38,8 +44,36 @@ def tokens_per_rank(cfg: dict, layout) -> int:
 
 
 def model_config(cfg: dict, attn_backend: str = "flex", max_tokens=None):
-    """torchtitan's DeepSeekV3Model.Config of a point's DeepSeek-V3 shape (module docstring);
-    `max_tokens`: the DeepEP dispatchers' per-rank bound."""
+    """torchtitan's model config of a point's mixture of experts (module docstring), its MoE
+    layers' load balancing the point's; `max_tokens`: the DeepEP dispatchers' per-rank bound."""
+    config = (_qwen3 if cfg["name"] == "qwen3_moe" else _deepseek_v3)(cfg, attn_backend)
+    for layer in config.layers:
+        if layer.moe is not None:
+            layer.moe.load_balance_coeff = cfg.get("load_balance_coeff")
+            dispatcher = layer.moe.routed_experts.token_dispatcher
+            if max_tokens is not None and hasattr(dispatcher, "num_max_tokens_per_rank"):
+                dispatcher.num_max_tokens_per_rank = max_tokens
+    return config
+
+
+def _qwen3(cfg: dict, attn_backend: str):
+    from torchtitan.models.common import CosSinRoPE, Embedding, Linear
+    from torchtitan.models.qwen3 import _EMBEDDING_INIT, _LINEAR_INIT, _build_qwen3_moe_layers, _qwen3_norm
+    from torchtitan.models.qwen3.model import Qwen3Model
+
+    dim, vocab, head_dim = cfg["hidden"], cfg["vocab_size"], cfg["head_dim"]
+    layers = _build_qwen3_moe_layers(
+        n_layers=cfg["layers"], dim=dim, n_heads=cfg["heads"], n_kv_heads=cfg["kv_heads"], head_dim=head_dim,
+        moe_hidden_dim=cfg["moe_hidden"], num_experts=cfg["experts"], top_k=cfg["top_k"], fuse_qkv=True,
+        attn_backend=attn_backend, moe_comm_backend=cfg.get("dispatch", "standard"),
+        rope=CosSinRoPE.Config(dim=head_dim, max_seq_len=max(40960, cfg["seq_len"]), theta=cfg["rope_theta"]))
+    return Qwen3Model.Config(
+        vocab_size=vocab, dim=dim, norm=_qwen3_norm(dim), layers=layers,
+        tok_embeddings=Embedding.Config(num_embeddings=vocab, embedding_dim=dim, param_init=_EMBEDDING_INIT),
+        lm_head=Linear.Config(in_features=dim, out_features=vocab, param_init=_LINEAR_INIT))
+
+
+def _deepseek_v3(cfg: dict, attn_backend: str):
     from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
     from torchtitan.models.deepseek_v3 import (_EMBEDDING_INIT, _NORM_INIT, _build_dsv3_layers,
                                                _output_linear_init)
@@ -67,11 +101,6 @@ def model_config(cfg: dict, attn_backend: str = "flex", max_tokens=None):
     for layer in layers:
         for norm in (layer.attention_norm, layer.ffn_norm, layer.attention.kv_norm, layer.attention.q_norm):
             norm.eps = eps
-        if layer.moe is not None:
-            layer.moe.load_balance_coeff = cfg.get("load_balance_coeff")
-            dispatcher = layer.moe.routed_experts.token_dispatcher
-            if max_tokens is not None and hasattr(dispatcher, "num_max_tokens_per_rank"):
-                dispatcher.num_max_tokens_per_rank = max_tokens
     return DeepSeekV3Model.Config(
         vocab_size=vocab, dim=dim, layers=layers, mtp_layers=[],
         tok_embeddings=Embedding.Config(num_embeddings=vocab, embedding_dim=dim, param_init=_EMBEDDING_INIT),
@@ -101,7 +130,7 @@ def gap(spec, layout):
 
 
 class TitanMoESession(titan.TitanSession):
-    """One rank of a DeepSeek-V3 point on GPUs (module docstring)."""
+    """One rank of a mixture of experts' point on GPUs (module docstring)."""
 
     def _gap(self, spec):
         return gap(spec, self.layout)
@@ -117,17 +146,16 @@ class TitanMoESession(titan.TitanSession):
         return out
 
     def _config(self, spec):
-        from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
+        self.model_name = spec.model["name"]
         config = model_config(spec.model, max_tokens=tokens_per_rank(spec.model, self.layout))
-        # what DeepSeekV3Model.Config.update_from_config does for a layout (titan.py says why not it)
-        set_deepseek_v3_sharding_config(
+        # what the model config's update_from_config does for a layout (titan.py says why not it)
+        _torchtitan(spec.model["name"], 0)(
             config, enable_sp=self.titan_configs["parallelism"].enable_sequence_parallel,
             enable_ep=self.layout.ep > 1)
         return config
 
     def _parallelize_fn(self):
-        from torchtitan.models.deepseek_v3 import parallelize_deepseekv3
-        return parallelize_deepseekv3
+        return _torchtitan(self.model_name, 1)
 
     def _after_optimizer(self):
         """torchtitan's auxiliary-loss-free load balancing: its expert-bias update, before each
@@ -135,3 +163,10 @@ class TitanMoESession(titan.TitanSession):
         from torchtitan.components.optimizer import register_moe_load_balancing_hook
         register_moe_load_balancing_hook(self.optimizer, self.parts, self.dims)
 
+
+
+def _torchtitan(model: str, which: int):
+    """torchtitan's sharding declarations (0) or parallelize function (1) of a model."""
+    import importlib
+    module, name = TORCHTITAN[model][which]
+    return getattr(importlib.import_module(module), name)

@@ -5,8 +5,9 @@ step's loss equals the single-device loss (same seed and global batch, no dropou
 dropped), with SGD so that a gradient's scale shows in the loss (AdamW hides it); every rank's
 gradient equals its part of the single-device model's (tests/moe_grad_probe.py); the ranks'
 parameters add up to the model; torchtitan's GPU path builds the same layouts and runs its
-forward (tests/titan_cpu_probe.py); on the 3-node Slurm test cluster an expert group spans
-the nodes. About two minutes on 2 cores, the Slurm test aside."""
+forward (tests/titan_cpu_probe.py); Qwen3's MoE too (gradients and torchtitan's path); on the
+3-node Slurm test cluster an expert group spans the nodes. About three minutes on 2 cores, the
+Slurm test aside."""
 import glob
 import json
 import os
@@ -106,26 +107,31 @@ def probe(script, settings, n, *more):
     return sorted(out, key=lambda o: o["rank"])
 
 
-@pytest.mark.parametrize("settings,n", [({"ep": 2, "fsdp": True}, 2), ({"tp": 2}, 2),
-                                        ({"ep": 2, "tp": 2}, 4), ({"ep": 2, "cp": 2}, 4)])
-def test_every_gradient_is_the_single_device_ones_part(settings, n):
-    for r in probe("tests/moe_grad_probe.py", settings, n):
+@pytest.mark.parametrize("settings,n,model", [
+    ({"ep": 2, "fsdp": True}, 2, "deepseek_v3"), ({"tp": 2}, 2, "deepseek_v3"),
+    ({"ep": 2, "tp": 2}, 4, "deepseek_v3"), ({"ep": 2, "cp": 2}, 4, "deepseek_v3"),
+    ({"ep": 2, "tp": 2}, 4, "qwen3_moe")])
+def test_every_gradient_is_the_single_device_ones_part(settings, n, model):
+    for r in probe("tests/moe_grad_probe.py", settings, n, model):
         assert r["relative"] < GRAD_RTOL, r
-        assert r["compared"] == 27 and r["model"] == TINY
+        assert r["compared"] == 27 and r["model"] == {"deepseek_v3": TINY, "qwen3_moe": 276_928}[model]
 
 
-@pytest.mark.parametrize("settings,n", [({"ep": 2, "fsdp": True}, 2), ({"ep": 2, "tp": 2}, 4)])
-def test_torchtitans_gpu_path_builds_the_layout_and_runs_its_forward(settings, n):
-    """torchtitan's DeepSeek-V3 (parallelize_deepseekv3, its all-to-all dispatch) on the CPU as
-    far as it goes: its step stops at FlexAttention's backward (tests/titan_cpu_probe.py)."""
+@pytest.mark.parametrize("settings,n,model,parallelize,total", [
+    ({"ep": 2, "fsdp": True}, 2, "deepseek_v3", "parallelize_deepseekv3", TINY),
+    ({"ep": 2, "tp": 2}, 4, "deepseek_v3", "parallelize_deepseekv3", TINY),
+    ({"ep": 2, "fsdp": True}, 2, "qwen3_moe", "parallelize_qwen3", 276_928)])
+def test_torchtitans_gpu_path_builds_the_layout_and_runs_its_forward(settings, n, model, parallelize, total):
+    """torchtitan's mixtures of experts (their all-to-all dispatch) on the CPU as far as they
+    go: the step stops at FlexAttention's backward (tests/titan_cpu_probe.py)."""
     pytest.importorskip("torchtitan.models.deepseek_v3")
-    out = probe("tests/titan_cpu_probe.py", settings, n, "deepseek_v3")
+    out = probe("tests/titan_cpu_probe.py", settings, n, model)
     for r in out:
-        assert r["record"]["implementation"] == "torchtitan 0.3.0 (parallelize_deepseekv3)"
-        assert r["record"]["parameters"]["model"] == TINY and r["forward_loss"] > 0
+        assert r["record"]["implementation"] == f"torchtitan 0.3.0 ({parallelize})"
+        assert r["record"]["parameters"]["model"] == total and r["forward_loss"] > 0
         assert "FlexAttention does not support backward on CPU" in r["step"]
     if settings.get("fsdp"):   # FSDP over dp 2, the experts over ep 2: half of everything each
-        assert [r["record"]["parameters"]["held"] for r in out] == [TINY // 2] * 2
+        assert [r["record"]["parameters"]["held"] for r in out] == [total // 2] * 2
 
 
 def test_an_impossible_expert_layout_is_refused_in_one_line(tmp_path):
