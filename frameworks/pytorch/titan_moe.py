@@ -25,6 +25,7 @@ with that line (set parallel.fsdp=true), decided before the model is built.
 Not run yet: no GPU was lent to the sessions that built this (docs/moe.md).
 """
 import importlib.util
+import re
 
 from frameworks.pytorch import titan
 
@@ -106,6 +107,18 @@ def _deepseek_v3(cfg: dict, attn_backend: str):
         tok_embeddings=Embedding.Config(num_embeddings=vocab, embedding_dim=dim, param_init=_EMBEDDING_INIT),
         norm=RMSNorm.Config(normalized_shape=dim, eps=eps, param_init=_NORM_INIT),
         lm_head=Linear.Config(in_features=dim, out_features=vocab, param_init=_output_linear_init(dim)))
+
+
+def torchtitan_name(model: str, ours: str) -> str:
+    """torchtitan's name of a parameter or buffer of the CPU definition (frameworks/pytorch/
+    deepseek_v3.py, qwen3_moe.py): the state dict of one loads into the other."""
+    name = ours.replace("embed.weight", "tok_embeddings.weight").replace("head.norm", "norm")
+    name = name.replace("head.output", "lm_head").replace("expert_bias", "expert_bias_E")
+    name = name.replace("tokens_per_expert", "tokens_per_expert_E")
+    if model == "qwen3_moe":   # its fused projection's parts
+        name = re.sub(r"attention\.(w[qkv])\.", r"attention.qkv_linear.\1.", name)
+    return re.sub(r"moe\.experts\.(w[123])$",
+                  lambda m: f"moe.routed_experts.inner_experts.{m[1]}_{'EDF' if m[1] == 'w2' else 'EFD'}", name)
 
 
 def gap(spec, layout):

@@ -4,7 +4,6 @@ frameworks/pytorch/moe.py) against torchtitan's own model: the same parameters, 
 parameters and FLOPs, the same router, MoE layer and logits from the same weights; the
 GPU path's settings (frameworks/pytorch/titan_moe.py)."""
 import importlib.util
-import re
 
 import pytest
 import torch
@@ -83,14 +82,6 @@ def test_named_sizes_are_torchtitans_flavours(size):
         titan_moe.model_config(model_cfg("deepseek_v3", size)), 4096)
 
 
-def _torchtitan_name(ours: str) -> str:
-    name = ours.replace("embed.weight", "tok_embeddings.weight").replace("head.norm", "norm")
-    name = name.replace("head.output", "lm_head").replace("expert_bias", "expert_bias_E")
-    name = name.replace("tokens_per_expert", "tokens_per_expert_E")
-    return re.sub(r"moe\.experts\.(w[123])$",
-                  lambda m: f"moe.routed_experts.inner_experts.{m[1]}_{'EDF' if m[1] == 'w2' else 'EFD'}", name)
-
-
 def test_same_weights_give_torchtitans_moe_layer_and_logits():
     """torchtitan's model (FlexAttention and its grouped GEMM have a CPU forward, no backward),
     loaded with the CPU definition's weights: the same MoE output (torchtitan runs its experts
@@ -100,7 +91,7 @@ def test_same_weights_give_torchtitans_moe_layer_and_logits():
     parallelize.init_parameters(ours, deepseek_v3, 0)
     theirs = titan_moe.model_config(cfg).build()
     missing, unexpected = theirs.load_state_dict(
-        {_torchtitan_name(k): v for k, v in ours.state_dict().items()}, strict=False)
+        {titan_moe.torchtitan_name("deepseek_v3", k): v for k, v in ours.state_dict().items()}, strict=False)
     assert missing == [] and unexpected == ["layers.1.moe.tokens_per_expert_E"]   # not persistent there
     x = torch.randn(2, 64, cfg["hidden"], generator=torch.Generator().manual_seed(1))
     tokens = deepseek_v3.synthetic_tokens(cfg, 2, 0)[:, :-1]

@@ -1,7 +1,6 @@
 """Qwen3's mixtures of experts: parameter counts and activated FLOPs by hand, and the CPU
 definition (frameworks/pytorch/qwen3_moe.py) against torchtitan's own qwen3 MoE flavours: the
 same parameters and FLOPs, the same logits from the same weights."""
-import re
 
 import pytest
 import torch
@@ -55,15 +54,6 @@ def test_cpu_definition_has_torchtitans_parameters_and_flops(size):
         assert titan.parameters_and_flops(flavour, cfg["seq_len"]) == (params, per_token)
 
 
-def _torchtitan_name(ours: str) -> str:
-    name = ours.replace("embed.weight", "tok_embeddings.weight").replace("head.norm", "norm")
-    name = name.replace("head.output", "lm_head").replace("expert_bias", "expert_bias_E")
-    name = name.replace("tokens_per_expert", "tokens_per_expert_E")
-    name = re.sub(r"attention\.(w[qkv])\.", r"attention.qkv_linear.\1.", name)
-    return re.sub(r"moe\.experts\.(w[123])$",
-                  lambda m: f"moe.routed_experts.inner_experts.{m[1]}_{'EDF' if m[1] == 'w2' else 'EFD'}", name)
-
-
 def test_same_weights_give_torchtitans_logits():
     """torchtitan's forward runs its experts in bf16 (torch._grouped_mm): within 1% of the
     largest logit; a wrong routing, rotation or norm is off by far more."""
@@ -72,7 +62,7 @@ def test_same_weights_give_torchtitans_logits():
     parallelize.init_parameters(ours, qwen3_moe, 0)
     theirs = titan_moe.model_config(cfg).build()
     missing, unexpected = theirs.load_state_dict(
-        {_torchtitan_name(k): v for k, v in ours.state_dict().items()}, strict=False)
+        {titan_moe.torchtitan_name("qwen3_moe", k): v for k, v in ours.state_dict().items()}, strict=False)
     assert missing == [] and set(unexpected) == {f"layers.{i}.moe.tokens_per_expert_E" for i in "01"}
     tokens = qwen3_moe.synthetic_tokens(cfg, 2, 0)[:, :-1]
     positions = torch.arange(tokens.shape[1]).expand(tokens.shape[0], -1)
