@@ -6,7 +6,8 @@ One row per point x op x size x in-place setting, aggregated over the ranks and 
 recorded repeats of the point, the way nccl-tests aggregates its ranks: the time is
 the mean over ranks (and repeats), and `algbw_avg` / `busbw_avg` are computed from
 that mean time (nccl-tests' default `-a 1`); `*_min` / `*_max` are the extremes of
-the per-rank figures. A point with no measurement at all (it failed before its
+the per-rank figures. The uneven all-to-all (all_to_allv) adds `imbalance`: the largest
+rank's received bytes over the mean's (contract/busbw.py). A point with no measurement at all (it failed before its
 first) still gets one row, with op empty, so that it is never silently dropped.
 """
 import pandas as pd
@@ -18,7 +19,7 @@ from contract import busbw
 COLUMNS = ["sweep", "point", "framework", "device", "backend", "nodes", "gpus_per_node", "ranks",
            "op", "bytes", "count", "dtype", "inplace", "iters", "repeats", "time_s",
            "algbw_avg", "algbw_min", "algbw_max", "busbw_avg", "busbw_min", "busbw_max",
-           "wrong", "status", "error"]
+           "wrong", "imbalance", "status", "error"]
 _OP_ORDER = {op: i for i, op in enumerate(busbw.OPS)}
 
 
@@ -60,7 +61,8 @@ def comm_table(results) -> pd.DataFrame:
                          "algbw_max": g.algbw_gbps.max(),
                          "busbw_avg": busbw.busbw_gbps(op, nbytes, t, world),
                          "busbw_min": g.busbw_gbps.min(), "busbw_max": g.busbw_gbps.max(),
-                         "wrong": None if pd.isna(wrong) else int(wrong)})
+                         "wrong": None if pd.isna(wrong) else int(wrong),
+                         "imbalance": pd.to_numeric(g.imbalance, errors="coerce").max()})
     df = pd.DataFrame(rows, columns=COLUMNS)
     if len(df):
         df = df.assign(_o=df.op.map(_OP_ORDER)).sort_values(
@@ -80,12 +82,17 @@ def _op_table(rows: pd.DataFrame) -> str:
     """One op of one point as nccl-tests prints it: out-of-place, then in-place, columns."""
     places = [p for p in (False, True) if (rows.inplace == p).any()]
     headers = ["size", "bytes", "count"]
+    uneven = rows.imbalance.notna().any()
+    if uneven:
+        headers.append("recv max/mean")
     for p in places:
         tag = "in-place" if p else "out-of-place"
         headers += [f"{tag} time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw min-max", "#wrong"]
     body = []
     for nbytes, g in rows.groupby("bytes", sort=True):
         line = [tables.human_bytes(nbytes), str(nbytes), str(g["count"].iloc[0])]
+        if uneven:
+            line.append(tables.number(g.imbalance.max(), ".2f"))
         for p in places:
             r = g[g.inplace == p]
             if not len(r):

@@ -25,7 +25,7 @@ def point_layout(manifest: dict, device=None) -> dict:
     point = {k: manifest.get(k) for k in ("nodes", "gpus_per_node", "precision", "amp_dtype")}
     point.update({k: lay.get(k) for k in ("dp", "tp", "pp", "micro_batch_size", "global_batch_size",
                                           "fsdp")})
-    point["cp"] = lay.get("cp", 1)
+    point["cp"], point["ep"] = lay.get("cp", 1), lay.get("ep", 1)
     if lay.get("pp", 1) > 1:
         point["schedule"] = lay.get("schedule")
         if lay.get("schedule") == "interleaved_1f1b":
@@ -38,8 +38,9 @@ def point_layout(manifest: dict, device=None) -> dict:
 
 
 def layout_label(lay: dict) -> str:
-    """'dp4 x cp2, fsdp' : the grid's sizes above 1 (dp always), then fsdp and the schedule."""
-    sizes = [f"dp{lay.get('dp', 1)}"] + [f"{k}{lay[k]}" for k in ("tp", "pp", "cp") if lay.get(k, 1) > 1]
+    """'dp4 x cp2, fsdp' : the grid's sizes above 1 (dp always; ep, which borrows a stage's
+    ranks, last), then fsdp and the schedule."""
+    sizes = [f"dp{lay.get('dp', 1)}"] + [f"{k}{lay[k]}" for k in ("tp", "pp", "cp", "ep") if lay.get(k, 1) > 1]
     extra = ["fsdp"] * bool(lay.get("fsdp")) + ["sp"] * bool(lay.get("sequence_parallel") and lay.get("tp", 1) > 1)
     if lay.get("pp", 1) > 1:
         extra.append(lay.get("schedule", "") + (f" v{lay['virtual_stages']}" if lay.get("schedule") == "interleaved_1f1b" else ""))
@@ -80,6 +81,12 @@ def _published(row: dict) -> list:
             + ("%" if row.get("mfu_percent") else ""), row.get("date") or "undated"]
 
 
+def peak_note(m: pd.DataFrame) -> str:
+    """'(989 TFLOP/s)': the points' peaks, or what to set where none is known."""
+    peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()}) if "peak_tflops" in m else []
+    return f"({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown: n/a; set peak_tflops='})"
+
+
 HEADERS = ["point", "model", "layout", "nodes x dev", "micro / accum / global", "precision",
            "latency (ms/iter)", "peak mem/rank (GiB)", "tokens/s", "tokens/s per device",
            "TFLOP/s per device", "MFU"]
@@ -97,7 +104,6 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     notes = [f"- published layouts skipped: {error}"] if error else []
     rows = [r for r in rows if str(r.get("model", "")).startswith("llama3")]   # not DLPerf's GPT
     ours, beside = [], []
-    peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()}) if "peak_tflops" in m else []
     for r in m.sort_values("point").itertuples():
         manifest = results.manifest(r.sweep, r.point)
         ours.append(_ours(r, manifest))
@@ -106,8 +112,7 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     text = ("## llama3: tokens/s, TFLOP/s per device and MFU, by layout\n"
             "FLOPs per token 6 N + 12 l h s (N: parameters less the embedding; the attention term "
             "without causal halving, as torchtitan and dgxc-benchmarking count it; no recompute "
-            "term: analysis/flops.py, docs/flops.md); MFU against the device's dense peak "
-            f"({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown: n/a; set peak_tflops='}); "
+            f"term: analysis/flops.py, docs/flops.md); MFU against the device's dense peak {peak_note(m)}; "
             "latency: one iteration (the global batch); tokens/s: the global batch's\n\n"
             + tabulate(ours, headers=HEADERS, tablefmt="github", disable_numparse=True))
     if beside:

@@ -182,9 +182,11 @@ class _Reader:
                                   "container": _dict_or_none(rec.get("container")),  # its image
                                   "window": _dict_or_none(rec.get("window")),   # the timed window
                                   "profile": _dict_or_none(rec.get("profile")),  # profile=true's trace
-                                  # a layout's grid place and counts, a pipeline's bubble
+                                  # a layout's grid place and counts, a pipeline's bubble,
+                                  # a mixture of experts' load and all-to-all seconds
                                   "parallel": _dict_or_none(rec.get("parallel")),
                                   "pipeline": _dict_or_none(rec.get("pipeline")),
+                                  "moe": _dict_or_none(rec.get("moe")),
                                   # bench=checkpoint's or checkpoint.every's (analysis/checkpoint.py)
                                   "checkpoint": _dict_or_none(rec.get("checkpoint"))})
         return [{**c, "sweep": sweep, "point": point, "repeat": repeat, "rank": rec["rank"]}

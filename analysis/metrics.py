@@ -12,7 +12,8 @@ from contract import parallel
 MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what tells a special point apart
 SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
 LAYOUT_KEYS = ("dp", "tp", "pp", "fsdp", "schedule", "virtual_stages", "sequence_parallel",
-               "micro_batch_size", "accumulation")
+               "micro_batch_size", "accumulation", "cp", "ep")
+LANGUAGE_MODELS = ("gpt", "llama3", "deepseek_v3", "qwen3_moe")   # samples are sequences: tokens/s = samples/s x seq_len
 
 
 def _value(p, column):
@@ -30,7 +31,7 @@ def metrics(results) -> pd.DataFrame:
     tflops_per_device, peak_tflops, mfu: model FLOPs (analysis/flops.py) for every model
     with a count (resnet50, bert_base, gpt), as analysis.load put them in the points;
     pflops: tflops_per_device x devices / 1000 (aggregate);
-    tokens_per_s: GPT's samples/s x seq_len.
+    tokens_per_s: a language model's samples/s x seq_len.
     A layout's point (contract/parallel.py) adds its grid and batch sizes
     (LAYOUT_KEYS, global_batch_size: the samples of one iteration, whose latency is
     latency_ms), its shape (SHAPE_KEYS), its case, and a pipeline's bubble: the ideal one
@@ -80,7 +81,7 @@ def metrics(results) -> pd.DataFrame:
             row["peak_tflops"] = flops.peak_tflops(device, p.precision, p.amp_dtype,
                                                    (point.get("config") or {}).get("peak_tflops"))
             row["mfu"] = flops.mfu(row["tflops_per_device"], row["peak_tflops"])
-        if p.model in ("gpt", "llama3") and has_tp and model.get("seq_len"):  # language models
+        if p.model in LANGUAGE_MODELS and has_tp and model.get("seq_len"):
             row["tokens_per_s"] = p.throughput * model["seq_len"]
         row["pflops"] = (row["tflops_per_device"] * p.devices / 1e3
                          if row["tflops_per_device"] is not None else None)

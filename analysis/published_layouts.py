@@ -1,6 +1,6 @@
 """Published figures of parallel layouts (analysis/published/*.yaml with `figure: layouts`):
 DLPerf's GPT table (OneFlow-GPT and Megatron-LM on V100), dgxc-benchmarking's and
-torchtitan's Llama 3.1. `rows()` reads them, checked; `find(point)` returns the rows whose
+torchtitan's Llama 3.1, dgxc-benchmarking's DeepSeek-V3. `rows()` reads them, checked; `find(point)` returns the rows whose
 layout is a point's.
 
 A file gives its defaults once (any of FILE_KEYS), `implementations` (name -> its
@@ -8,18 +8,19 @@ implementation, software, url) and `cases`: each a layout (LAYOUT and SETTINGS k
 `group`, `size`) with one mapping of figures (FIGURES) per implementation that measured it.
 A row is one case by one implementation (`impl`, its name in the file): the file's defaults,
 then the implementation's, then the case's own keys, then its figures. What a source leaves to arithmetic is derived
-and named in the row's `derived`: cp 1 where it is not given; dp = devices / (tp x pp x cp);
+and named in the row's `derived`: cp and ep 1 where they are not given; dp = devices / (tp x pp x cp);
 accumulation = global / (micro x dp); tokens/s per GPU = a job's tokens/s / devices; the
 padded vocabulary (vocab_size up to a multiple of vocab_multiple x tp, Megatron's rule).
 
 A file whose arithmetic does not hold (dp x tp x pp x cp = devices, micro x dp x accumulation
-= global, local x dp = global, hidden % heads, heads % tp) or whose fields are not of their
+= global, local x dp = global, hidden % heads, heads % tp, ep dividing dp x cp x tp) or whose fields are not of their
 kind is refused in one line (published.PublishedError). Figures are never changed here.
 
-A point (a mapping, framework-agnostic: nodes, gpus_per_node, dp, tp, pp, cp, micro_batch_size,
-global_batch_size, hidden, heads, layers, seq_len, precision, and optionally the SETTINGS and
-device; `virtual_stages` for vp, as the suite's Layout names it) matches a row when it states every LAYOUT key the row states, with the same value (cp
-is 1 where the point does not say), and agrees with the row on every SETTINGS key and on the
+A point (a mapping, framework-agnostic: nodes, gpus_per_node, dp, tp, pp, cp, ep,
+micro_batch_size, global_batch_size, hidden, heads, layers, seq_len, precision, and optionally
+the SETTINGS and device; `virtual_stages` for vp, as the suite's Layout names it) matches a row
+when it states every LAYOUT key the row states, with the same value (cp and ep are 1 where the
+point does not say), and agrees with the row on every SETTINGS key and on the
 device (analysis/matching.py) wherever both state them; values match by
 analysis/matching.py's rule, as the regression gate's and the throughput table's do.
 """
@@ -30,14 +31,14 @@ from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, n
 from contract import values
 
 FIGURE = "layouts"
-LAYOUT = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "micro_batch_size",
+LAYOUT = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "ep", "micro_batch_size",
           "global_batch_size", "hidden", "heads", "layers", "seq_len", "precision")
 SETTINGS = ("model", "vp", "fsdp", "amp_dtype", "compile", "schedule", "recompute", "async_tp",
             "float8")
-POINT_DEFAULTS = {"cp": 1}
+POINT_DEFAULTS = {"cp": 1, "ep": 1}
 # Other names a point may give a key by (contract/parallel.py's Layout.as_dict)
 POINT_ALIASES = {"vp": "virtual_stages"}
-INTS = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "vp", "micro_batch_size",
+INTS = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "ep", "vp", "micro_batch_size",
         "accumulation", "global_batch_size", "local_batch_size", "hidden", "heads", "layers",
         "seq_len", "vocab_size", "vocab_multiple")
 FIGURES = ("latency_ms", "step_time_s", "memory_mib", "memory_gib", "samples_per_s",
@@ -51,8 +52,9 @@ IMPLEMENTATION_KEYS = ("implementation", "software", "url")
 def _derive(row: dict, where: str) -> dict:
     """The derived fields of a row, and the checks of its arithmetic."""
     derived = []
-    if row.get("cp") is None:
-        row["cp"], derived = 1, derived + ["cp"]
+    for key in ("cp", "ep"):
+        if row.get(key) is None:
+            row[key], derived = 1, derived + [key]
     devices = row["nodes"] * row["gpus_per_node"]
     grid = row["tp"] * row["pp"] * row["cp"]
     if row.get("dp") is None:
@@ -62,6 +64,9 @@ def _derive(row: dict, where: str) -> dict:
     if row["dp"] * grid != devices:
         raise PublishedError(f"{where}: dp x tp x pp x cp = {row['dp'] * grid}, not nodes x "
                              f"gpus_per_node = {devices}")
+    if (row["dp"] * row["cp"] * row["tp"]) % row["ep"]:
+        raise PublishedError(f"{where}: ep {row['ep']} does not divide dp x cp x tp = "
+                             f"{row['dp'] * row['cp'] * row['tp']}")
     mbs, gbs = row.get("micro_batch_size"), row.get("global_batch_size")
     if mbs and gbs and row.get("accumulation") is None and gbs % (mbs * row["dp"]) == 0:
         row["accumulation"], derived = gbs // (mbs * row["dp"]), derived + ["accumulation"]

@@ -31,7 +31,7 @@ RUN_COLUMNS = ["sweep", "point", "repeat", "status", "error", "log_tail", "ranks
 STEP_COLUMNS = ["point", "repeat", "rank", "host", "step", "phase", "start", "end", "samples",
                 "loss", "duration"]
 COMM_COLUMNS = ["sweep", "point", "repeat", "rank", "op", "bytes", "count", "dtype", "inplace",
-                "iters", "time_s", "algbw_gbps", "busbw_gbps", "wrong"]
+                "iters", "time_s", "algbw_gbps", "busbw_gbps", "wrong", "imbalance"]
 
 
 class Results:
@@ -49,7 +49,9 @@ class Results:
     environments  one entry per rank record read: sweep, point, repeat, rank, host,
                   framework, environment, window (its timed window), profile (profile=true's
                   trace, else None), parallel (a layout's grid place and parameter counts),
-                  pipeline (its bubble) and checkpoint (its saves and loads, docs/checkpoint.md)
+                  pipeline (its bubble), moe (a mixture of experts' load and all-to-all
+                  seconds, frameworks/pytorch/moe.py) and checkpoint (its saves and loads,
+                  docs/checkpoint.md)
     manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
     preflights    (sweep, point) -> its preflight.json, for points run with preflight=true
     corrupt       one entry per bad file: file, reason, newer, sweep, point, repeat

@@ -18,7 +18,7 @@ Results.searches).
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import llama, published, published_layouts, tables
+from analysis import llama, moe, published, published_layouts, tables
 from analysis.metrics import metrics
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
@@ -223,7 +223,7 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
 def render_special(results) -> str:
     """The special cases' sections of the report; empty when the results have none."""
     p = results.points
-    special = p[(p.bench == "train") & p.model.isin(("wide_deep", "gpt", "insightface", "llama3"))]
+    special = p[(p.bench == "train") & p.model.isin(("wide_deep", "gpt", "insightface", "llama3", *moe.MODELS))]
     searches = results.searches
     if special.empty and not searches:
         return ""
@@ -235,12 +235,14 @@ def render_special(results) -> str:
             parts.append(f"- published W&D figures skipped: {error}")
         parts.append(wide_deep_section(m[m.model == "wide_deep"], wdl))
     layouts, error = [], None   # read once for the GPT and the Llama 3 sections
-    if len(m) and m.model.isin(("gpt", "llama3")).any():
+    if len(m) and m.model.isin(("gpt", "llama3", *moe.MODELS)).any():
         layouts, error = published.rows_or_error(published_layouts.rows)
     if len(m) and (m.model == "gpt").any():
         parts.append(gpt_section(m[m.model == "gpt"], layouts, error))
     if len(m) and (m.model == "llama3").any():   # a section of its own: analysis/llama.py
         parts.append(llama.section(m[m.model == "llama3"], results, layouts, error))
+    if len(m) and m.model.isin(moe.MODELS).any():   # mixtures of experts: analysis/moe.py
+        parts.append(moe.section(m[m.model.isin(moe.MODELS)], results, layouts, error))
     if searches or (len(m) and (m.model == "insightface").any()):
         parts.append(insightface_section(m if len(m) else pd.DataFrame(columns=["model", "search"]),
                                          searches))

@@ -7,22 +7,31 @@ the framework's Python.
 - Size S of a measurement: the bytes of the op's whole buffer, as nccl-tests'
   `size` column: the reduced or broadcast buffer; for all_gather the gathered
   output, for reduce_scatter the input that is scattered, for all_to_all each
-  rank's send (= receive) buffer.
+  rank's send (= receive) buffer; for all_to_allv (the uneven all-to-all of a
+  mixture of experts' token dispatch) each rank's send buffer too, split between
+  the ranks as a skewed routing splits tokens between their experts
+  (`expert_loads`, `rank_shares`, `uneven_splits`), so that a rank receives
+  more or less than it sends.
 - Algorithm bandwidth: algbw = S / t, in GB/s = 1e9 bytes/s, t = average time
   of one iteration.
 - Bus bandwidth: busbw = algbw * factor, the factor making the figure comparable
   to the hardware's link bandwidth whatever the rank count n:
       all_reduce                            2(n-1)/n
       reduce_scatter, all_gather, all_to_all (n-1)/n
+      all_to_allv                           (n-1)/n, all_to_all's: the figure the
+                                            even all-to-all of the same bytes
+                                            would show in the same time
       broadcast, reduce                     1
 - A run's "Avg bus bandwidth" of one op: the mean of busbw over every
   measurement of that op (all sizes, in-place and out-of-place), as nccl-tests
   prints it; the min_busbw health gate compares that figure.
 """
+import random
 import re
 import statistics
 
-OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all")
+OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all",
+       "all_to_allv")
 # Ops whose buffer is split into one chunk per rank: their element count must
 # divide by the number of ranks.
 CHUNKED = ("all_gather", "reduce_scatter", "all_to_all")
@@ -36,7 +45,7 @@ def bus_factor(op: str, nranks: int) -> float:
         raise ValueError(f"nranks must be >= 1, got {nranks}")
     if op == "all_reduce":
         return 2 * (nranks - 1) / nranks
-    if op in CHUNKED:
+    if op in CHUNKED or op == "all_to_allv":
         return (nranks - 1) / nranks
     if op in ("broadcast", "reduce"):
         return 1.0
@@ -97,3 +106,51 @@ def element_count(op: str, nbytes: int, element_size: int, nranks: int) -> int:
     if op in CHUNKED:
         count -= count % nranks
     return count
+
+
+# ---- the uneven all-to-all (all_to_allv): a mixture of experts' token dispatch -------------
+def expert_loads(experts: int, skew: float, seed: int = 0) -> list:
+    """Relative tokens per expert of a skewed routing, by Zipf's law: the expert of
+    popularity rank i gets (i + 1)^-skew (skew 0: all equal), the popularity ranks dealt to
+    the experts in an order drawn from `seed`, so that the hot experts sit on any rank."""
+    if not isinstance(experts, int) or isinstance(experts, bool) or experts < 1:
+        raise ValueError(f"experts must be an integer >= 1, got {experts!r}")
+    if not isinstance(skew, (int, float)) or isinstance(skew, bool) or skew < 0:
+        raise ValueError(f"skew must be a number >= 0, got {skew!r}")
+    order = list(range(experts))
+    random.Random(seed).shuffle(order)
+    loads = [0.0] * experts
+    for popularity, expert in enumerate(order):
+        loads[expert] = (popularity + 1) ** -float(skew)
+    return loads
+
+
+def rank_shares(loads, nranks: int) -> list:
+    """Each rank's share of the routed tokens: the experts in nranks contiguous blocks (expert
+    e on rank e x nranks // experts, the split of expert parallelism), their loads summed,
+    normalised. A training run's recorded tokens per expert are loads too."""
+    loads = [float(v) for v in loads]
+    if not loads or any(v < 0 for v in loads) or sum(loads) <= 0:
+        raise ValueError(f"expert loads must be numbers >= 0, not all 0, got {loads!r}")
+    shares = [0.0] * nranks
+    for e, load in enumerate(loads):
+        shares[e * nranks // len(loads)] += load
+    total = sum(shares)
+    return [v / total for v in shares]
+
+
+def uneven_splits(count: int, shares) -> list:
+    """`count` elements apportioned by `shares` (largest remainder): whole elements that
+    add up to count exactly; every sender splits its buffer this way."""
+    exact = [count * s for s in shares]
+    splits = [int(v) for v in exact]
+    for j in sorted(range(len(shares)), key=lambda j: splits[j] - exact[j])[:count - sum(splits)]:
+        splits[j] += 1
+    return splits
+
+
+def receive_imbalance(count: int, shares) -> float:
+    """The largest rank's received bytes over the mean's (1.0: even), for an all_to_allv of
+    `count` elements per sender split by `shares`."""
+    splits = uneven_splits(count, shares)
+    return max(splits) * len(splits) / count if count else 1.0

@@ -17,6 +17,16 @@ cp_i and 2 cp - 1 - cp_i, so that every rank holds as much of the causal attenti
 (torchtitan's and Megatron-LM's load balancing); its ranks train on the same samples, so
 the data-parallel size is devices / (tp x pp x cp).
 
+Expert parallelism (`ep`, a mixture of experts' routed experts split over ep ranks) adds no
+axis: it borrows the ranks of one pipeline stage, as torchtitan's does (its mesh rule
+dp_shard x cp x tp = efsdp x ep; here the one data-parallel axis dp stands for dp_shard).
+A stage's dp x cp x tp ranks, in grid order, form an (edp, ep) grid, ep innermost:
+
+    flat = (dp_i * cp + cp_i) * tp + tp_i,   ep_i = flat % ep,   edp_i = flat // ep
+
+an expert group is ep neighbouring ranks (inside a node while ep <= gpus_per_node); the
+ranks that hold the same experts (edp of them) average those experts' gradients.
+
 Relations, each a line naming its values when it fails (DLPerf's GPT README lists the first
 five; the schedules' own rules are torch.distributed.pipelining's):
 
@@ -29,17 +39,24 @@ five; the schedules' own rules are torch.distributed.pipelining's):
     vocabulary % tp = 0                           else padded as Megatron pads it: up to a
                                                   multiple of 128 x tp, and said
     sequence % (2 x cp) = 0                       two equal chunks per context-parallel rank
+    dp x cp x tp = edp x ep                       ep divides a stage's ranks (torchtitan's
+                                                  dp_shard x cp x tp = efsdp x ep)
+    experts % ep = 0                              whole experts per expert-parallel rank
+    sequence % (cp x tp) = 0                      with ep and tp: each tp rank routes its
+                                                  part of the sequence (torchtitan's)
     schedule 1f1b: accumulation >= pp             (a micro-batch in flight per stage)
     schedule interleaved_1f1b: accumulation a multiple of max(1, accumulation // pp)
 """
 from dataclasses import asdict, dataclass, replace
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
-MODELS = ("gpt", "llama3")     # the models built on these layouts (frameworks/pytorch/)
-CP_MODELS = ("llama3",)        # the models whose attention splits the sequence
+MODELS = ("gpt", "llama3", "deepseek_v3", "qwen3_moe")   # the models built on these layouts (frameworks/pytorch/)
+CP_MODELS = ("llama3", "deepseek_v3", "qwen3_moe")       # the models whose attention splits the sequence
+EP_MODELS = ("deepseek_v3", "qwen3_moe")                 # the mixtures of experts (routed experts over ep)
+SP_MODELS = ("gpt", "llama3")               # the models with a sequence-parallel plan
 FRAMEWORKS = ("pytorch",)
 MEGATRON_VOCAB_MULTIPLE = 128  # Megatron-LM's make-vocab-size-divisible-by (default)
-DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
+DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
             "virtual_stages": 2, "sequence_parallel": False}
 
 
@@ -60,6 +77,7 @@ class Layout:
     accumulation: int          # micro-batches per iteration (pipeline: n_microbatches)
     global_batch_size: int     # samples of one iteration, all ranks
     cp: int = 1                # context-parallel size: each sequence split over cp ranks
+    ep: int = 1                # expert-parallel size: routed experts split over ep ranks of a stage
 
     @property
     def world(self) -> int:
@@ -70,13 +88,18 @@ class Layout:
         return self.pp * self.virtual_stages
 
     @property
+    def edp(self) -> int:
+        """Ranks of a stage that hold the same experts: dp x cp x tp / ep (torchtitan's efsdp)."""
+        return max(self.dp * self.cp * self.tp // self.ep, 1)
+
+    @property
     def per_replica(self) -> int:
         """Samples one data-parallel rank trains on per iteration: micro x accumulation."""
         return self.micro_batch_size * self.accumulation
 
     def is_data_parallel(self) -> bool:
         """Plain data parallelism, one micro-batch: the layout every model has always had."""
-        return self.tp == self.pp == self.cp == 1 and not self.fsdp and self.accumulation == 1
+        return self.tp == self.pp == self.cp == self.ep == 1 and not self.fsdp and self.accumulation == 1
 
     def _parts(self) -> list:
         pipe = {"gpipe": "gpipe", "1f1b": "", "interleaved_1f1b": f"v{self.virtual_stages}"}
@@ -91,7 +114,7 @@ class Layout:
         return "-".join(sizes + self._cp() + self._parts())
 
     def _cp(self) -> list:
-        return [f"cp{self.cp}"] if self.cp > 1 else []
+        return [f"cp{self.cp}"] * (self.cp > 1) + [f"ep{self.ep}"] * (self.ep > 1)
 
     def key(self) -> str:
         """What tells layouts apart across device counts (dp left out: it grows with them),
@@ -104,7 +127,7 @@ class Layout:
     @classmethod
     def of(cls, d: dict) -> "Layout":
         """The layout of a point's or spec's `parallel` (as_dict's extra keys ignored; a
-        point written before context parallelism has cp 1)."""
+        point written before context or expert parallelism has cp 1, ep 1)."""
         return cls(**{f: d[f] for f in cls.__dataclass_fields__ if f in d})
 
     def with_micro(self, micro: int) -> "Layout":
@@ -137,6 +160,7 @@ def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None
         raise LayoutError(f"unknown parallel key(s) {', '.join(unknown)} "
                           f"(valid: {', '.join(DEFAULTS)})")
     tp, pp, cp = _int(p["tp"], "parallel.tp"), _int(p["pp"], "parallel.pp"), _int(p["cp"], "parallel.cp")
+    ep = _int(p["ep"], "parallel.ep")
     fsdp = _bool(p["fsdp"], "parallel.fsdp")
     sp = _bool(p["sequence_parallel"], "parallel.sequence_parallel")
     if p["schedule"] not in SCHEDULES:
@@ -165,8 +189,8 @@ def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None
                    f"has no whole accumulation (global_batch_size must be a multiple of "
                    f"{micro * dp})")
         accumulation = max(accumulation, 1)
-    layout = Layout(dp, tp, pp, fsdp, p["schedule"], virtual, sp, micro, accumulation, glob, cp)
-    bad += schedule_violations(layout)
+    layout = Layout(dp, tp, pp, fsdp, p["schedule"], virtual, sp, micro, accumulation, glob, cp, ep)
+    bad += schedule_violations(layout) + expert_violations(layout)
     return layout, bad
 
 
@@ -182,6 +206,15 @@ def schedule_violations(layout: Layout) -> list:
         return [f"schedule interleaved_1f1b needs accumulation a multiple of max(1, "
                 f"accumulation // pp) = {max(1, m // pp)}: accumulation = {m}, pp = {pp}"]
     return []
+
+
+def expert_violations(layout: Layout) -> list:
+    """torchtitan's mesh rule for expert parallelism: ep borrows the ranks of a stage."""
+    stage = layout.dp * layout.cp * layout.tp
+    if layout.ep == 1 or stage % layout.ep == 0:
+        return []
+    return [f"dp x cp x tp = edp x ep (torchtitan's dp_shard x cp x tp = efsdp x ep): ep = "
+            f"{layout.ep} does not divide dp x cp x tp = {layout.dp} x {layout.cp} x {layout.tp} = {stage}"]
 
 
 def padded_vocab(vocab: int, tp: int) -> int:
@@ -217,6 +250,27 @@ def model_violations(model: dict, layout: Layout) -> list:
                    f"{', '.join(CP_MODELS)} only, not model={model.get('name')}")
     if seq and layout.cp > 1 and seq % (2 * layout.cp):
         bad.append(f"sequence % (2 x cp) = 0: {seq} % (2 x {layout.cp}) = {seq % (2 * layout.cp)}")
+    if layout.sequence_parallel and layout.tp > 1 and model.get("name") not in SP_MODELS:
+        bad.append(f"sequence parallelism is built for model={', '.join(SP_MODELS)} only, "
+                   f"not model={model.get('name')}")
+    return bad + expert_model_violations(model, layout)
+
+
+def expert_model_violations(model: dict, layout: Layout) -> list:
+    """The mixture of experts' relations to the layout (experts % ep, the tp ranks' parts of
+    the sequence), and ep > 1 for a model without experts."""
+    if layout.ep == 1:
+        return []
+    if model.get("name") not in EP_MODELS:
+        return [f"expert parallelism (ep = {layout.ep}) is built for model={', '.join(EP_MODELS)} "
+                f"only, not model={model.get('name')}"]
+    experts, seq, bad = model.get("experts"), model.get("seq_len"), []
+    if experts and experts % layout.ep:
+        bad.append(f"experts % ep = 0: {experts} % {layout.ep} = {experts % layout.ep}")
+    split = layout.cp * layout.tp
+    if seq and layout.tp > 1 and seq % split:
+        bad.append(f"sequence % (cp x tp) = 0 (with ep, each tp rank routes its part of the "
+                   f"sequence): {seq} % ({layout.cp} x {layout.tp}) = {seq % split}")
     return bad
 
 
@@ -226,6 +280,12 @@ def coords(rank: int, layout: Layout) -> dict:
     cp_i = (rank // layout.tp) % layout.cp
     dp_i = (rank // (layout.tp * layout.cp)) % layout.dp
     return {"dp": dp_i, "pp": rank // (layout.tp * layout.cp * layout.dp), "cp": cp_i, "tp": tp_i}
+
+
+def expert_coords(rank: int, layout: Layout) -> dict:
+    """A rank's place in its stage's (edp, ep) grid (the module docstring's order)."""
+    flat = rank % (layout.dp * layout.cp * layout.tp)
+    return {"edp": flat // layout.ep, "ep": flat % layout.ep}
 
 
 def replica_rows(layout: Layout, coords: dict) -> slice:

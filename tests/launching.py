@@ -17,3 +17,16 @@ def launch(*args, env=None, timeout=900):
 def analysis(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "analysis", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def rank_records(root, points: str) -> list:
+    """The rank records of repeat 0 of the points whose folder name matches `points` (a glob),
+    by rank."""
+    import glob
+    import json
+    paths = sorted(glob.glob(f"{root}/points/{points}/repeat-00/rank-*.json"))
+    return [json.load(open(p)) for p in paths]
+
+
+def losses(record) -> list:
+    return [s["loss"] for s in record["steps"]]

@@ -1,5 +1,7 @@
 """One rank of torchtitan's Llama 3 built by frameworks/pytorch/titan.py's TitanSession on the
-CPU, for tests/integration/test_llama3_torchtitan_cpu.py; run under torch.distributed.run.
+CPU (or a mixture of experts, frameworks/pytorch/titan_moe.py's TitanMoESession, with a third
+argument `deepseek_v3` or `qwen3_moe`), for tests/integration/test_llama3_torchtitan_cpu.py and
+test_moe_layouts.py; run under torch.distributed.run.
 
 torchtitan takes the device type "cuda" wherever there is no accelerator
 (torchtitan.tools.utils.device_type), so this test helper, and only it, sets it to "cpu":
@@ -7,7 +9,7 @@ then its device mesh, parallelize_llama (FSDP2, tensor parallelism, replicate), 
 initialisation and forward run over gloo as they run on GPUs over NCCL. A training step stops
 at FlexAttention's backward, which torch 2.13 has only on GPUs. Prints one JSON line.
 
-    python -m torch.distributed.run --nproc-per-node 2 tests/titan_cpu_probe.py '{"fsdp": true}' GLOBAL
+    python -m torch.distributed.run --nproc-per-node 2 tests/titan_cpu_probe.py '{"fsdp": true}' GLOBAL [MODEL]
 """
 import json
 import os
@@ -28,15 +30,19 @@ from tests.frameworks_env import model_cfg  # noqa: E402
 from tests.runspecs import run_spec  # noqa: E402
 
 
-def main(settings: dict, global_batch: int) -> dict:
+def main(settings: dict, global_batch: int, model: str = "llama3") -> dict:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     lay, bad = parallel.resolve(settings, world, 1, None, global_batch)
     assert not bad, bad
-    spec = run_spec(model=model_cfg("llama3", "tiny"), precision="fp32", amp_dtype=None,
+    spec = run_spec(model=model_cfg(model, "tiny"), precision="fp32", amp_dtype=None,
                     compile=False, seed=0, parallel=lay.as_dict(), device="cpu",
                     rendezvous_timeout_s=60)
     dist = DistEnv(rank, world, rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
-    session = titan.TitanSession(spec, dist)
+    if model in ("deepseek_v3", "qwen3_moe"):
+        from frameworks.pytorch import titan_moe
+        session = titan_moe.TitanMoESession(spec, dist)
+    else:
+        session = titan.TitanSession(spec, dist)
     out = {"rank": rank, "record": session.parallel_record(), "samples": session.samples_per_step,
            "checksum": session.parameter_checksum()}
     if lay.pp == 1:   # the forward of the first micro-batch: its share of the global batch's loss
@@ -55,5 +61,6 @@ def main(settings: dict, global_batch: int) -> dict:
 
 
 if __name__ == "__main__":
-    print("PROBE " + json.dumps(main(json.loads(sys.argv[1]), int(sys.argv[2]))), flush=True)
+    line = "PROBE " + json.dumps(main(json.loads(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:])) + "\n"
+    os.write(1, line.encode())   # one write: the ranks' lines never interleave (a pipe's atomic write)
     os._exit(0)   # a rank whose peer stopped mid-step would wait on gloo at exit

@@ -12,6 +12,11 @@ NCCL on GPUs. Standard library and torch only.
 The checks run after every op of every size, so that all ranks take part in every
 collective; only then does a rank fail, for wrong elements or for an op's average
 bus bandwidth below `min_busbw`.
+
+all_to_allv is the uneven all-to-all of a mixture of experts' token dispatch: every rank
+sends its buffer split between the ranks by their experts' share of a skewed routing
+(contract/busbw.py: `a2a_experts` experts, Zipf `a2a_skew`, or `a2a_load`, the tokens per
+expert a training run recorded), so the ranks holding hot experts receive more.
 """
 import time
 
@@ -27,7 +32,8 @@ IN_PLACE_ONLY = ("all_reduce", "broadcast", "reduce")  # torch.distributed has n
 REDUCING = ("all_reduce", "reduce", "reduce_scatter")
 DEFAULTS = {"ops": list(busbw.OPS), "min_bytes": 1 << 20, "max_bytes": 1 << 30, "factor": 2,
             "dtype": "float32", "warmup_iters": 5, "iters": 20, "inplace": [False, True],
-            "check": True, "min_busbw": None, "root": 0, "corrupt_rank": None}
+            "check": True, "min_busbw": None, "root": 0, "corrupt_rank": None,
+            "a2a_experts": 256, "a2a_skew": 1.0, "a2a_load": None, "a2a_seed": 0}
 CHECK_CHUNK = 1 << 24  # elements compared at a time, to bound the check's extra memory
 
 
@@ -61,7 +67,40 @@ def options(spec, world_size: int) -> dict:
     c = opts["corrupt_rank"]
     if c is not None and not values.is_integer(c):
         raise ValueError(f"bench.corrupt_rank must be a rank or null, got {c!r}")
+    opts["shares"] = dispatch_shares(opts, world_size)
     return opts
+
+
+def dispatch_shares(opts, world_size: int) -> list:
+    """Each rank's share of all_to_allv's buffer (contract/busbw.py): from recorded loads
+    `a2a_load` where given (a list of tokens per expert, or a training rank record's path:
+    its moe.tokens_per_expert, summed over its layers), else a Zipf routing."""
+    load = opts["a2a_load"]
+    try:
+        if isinstance(load, str):
+            load = recorded_load(load)
+        if load is not None:
+            if not hasattr(load, "__iter__"):
+                raise ValueError(f"a list of tokens per expert, got {load!r}")
+            return busbw.rank_shares(list(load), world_size)
+        return busbw.rank_shares(busbw.expert_loads(opts["a2a_experts"], opts["a2a_skew"],
+                                                     opts["a2a_seed"]), world_size)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bench.a2a_load / a2a_experts / a2a_skew: {exc}") from None
+
+
+def recorded_load(path: str) -> list:
+    """Tokens per expert a training run recorded (a rank record's moe.tokens_per_expert,
+    the timed steps' counts of each MoE layer), summed over its layers."""
+    import json
+    try:
+        with open(path) as f:
+            layers = (json.load(f).get("moe") or {}).get("tokens_per_expert")
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read a rank record at {path!r}: {exc}") from None
+    if not layers:
+        raise ValueError(f"{path} records no tokens per expert (not a mixture of experts' rank record)")
+    return [sum(col) for col in zip(*layers)]
 
 
 # ---- known inputs and the results they must give ----------------------------------------
@@ -76,11 +115,17 @@ def _rank_sum(nranks: int) -> int:
     return sum(1 + (j % 11) for j in range(nranks))
 
 
-def expected(op: str, rank: int, nranks: int, count: int, idx: torch.Tensor, root: int = 0):
+def expected(op: str, rank: int, nranks: int, count: int, idx: torch.Tensor, root: int = 0,
+             shares=None):
     """The correct output of `op` on `rank` at output indices idx (int64), for inputs
-    made by `pattern`, `count` being the op's element count; None where the output is
-    undefined (reduce, on a rank other than the root)."""
+    made by `pattern`, `count` being the op's element count (all_to_allv's split by
+    `shares`, even where None); None where the output is undefined (reduce, on a rank
+    other than the root)."""
     per = count // nranks
+    if op == "all_to_allv":   # from each sender in turn, its segment for this rank
+        splits = busbw.uneven_splits(count, shares or [1 / nranks] * nranks)
+        mine, offset = max(splits[rank], 1), sum(splits[:rank])   # max: none may come
+        return 1 + (idx // mine) % 11 + (offset + idx % mine) % 13
     if op == "all_reduce":
         return _rank_sum(nranks) + nranks * (idx % 13)
     if op == "reduce":
@@ -108,13 +153,13 @@ def count_wrong(actual: torch.Tensor, want: torch.Tensor, nranks: int, reduced: 
     return int(bad.sum().item())
 
 
-def wrong_elements(op, out, rank, nranks, count, root=0) -> int:
+def wrong_elements(op, out, rank, nranks, count, root=0, shares=None) -> int:
     """Wrong elements of one op's output tensor, compared chunk by chunk."""
     total = 0
     for start in range(0, out.numel(), CHECK_CHUNK):
         stop = min(start + CHECK_CHUNK, out.numel())
         idx = torch.arange(start, stop, device=out.device, dtype=torch.int64)
-        want = expected(op, rank, nranks, count, idx, root)
+        want = expected(op, rank, nranks, count, idx, root, shares)
         if want is None:
             return 0
         total += count_wrong(out[start:stop], want, nranks, op in REDUCING)
@@ -135,13 +180,16 @@ _reduce_scatter = getattr(torch_dist, "reduce_scatter_single", None) or torch_di
 
 
 class Buffers:
-    """One op's buffers, allocated once at the largest size; each size uses their front."""
+    """One op's buffers, allocated once at the largest size; each size uses their front.
+    all_to_allv's receive buffer holds what this rank receives at the largest size."""
 
-    def __init__(self, op, max_count, dtype, device):
-        self.op = op
+    def __init__(self, op, max_count, dtype, device, shares=None, rank=0):
+        self.op, self.shares = op, shares
         alloc = lambda n: torch.empty(n, dtype=dtype, device=device)  # noqa: E731
         self.send = alloc(max_count)
         self.recv = alloc(max_count) if op in busbw.CHUNKED else None
+        if op == "all_to_allv":
+            self.recv = alloc(len(shares) * busbw.uneven_splits(max_count, shares)[rank])
 
     def call(self, count, inplace, rank, nranks, root):
         """(the op as a no-argument call, prepare its input, its output tensor)."""
@@ -165,6 +213,11 @@ class Buffers:
                 raise ValueError("all_to_all has no in-place form")
             inp, out = self.send[:count], self.recv[:count]
             return lambda: torch_dist.all_to_all_single(out, inp), lambda: fill(inp, rank), out
+        if op == "all_to_allv":   # every sender splits alike: this rank gets splits[rank] from each
+            splits = busbw.uneven_splits(count, self.shares)
+            inp, out = self.send[:count], self.recv[:nranks * splits[rank]]
+            return (lambda: torch_dist.all_to_all_single(out, inp, [splits[rank]] * nranks, splits),
+                    lambda: fill(inp, rank), out)
         raise ValueError(f"unknown collective {op!r}")
 
 
@@ -172,7 +225,7 @@ def variants(op, inplace_opts):
     """The in-place settings an op runs with: torch has only one form of some ops."""
     if op in IN_PLACE_ONLY:
         return [True]
-    if op == "all_to_all":
+    if op in ("all_to_all", "all_to_allv"):
         return [False]
     return inplace_opts
 
@@ -229,7 +282,7 @@ class CommSession(TorchSession):
             counts = [(s, c) for s, c in counts if c > 0]  # too small for one element per rank
             if not counts:
                 continue
-            bufs = Buffers(op, max(c for _, c in counts), self.dtype, self.device)
+            bufs = Buffers(op, max(c for _, c in counts), self.dtype, self.device, o["shares"], rank)
             for _, count in counts:
                 nbytes = count * elsize
                 for inplace in variants(op, o["inplace"]):
@@ -243,11 +296,13 @@ class CommSession(TorchSession):
                         self.sync()
                         if rank == o["corrupt_rank"]:
                             out[:3] = -out[:3] - 1  # on purpose (tests): far from any right value
-                        wrong = wrong_elements(op, out, rank, n, count, o["root"])
+                        wrong = wrong_elements(op, out, rank, n, count, o["root"], o["shares"])
                     row = {"op": op, "bytes": nbytes, "count": count, "dtype": o["dtype"],
                            "inplace": inplace, "iters": o["iters"], "time_s": secs,
                            "algbw_gbps": busbw.algbw_gbps(nbytes, secs),
                            "busbw_gbps": busbw.busbw_gbps(op, nbytes, secs, n), "wrong": wrong}
+                    if op == "all_to_allv":   # the largest rank's received bytes over the mean's
+                        row["imbalance"] = busbw.receive_imbalance(count, o["shares"])
                     results.append(row)
                     say(f"  {op:>14} {nbytes:>12} {count:>12} {'in' if inplace else 'out':>5} "
                         f"{secs * 1e6:>10.1f} {row['algbw_gbps']:>8.3f} {row['busbw_gbps']:>8.3f} "

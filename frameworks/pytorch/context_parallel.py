@@ -44,21 +44,21 @@ def gather(t: torch.Tensor, mesh) -> torch.Tensor:
 class AllGatherAttention(nn.Module):
     """The attention core of one layer under context parallelism (module docstring)."""
 
-    def __init__(self, mesh, key_positions: torch.Tensor):
+    def __init__(self, mesh, key_positions: torch.Tensor, scale=None):
         super().__init__()
-        self.mesh, self.key_positions = mesh, key_positions
+        self.mesh, self.key_positions, self.scale = mesh, key_positions, scale
 
     def forward(self, q, k, v, positions):
         mask = positions[:, None] >= self.key_positions.to(q.device)[None, :]
         return F.scaled_dot_product_attention(q, gather(k, self.mesh), gather(v, self.mesh),
-                                              attn_mask=mask, enable_gqa=True)
+                                              attn_mask=mask, enable_gqa=True, scale=self.scale)
 
 
 def apply(model: nn.Module, mesh, layout, seq_len: int, device) -> None:
     """Make a model (a stage) attend over the cp ranks of `mesh`: its positions and each
-    layer's attention core."""
+    layer's attention core (its softmax scale kept: DeepSeek-V3's is its own)."""
     cp_i = mesh.get_local_rank()
     model.positions = positions(seq_len, layout, cp_i).to(device)
     keys = torch.cat([positions(seq_len, layout, i) for i in range(layout.cp)])
     for layer in model.layers.values():
-        layer.attention.core = AllGatherAttention(mesh, keys)
+        layer.attention.core = AllGatherAttention(mesh, keys, getattr(layer.attention.core, "scale", None))

@@ -186,14 +186,21 @@ def full_value(name: str, shape, seed: int) -> torch.Tensor:
     w3 N(0, 0.02 / sqrt(2 (layer + 1))), torchtitan's depth scaling. A tied embedding takes
     the output layer's value (frameworks/pytorch/parallelize.py asks for it by that name), as
     torchtitan's tied 1B skips the embedding's own initialisation."""
+    std = init_std(name, shape)
+    return torch.ones(shape) if std is None else seeded_normal(shape, std, seed, name)
+
+
+def init_std(name: str, shape, depth_scaled=("wo", "w2", "w3")):
+    """torchtitan's std of a weight by its name (full_value's rule; None: an RMSNorm's, at
+    one): `depth_scaled` weights, by their module's name or their own, N(0, 0.02 / sqrt(2
+    (layer + 1)))."""
     parts = name.split(".")
     if parts[-2].endswith("norm"):
-        return torch.ones(shape)
-    std = INIT_STD
+        return None
     if name == "embed.weight":
-        std = 1.0
-    elif name == "head.output.weight":
-        std = shape[-1] ** -0.5
-    elif parts[-2] in ("wo", "w2", "w3"):
-        std = INIT_STD / math.sqrt(2 * (int(parts[1]) + 1))
-    return seeded_normal(shape, std, seed, name)
+        return 1.0
+    if name == "head.output.weight":
+        return shape[-1] ** -0.5
+    if parts[-2] in depth_scaled or parts[-1] in depth_scaled:
+        return INIT_STD / math.sqrt(2 * (int(parts[1]) + 1))
+    return INIT_STD

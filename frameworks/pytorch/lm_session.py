@@ -11,7 +11,10 @@ data-parallel ranks, from the last pipeline stage. The samples a rank counts are
 on one rank of each data-parallel replica (tp 0 and cp 0 of the last stage) and none
 elsewhere, so that the method's throughput (the sum over ranks, over the longest window) is the
 global batch's. With context parallelism a rank trains on its part of each sequence
-(frameworks/pytorch/context_parallel.py) and the loss is averaged over dp x cp.
+(frameworks/pytorch/context_parallel.py) and the loss is averaged over dp x cp. A mixture of
+experts (a family with EXPERTS) has its experts split over ep ranks
+(frameworks/pytorch/expert_parallel.py), its load balanced before each optimizer step, and
+its load and all-to-all seconds per step in the record's `moe` (frameworks/pytorch/moe.py).
 Standard library + torch only.
 """
 import contextlib
@@ -24,7 +27,7 @@ from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import accelerator, capability
 from contract import modes, parallel
-from frameworks.pytorch import context_parallel, models, parallelize
+from frameworks.pytorch import context_parallel, expert_parallel, models, moe, parallelize
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
 
@@ -73,8 +76,17 @@ class LMSession(TorchSession):
         """This rank's parts of the model (parallelize.py), its stages and parameter counts."""
         cfg, layout = spec.model, self.layout
         self.tied = self.family.tied(cfg)
+        experts = getattr(self.family, "EXPERTS", False)
+        if experts and cfg.get("dispatch", "standard") != "standard":
+            raise capability.Unsupported(
+                f"model.dispatch={cfg['dispatch']} (DeepEP's kernels) needs GPUs: the CPU "
+                "dispatches tokens by all-to-all only (model.dispatch=standard)")
+        sparse = expert_parallel.meshes(mesh, layout, self.device.type) if experts else None
         self.ids, self.modules = parallelize.build(self.family, cfg, layout, mesh, self.device, spec.seed,
-                                                   self.coords["pp"], compile=spec.compile)
+                                                   self.coords["pp"], compile=spec.compile,
+                                                   sparse=sparse, rank=self.dist.rank)
+        self.balancer = moe.Balancer(self.modules, sparse["tokens"], layout, bool(cfg.get("recompute")),
+                                     spec.warmup_steps) if experts else None
         self.first, self.last = self.coords["pp"] == 0, self.coords["pp"] == layout.pp - 1
         self.params = list({id(p): p for m in self.modules for p in m.parameters()}.values())
         self.counts = {**parallelize.parameter_counts(self.modules, layout, self.tied),
@@ -158,21 +170,29 @@ class LMSession(TorchSession):
             loss = self._pipeline() if self.schedule is not None else self._accumulate()
         if self.tie_group is not None:
             parallelize.tie_stages(self.modules, self.tie_group, self.tied)
+        if self.balancer is not None:   # torchtitan's optimizer pre-hook
+            self.balancer.step()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return self._global_loss(loss)
 
     # ---- what the record says ---------------------------------------------------------------
     def parallel_record(self) -> dict:
-        return {"layout": self.layout.as_dict(), "coords": self.coords, "stages": self.ids,
-                "mesh_dims": list(parallelize.MESH_DIMS), "parameters": self.counts,
-                "implementation": self.family.IMPLEMENTATION}
+        out = {"layout": self.layout.as_dict(), "coords": self.coords, "stages": self.ids,
+               "mesh_dims": list(parallelize.MESH_DIMS), "parameters": self.counts,
+               "implementation": self.family.IMPLEMENTATION}
+        if self.layout.ep > 1:
+            out["expert_coords"] = parallel.expert_coords(self.dist.rank, self.layout)
+        return out
 
     def after_window(self, record) -> None:
         """With a pipeline: the bubble measured beside the ideal one. A rank's busy time is
         its stages' forward and backward of `accumulation` micro-batches run alone, after
         the window (no sends, no waits); the measured bubble is 1 - busy / the median
-        iteration of its timed window (so it also holds the sends' time)."""
+        iteration of its timed window (so it also holds the sends' time). A mixture of
+        experts' load and all-to-all seconds, per step."""
+        if self.balancer is not None:
+            self.balancer.record(record)
         if self.schedule is None:
             return
         steps = [s["end"] - s["start"] for s in record["steps"] if s["phase"] == "measure"]

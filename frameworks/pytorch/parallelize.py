@@ -45,7 +45,7 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                PrepareModuleOutput, RowwiseParallel,
                                                SequenceParallel, parallelize_module)
 
-from frameworks.pytorch import context_parallel
+from frameworks.pytorch import context_parallel, expert_parallel
 
 MESH_DIMS = ("pp", "dp", "cp", "tp")
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
@@ -135,12 +135,47 @@ def llama3_plan(model, sequence_parallel: bool) -> dict:
     return {**plan, **head_plan(model, "head.norm", sequence_parallel)}
 
 
-PLANS = {"gpt": gpt_plan, "llama3": llama3_plan}
+def deepseek_v3_plan(model, sequence_parallel: bool) -> dict:
+    """torchtitan's tensor-parallel plan of DeepSeek-V3 (its deepseek_v3 sharding): the
+    attention's up-projections (wq or wq_b, wkv_b) by columns, wo by rows, the low-rank
+    down-projections and their norms replicated; the dense and the shared experts' SwiGLU as
+    Llama 3's; embedding and output as Llama 3's. The routed experts and the router are
+    expert_parallel.py's. No sequence-parallel plan (contract/parallel.py refuses it)."""
+    plan = {}
+    if model.embed is not None:
+        plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
+    for i, layer in model.layers.items():
+        p = f"layers.{i}"
+        plan.update({f"{p}.attention.{'wq_b' if layer.attention.q_lora_rank else 'wq'}": ColwiseParallel(),
+                     f"{p}.attention.wkv_b": ColwiseParallel(), f"{p}.attention.wo": RowwiseParallel()})
+        ffn = f"{p}.feed_forward" if hasattr(layer, "feed_forward") else f"{p}.moe.shared_experts"
+        if hasattr(layer, "feed_forward") or layer.moe.shared_experts is not None:
+            plan.update({f"{ffn}.w1": ColwiseParallel(), f"{ffn}.w3": ColwiseParallel(),
+                         f"{ffn}.w2": RowwiseParallel()})
+    return {**plan, **head_plan(model, "head.norm", False)}
+
+
+def qwen3_moe_plan(model, sequence_parallel: bool) -> dict:
+    """torchtitan's plan of Qwen3's attention (wq, wk, wv by columns, wo by rows; the per-head
+    norms replicated), embedding and output as Llama 3's; the experts are expert_parallel.py's."""
+    plan = {"embed": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())} \
+        if model.embed is not None else {}
+    for i in model.layers:
+        p = f"layers.{i}.attention"
+        plan.update({f"{p}.wq": ColwiseParallel(), f"{p}.wk": ColwiseParallel(), f"{p}.wv": ColwiseParallel(),
+                     f"{p}.wo": RowwiseParallel()})
+    return {**plan, **head_plan(model, "head.norm", False)}
+
+
+PLANS = {"gpt": gpt_plan, "llama3": llama3_plan, "deepseek_v3": deepseek_v3_plan,
+         "qwen3_moe": qwen3_moe_plan}
 
 
 def tensor_parallel(model, name: str, tp_mesh, sequence_parallel: bool) -> None:
     parallelize_module(model, tp_mesh, PLANS[name](model, sequence_parallel))
     model.tie()  # a tied embedding and output are both Shard(0) over vocabulary rows: one again
+    if hasattr(model, "tensor_parallel"):   # what a family splits beyond the plan's modules
+        model.tensor_parallel(tp_mesh)
 
 
 def fsdp(model, dp_mesh, reshard_after_forward: bool) -> None:
@@ -162,15 +197,19 @@ def local_part(param, full: torch.Tensor) -> torch.Tensor:
     return full[tuple(slice(o, o + n) for o, n in zip(offset, shape))]
 
 
-def replicas(param, layout) -> int:
+def replicas(param, layout, expert: bool = False) -> int:
     """How many ranks hold the same values as this rank's part of `param`, over dp, cp and tp
     (a pipeline stage's parameters are its own): a grid dim the parameter's DTensor does not
-    shard (FSDP shards over the flattened "dp_cp") multiplies them."""
+    shard (FSDP shards over the flattened "dp_cp") multiplies them. A routed expert's weight
+    under expert parallelism (`expert`) is held by the edp ranks of its expert, unless FSDP
+    shards it over them."""
     sharded = set()
     if isinstance(param, DTensor):
         for name, placement in zip(param.device_mesh.mesh_dim_names or (), param.placements):
             if not isinstance(placement, Replicate):
                 sharded.update(name.split("_"))
+    if expert:
+        return 1 if "edp" in sharded else layout.edp
     return (layout.dp if "dp" not in sharded else 1) * (layout.cp if "cp" not in sharded else 1) \
         * (layout.tp if "tp" not in sharded else 1)
 
@@ -202,14 +241,14 @@ def parameter_counts(modules, layout, tied: dict) -> dict:
     held, owned, seen = 0, 0.0, set()
     for module in map(unwrap, modules):
         copy = tied_copy(module, tied)
-        for p in module.parameters():
+        for name, p in module.named_parameters():
             if id(p) in seen:
                 continue
             seen.add(id(p))
             n = local(p).numel()
             held += n
             if p is not copy:
-                owned += n / replicas(p, layout)
+                owned += n / replicas(p, layout, layout.ep > 1 and expert_parallel.is_expert(name))
     return {"held": held, "owned": owned}
 
 
@@ -251,21 +290,33 @@ def tie_stages(modules, group, tied: dict) -> None:
 def init_parameters(model: nn.Module, family, seed: int, tied: dict = None) -> None:
     """Fill every parameter with its single-device value (the family's `full_value`), this
     rank's part of it where the parameter is sharded; a tied pair both by the output layer's
-    name (`tied`: {output: embedding})."""
+    name (`tied`: {output: embedding}); a routed expert's weights, of the experts its module
+    holds (`ids`: expert parallelism), and the model's `init_settings` where it has some.
+    Buffers a module resets (`reset_buffers`) are reset: to_empty left them unset."""
     by_output = {source: name for name, source in (tied or {}).items()}
+    settings = getattr(model, "init_settings", {})   # what a family's values depend on beyond the name
     for name, p in model.named_parameters():
-        part = local_part(p, family.full_value(by_output.get(name, name), tuple(p.shape), seed))
+        owner = model.get_submodule(name.rpartition(".")[0])
+        rows = {"rows": owner.ids} if hasattr(owner, "ids") else {}
+        part = local_part(p, family.full_value(by_output.get(name, name), tuple(p.shape), seed, **rows,
+                                               **settings))
         target = local(p)
         target.copy_(part.to(target.dtype))
+    for module in model.modules():
+        if hasattr(module, "reset_buffers"):
+            module.reset_buffers()
 
 
-def build(family, cfg: dict, layout, mesh, device, seed: int, pp_rank: int, compile=False):
+def build(family, cfg: dict, layout, mesh, device, seed: int, pp_rank: int, compile=False,
+          sparse=None, rank: int = 0):
     """This rank's stage modules, made, split and filled (module docstring); `compile`:
-    each block through torch.compile (after tensor parallelism, before FSDP, as torchtitan)."""
+    each block through torch.compile (after tensor parallelism, before FSDP, as torchtitan);
+    `sparse`: a mixture of experts' meshes (expert_parallel.meshes), `rank` this rank's."""
     stages = layout.stages
     ids = stage_ids(layout, pp_rank) if layout.pp > 1 else [0]
     modules = []
     grads = layout.dp * layout.cp    # the ranks that average the gradients
+    experts = getattr(family, "EXPERTS", False)
     for s in ids:
         with torch.device("meta"):
             m = family.Model(**cfg)
@@ -275,11 +326,16 @@ def build(family, cfg: dict, layout, mesh, device, seed: int, pp_rank: int, comp
             context_parallel.apply(m, mesh["cp"], layout, cfg["seq_len"], device)
         if layout.tp > 1:
             tensor_parallel(m, cfg["name"], mesh["tp"], layout.sequence_parallel)
+        if experts and mesh is not None:
+            expert_parallel.apply(m, mesh, sparse, layout, rank)
         if compile:
             for layer in m.layers.values():
                 layer.compile()
-        ddp = grads > 1 and not layout.fsdp and layout.tp == layout.pp == 1
+        # DDP all-reduces every gradient over dp: not a routed expert's under expert parallelism
+        ddp = grads > 1 and not layout.fsdp and layout.tp == layout.pp == 1 and layout.ep == 1
         sharded = layout.fsdp or (grads > 1 and not ddp)
+        if experts:
+            expert_parallel.wrap_experts(m, sparse, layout)
         if layout.fsdp:  # a pipeline reuses the gathered parameters of a micro-batch's forward
             fsdp(m, mesh["dp_cp"], reshard_after_forward=layout.pp == 1)
         elif sharded:

@@ -108,7 +108,8 @@ def parallelism_settings(layout) -> dict:
             "pipeline_parallel_degree": layout.pp,
             "pipeline_parallel_schedule": SCHEDULES[layout.schedule],
             "pipeline_parallel_microbatch_size": layout.micro_batch_size,
-            "context_parallel_degree": layout.cp, "spmd_backend": SPMD_BACKEND}
+            "context_parallel_degree": layout.cp, "expert_parallel_degree": layout.ep,
+            "spmd_backend": SPMD_BACKEND}
 
 
 def configs(spec, layout) -> dict:
@@ -149,15 +150,16 @@ class TitanSession(TorchSession):
     def __init__(self, spec, dist):
         self.dist, self.layout = dist, spec.parallel
         self.device, self.cuda = setup_device(spec, dist, group=True)  # torchtitan reuses the group
-        why = gap(spec, self.layout)
+        why = self._gap(spec)
         if why:
             raise capability.Unsupported(why)
         self.titan = _torchtitan()
-        self.titan_configs = configs(spec, self.layout)
+        self.titan_configs = self._configs(spec)
         self._mesh(spec)
         model = self._model(spec)
         self._parts(model)
         self.optimizer = models.build_optimizer(spec.model, self.params)
+        self._after_optimizer()
         self.coords = parallel.coords(dist.rank, self.layout)   # torchtitan's order too: pp, dp, cp, tp
         self._batches(spec.model, self.layout, spec.seed)
         self.counts = {"model": parameters_and_flops(self.config, spec.model.seq_len)[0],
@@ -175,14 +177,33 @@ class TitanSession(TorchSession):
         dist_utils.set_determinism(self.dims, self.device, self.titan.DebugConfig(seed=spec.seed),
                                    distinct_seed_mesh_dims=["pp"])
 
-    def _model(self, spec):
-        """torchtitan's Llama 3 of the point's shape, on the meta device, and its loss."""
-        self.config = model_config(spec.model)
+    # ---- what a model family changes (frameworks/pytorch/titan_moe.py: DeepSeek-V3) -------
+    def _gap(self, spec):
+        return gap(spec, self.layout)
+
+    def _configs(self, spec):
+        return configs(spec, self.layout)
+
+    def _config(self, spec):
+        """torchtitan's model config of the point's shape, with its sharding declarations."""
+        config = model_config(spec.model)
         # what Llama3Model.Config.update_from_config does for a layout (its Decoder base
         # imports torchtitan's Trainer, and with it datasets and tensorboard): the sharding
         # declarations, sequence parallel or not; the heads' relations are parallel.py's
         self.titan.set_llama3_sharding_config(
-            self.config, enable_sp=self.titan_configs["parallelism"].enable_sequence_parallel)
+            config, enable_sp=self.titan_configs["parallelism"].enable_sequence_parallel)
+        return config
+
+    def _parallelize_fn(self):
+        return self.titan.parallelize_llama
+
+    def _after_optimizer(self):
+        """What torchtitan's trainer hangs on the optimizer (nothing for Llama 3)."""
+
+    # ---- construction, continued ------------------------------------------------------------
+    def _model(self, spec):
+        """torchtitan's model of the point's shape, on the meta device, and its loss."""
+        self.config = self._config(spec)
         with torch.device("meta"):
             model = self.config.build()
         loss = self.titan.CrossEntropyLoss
@@ -198,10 +219,10 @@ class TitanSession(TorchSession):
         if self.layout.pp > 1:
             self.schedule, self.parts, self.first, self.last = self.titan.pipeline_llm(
                 model, device=self.device, model_config=self.config,
-                parallelize_fn=self.titan.parallelize_llama, loss_fn=self.loss_fn, **common)
+                parallelize_fn=self._parallelize_fn(), loss_fn=self.loss_fn, **common)
         else:
             self.schedule, self.first, self.last = None, True, True
-            self.parts = [self.titan.parallelize_llama(model, **common)]
+            self.parts = [self._parallelize_fn()(model, **common)]
         for part in self.parts:
             part.to_empty(device=self.device)
             with torch.no_grad():
@@ -252,7 +273,8 @@ class TitanSession(TorchSession):
                     out.backward()
                 loss = loss + parallelize.local(out.detach()).float()
         self.dist_utils.clip_grad_norm_(self.params, self.max_norm, foreach=True,
-                                        pp_mesh=self.dims.get_optional_mesh("pp"), ep_enabled=False)
+                                        pp_mesh=self.dims.get_optional_mesh("pp"),
+                                        ep_enabled=self.dims.ep_enabled)
         self.optimizer.step()
         if self.dims.dp_cp_enabled:   # each rank's loss is its tokens' part of the global mean
             torch.distributed.all_reduce(loss, group=self.dims.get_mesh("loss").get_group())
@@ -276,7 +298,7 @@ class TitanSession(TorchSession):
 
     def parallel_record(self) -> dict:
         return {"layout": self.layout.as_dict(), "coords": self.coords, "parameters": self.counts,
-                "implementation": f"torchtitan {_version()} (parallelize_llama"
+                "implementation": f"torchtitan {_version()} ({self._parallelize_fn().__name__}"
                                   + (", pipeline_llm)" if self.layout.pp > 1 else ")")}
 
     def parameter_checksum(self):

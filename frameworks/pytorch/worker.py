@@ -32,7 +32,21 @@ def _llama3(spec, dist):
     return lm_session.session_of(llama3)(spec, dist)
 
 
+def _moe(spec, dist):
+    """A mixture of experts (DeepSeek-V3, Qwen3's): torchtitan's on GPUs; on the CPU the same
+    definition with scaled dot-product attention and experts run one by one (docs/moe.md)."""
+    import importlib
+
+    from frameworks.pytorch import lm_session, titan
+    if titan.uses_torchtitan(spec):
+        from frameworks.pytorch import titan_moe
+        return titan_moe.TitanMoESession(spec, dist)
+    family = importlib.import_module(f"frameworks.pytorch.{spec.model.name}")
+    return lm_session.session_of(family)(spec, dist)
+
+
 SESSIONS = {"resnet50": TorchSession, "bert_base": TorchSession, "gpt": _gpt, "llama3": _llama3,
+            "deepseek_v3": _moe, "qwen3_moe": _moe,
             **special.SESSIONS}
 
 

@@ -2,12 +2,9 @@
 2 ranks, tp=2, pp=2 and cp=2 train, and every step's loss equals the single-device loss (same
 seed, same global batch; Llama 3 has no dropout). One sweep, its impossible combinations
 skipped by exclusion rules, as a user would write it."""
-import glob
-import json
-
 import pytest
 
-from tests.launching import analysis, launch
+from tests.launching import analysis, launch, losses, rank_records
 
 pytestmark = pytest.mark.e2e
 LOSS_RTOL = 1e-5   # fp32; the split sums reorder additions (seen: 2e-7 here)
@@ -36,12 +33,7 @@ def sweep(tmp_path_factory):
 
 
 def ranks(root, suffix):
-    paths = sorted(glob.glob(f"{root}/points/*-pytorch-llama3-fp32-{suffix}/repeat-00/rank-*.json"))
-    return [json.load(open(p)) for p in paths]
-
-
-def losses(record):
-    return [s["loss"] for s in record["steps"]]
+    return rank_records(root, f"*-pytorch-llama3-fp32-{suffix}")
 
 
 @pytest.mark.parametrize("suffix", list(LAYOUTS))

@@ -67,9 +67,14 @@ def test_avg_busbw_is_the_plain_mean():
 
 # ---- the correctness check --------------------------------------------------------------
 
-def simulate(op, n, count, root=0):
+def simulate(op, n, count, root=0, shares=None):
     """Every rank's correct output, computed in plain Python from comm.pattern's inputs."""
     per = count // n
+    if op == "all_to_allv":   # sender j's segment for rank r: the same place in every sender
+        splits = busbw.uneven_splits(count, shares or [1 / n] * n)
+        starts = [sum(splits[:r]) for r in range(n)]
+        return [[int(v) for j in range(n) for v in comm.pattern(j, torch.arange(starts[r], starts[r] + splits[r]))]
+                for r in range(n)]
     x = [[int(v) for v in comm.pattern(r, torch.arange(count))] for r in range(n)]
     total = [sum(x[r][i] for r in range(n)) for i in range(count)]
     if op == "all_reduce":
@@ -99,6 +104,36 @@ def test_expected_values_match_a_simulated_collective(op, n):
             assert got is None
         else:
             assert got.tolist() == want[rank]
+
+
+def test_uneven_all_to_all_of_a_skewed_routing_by_hand():
+    # 4 experts, Zipf skew 1: popularity ranks 1..4 get 1, 1/2, 1/3, 1/4; seed 0 deals them to
+    # experts 2, 0, 1, 3 (random.Random(0)'s shuffle of 0..3): loads 1/2, 1/3, 1, 1/4
+    assert busbw.expert_loads(4, 1.0, seed=0) == pytest.approx([1 / 2, 1 / 3, 1, 1 / 4])
+    # 2 ranks: experts 0, 1 on rank 0 (5/6), 2, 3 on rank 1 (5/4) of 25/12: 0.4 and 0.6
+    assert busbw.rank_shares([1 / 2, 1 / 3, 1, 1 / 4], 2) == pytest.approx([0.4, 0.6])
+    assert busbw.rank_shares([1, 1, 1, 1, 4, 4, 0, 0], 4) == pytest.approx([2 / 12, 2 / 12, 8 / 12, 0])
+    # 1000 elements by shares 0.4, 0.6 -> 400, 600; by thirds -> 334, 333, 333 (largest remainder)
+    assert busbw.uneven_splits(1000, [0.4, 0.6]) == [400, 600]
+    assert busbw.uneven_splits(1000, [1 / 3] * 3) == [334, 333, 333]
+    assert busbw.receive_imbalance(1000, [0.4, 0.6]) == pytest.approx(1.2)   # 2 x 600 / 1000
+    assert busbw.expert_loads(3, 0.0) == [1.0, 1.0, 1.0]                     # skew 0: even
+    assert busbw.bus_factor("all_to_allv", 4) == busbw.bus_factor("all_to_all", 4) == 0.75
+    with pytest.raises(ValueError, match="skew must be a number >= 0"):
+        busbw.expert_loads(4, -1)
+    with pytest.raises(ValueError, match="not all 0"):
+        busbw.rank_shares([0, 0], 2)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_uneven_all_to_all_expected_values(n):
+    shares = busbw.rank_shares(busbw.expert_loads(16, 1.2, seed=3), n)
+    count = 12 * 13
+    want = simulate("all_to_allv", n, count, shares=shares)
+    for rank in range(n):
+        size = n * busbw.uneven_splits(count, shares)[rank]
+        got = comm.expected("all_to_allv", rank, n, count, torch.arange(size), shares=shares)
+        assert got.tolist() == want[rank]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])

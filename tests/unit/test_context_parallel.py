@@ -36,7 +36,7 @@ def test_sequence_splits_into_two_chunks_per_context_parallel_rank():
     assert parallel.model_violations(dict(llama, seq_len=64), lay) == []          # 64 % 8 = 0
     assert parallel.model_violations(dict(llama, seq_len=36), lay) == ["sequence % (2 x cp) = 0: 36 % (2 x 4) = 4"]
     assert parallel.model_violations({"name": "gpt", "seq_len": 64}, lay) == [
-        "context parallelism (cp = 4) is built for model=llama3 only, not model=gpt"]
+        "context parallelism (cp = 4) is built for model=llama3, deepseek_v3, qwen3_moe only, not model=gpt"]
     with pytest.raises(parallel.LayoutError, match="parallel.cp must be an integer >= 1, got 0"):
         parallel.resolve({"cp": 0}, 1, 1)
 

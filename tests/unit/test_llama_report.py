@@ -76,7 +76,7 @@ def test_point_layout_for_the_published_match():
                              "global_batch_size": 16, "schedule": "1f1b", "virtual_stages": 1}}
     assert llama.point_layout(manifest, H100) == {
         "nodes": 2, "gpus_per_node": 8, "precision": "amp", "amp_dtype": "bf16", "dp": 8, "tp": 2,
-        "pp": 1, "micro_batch_size": 2, "global_batch_size": 16, "fsdp": True, "cp": 1,
+        "pp": 1, "micro_batch_size": 2, "global_batch_size": 16, "fsdp": True, "cp": 1, "ep": 1,
         "hidden": 4096, "heads": 32, "layers": 32, "seq_len": 8192, "recompute": "full",
         "compile": True, "device": H100}
     assert llama.layout_label(manifest["parallel"]) == "dp8 x tp2, fsdp"

@@ -84,7 +84,8 @@ def test_names_and_keys():
     ({"tp": 0}, "parallel.tp must be an integer >= 1, got 0"),
     ({"schedule": "zb"}, "parallel.schedule must be one of gpipe, 1f1b, interleaved_1f1b, got 'zb'"),
     ({"fsdp": "yes"}, "parallel.fsdp must be true or false, got 'yes'"),
-    ({"ep": 2}, "unknown parallel key(s) ep"),
+    ({"etp": 2}, "unknown parallel key(s) etp"),
+    ({"ep": 0}, "parallel.ep must be an integer >= 1, got 0"),
 ])
 def test_not_a_layout(settings, line):
     with pytest.raises(parallel.LayoutError, match="^" + line.replace("(", r"\(").replace(")", r"\)")):
@@ -109,7 +110,7 @@ def test_a_point_is_refused_in_one_line_naming_every_broken_relation():
 
 def test_layouts_are_for_the_models_built_on_them():
     assert _refusal("model=resnet50", "gpus_per_node=2", "parallel.tp=2") == \
-        "parallel layouts (tp2) are built for model=gpt, llama3 only, not model=resnet50"
+        "parallel layouts (tp2) are built for model=gpt, llama3, deepseek_v3, qwen3_moe only, not model=resnet50"
     assert _refusal("model=gpt", "framework=jax", "gpus_per_node=2", "parallel.tp=2") == \
         "parallel layouts (tp2) are built for framework=pytorch only, not jax"
 
@@ -136,3 +137,48 @@ def test_a_batch_size_search_moves_the_layouts_micro_batch():
     tried = search.try_point(base, dict(base.search) | {"key": "batch_size"}, 16)
     assert tried.batch_size == 16 and tried.parallel.micro_batch_size == 16
     assert tried.parallel.accumulation == 2 and tried.parallel.global_batch_size == 64
+
+
+# ---- expert parallelism (a mixture of experts, model=deepseek_v3) ------------------------------
+MOE = {"name": "deepseek_v3", "hidden": 64, "heads": 4, "layers": 2, "experts": 8, "seq_len": 64}
+
+
+def test_expert_parallelism_borrows_the_ranks_of_a_stage():
+    # 8 devices, tp 2 x pp 2: dp 2; a stage's 4 ranks as (edp 2, ep 2), ep innermost
+    lay, bad = parallel.resolve({"tp": 2, "pp": 2, "ep": 2}, 8, 1, None, 4)
+    assert bad == [] and (lay.dp, lay.ep, lay.edp, lay.world) == (2, 2, 2, 8)
+    assert [parallel.expert_coords(r, lay) for r in range(8)] == \
+        [{"edp": f // 2, "ep": f % 2} for f in (0, 1, 2, 3, 0, 1, 2, 3)]
+    assert lay.name() == "tp2-pp2-ep2-m2" and not lay.is_data_parallel()
+    # ep over the whole stage: dp 4 on 4 ranks, ep 4, each expert on one rank
+    lay, _ = parallel.resolve({"ep": 4}, 4, 1)
+    assert (lay.dp, lay.edp, lay.name()) == (4, 1, "ep4")
+    assert parallel.model_violations(MOE, lay) == []
+
+
+@pytest.mark.parametrize("settings,devices,model,line", [
+    ({"ep": 3}, 4, {}, "dp x cp x tp = edp x ep (torchtitan's dp_shard x cp x tp = efsdp x ep): "
+                       "ep = 3 does not divide dp x cp x tp = 4 x 1 x 1 = 4"),
+    ({"ep": 3}, 6, {}, "experts % ep = 0: 8 % 3 = 2"),
+    ({"ep": 2, "tp": 2}, 4, {"seq_len": 63}, "sequence % (cp x tp) = 0 (with ep, each tp rank routes "
+                                             "its part of the sequence): 63 % (1 x 2) = 1"),
+    ({"ep": 2}, 2, {"name": "gpt"}, "expert parallelism (ep = 2) is built for model=deepseek_v3, qwen3_moe only, not model=gpt"),
+    ({"tp": 2, "sequence_parallel": True}, 2, {}, "sequence parallelism is built for model=gpt, llama3 only, "
+                                                  "not model=deepseek_v3"),
+])
+def test_each_expert_relation_names_its_values(settings, devices, model, line):
+    lay, bad = parallel.resolve(settings, devices, 1, None, None)
+    assert line in bad + parallel.model_violations(dict(MOE, **model), lay)
+
+
+def test_an_expert_layout_is_refused_in_one_line_before_anything_runs():
+    line = _refusal("model=deepseek_v3", "model.size=tiny", "gpus_per_node=2", "parallel.ep=2",
+                    "model.experts=3")
+    assert line == "experts % ep = 0: 3 % 2 = 1"
+    line = _refusal("model=deepseek_v3", "model.size=tiny", "gpus_per_node=4", "parallel.ep=3")
+    assert line == ("dp x cp x tp = edp x ep (torchtitan's dp_shard x cp x tp = efsdp x ep): ep = 3 does not "
+                    "divide dp x cp x tp = 4 x 1 x 1 = 4; experts % ep = 0: 8 % 3 = 2")
+    p = points.make_point(cfg_of("model=deepseek_v3", "model.size=tiny", "gpus_per_node=4", "parallel.ep=2",
+                                 "parallel.tp=2", "batch_size=1", "global_batch_size=4"),
+                          "/tmp/dlbench-test-sweep", 1, commit=None)
+    assert p.name == "001-pytorch-deepseek_v3-fp32-1x4-bs1-tp2-ep2-m2" and p.parallel.ep == 2

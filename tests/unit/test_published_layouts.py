@@ -146,7 +146,7 @@ def test_a_torchtitan_layout_finds_its_row_but_not_on_another_h100():
 def test_layout_files_are_not_read_as_throughputs():
     assert not set(published.names()) & set(published.names(figure=layouts.FIGURE))
     assert set(published.names(figure=layouts.FIGURE)) == {
-        "dlperf_gpt_v100", "dgxc_llama3.1_h100", "torchtitan_llama3"}
+        "dlperf_gpt_v100", "dgxc_llama3.1_h100", "torchtitan_llama3", "dgxc_deepseek_v3"}
 
 
 GOOD = {"figure": "layouts", "source": "s", "url": "https://example.org", "date": "2021-05",
@@ -194,7 +194,7 @@ def test_a_good_file_reads_and_a_folder_with_a_bad_one_says_which(tmp_path):
     (tmp_path / "good.yaml").write_text(yaml.safe_dump(GOOD))
     [row] = layouts.rows(str(tmp_path))
     assert (row["case"], row["impl"], row["cp"], row["derived"], row["devices"]) == \
-        ("DP_2x1x1_4_64x2", "of", 1, ["cp"], 2)
+        ("DP_2x1x1_4_64x2", "of", 1, ["cp", "ep"], 2)
     (tmp_path / "zbad.yaml").write_text(yaml.safe_dump(with_case(tp=2)))
     with pytest.raises(PublishedError, match="zbad.yaml: case DP_2x1x1_4_64x2"):
         layouts.rows(str(tmp_path))

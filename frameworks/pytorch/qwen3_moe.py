@@ -1,0 +1,131 @@
+"""Qwen3's mixtures of experts (30B-A3B, 235B-A22B) on the CPU: the same definition as
+torchtitan 0.3.0's qwen3 MoE flavours, trained at any layout of frameworks/pytorch/parallelize.py,
+expert parallelism included, with plain scaled-dot-product attention (as
+frameworks/pytorch/deepseek_v3.py says why; the GPU path is frameworks/pytorch/titan_moe.py).
+tests/unit/test_qwen3_moe.py checks both definitions' parameters, activated FLOPs and logits.
+
+The architecture (Qwen3 technical report, 2025; torchtitan's `_build_qwen3_moe_layers`): a token
+embedding, `layers` pre-norm blocks (RMSNorm, eps 1e-6) of grouped-query attention and a MoE
+feed-forward, a final RMSNorm and an untied output layer.
+- Attention: `heads` query heads of `head_dim` (wider than hidden / heads: 32 x 128 at hidden
+  2048) sharing `kv_heads` key-value heads; each head's query and key RMS-normalised (`q_norm`,
+  `k_norm`, one weight of head_dim for all heads) before rotary positions (theta `rope_theta`,
+  the rotate-half convention, torchtitan's CosSinRoPE); softmax scale head_dim^-1/2.
+- MoE (frameworks/pytorch/moe.py) in every layer: `experts` routed SwiGLU experts `moe_hidden`
+  wide, softmax scores, the top `top_k` renormalised; no shared expert; the load balancing of
+  DeepSeek-V3 (torchtitan's default coefficient).
+Initial values: torchtitan's qwen3 (normal): N(0, 0.02) everywhere, but the attention's output
+and the experts' w2 N(0, 0.02 / sqrt(2 layers)) (Megatron's scaled init), norms at one.
+"""
+import torch
+from torch import nn
+
+from frameworks.pytorch import llama3, models, moe
+from frameworks.pytorch.gpt import loss_fn, seeded_normal, synthetic_tokens  # noqa: F401 (the family's surface)
+from frameworks.pytorch.llama3 import CausalAttention, FeedForward
+
+IMPLEMENTATION = "dlbench qwen3_moe (frameworks/pytorch/qwen3_moe.py, scaled-dot-product attention)"
+EXPERTS = True
+EPS = 1e-6
+INIT_STD = 0.02
+
+
+def tied(cfg: dict) -> dict:
+    """Qwen3's MoE output layer is its own."""
+    return {}
+
+
+def rotate_half(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """x (b, s, heads, head_dim) turned by `angles` (s, head_dim / 2), the two halves of each
+    head as pairs (torchtitan's CosSinRoPE)."""
+    angles = torch.cat([angles, angles], dim=-1)
+    cos, sin = angles.cos()[None, :, None], angles.sin()[None, :, None]
+    xf = x.float()
+    half = xf.shape[-1] // 2
+    return (xf * cos + torch.cat((-xf[..., half:], xf[..., :half]), dim=-1) * sin).type_as(x)
+
+
+class HeadNorm(nn.RMSNorm):
+    """One RMSNorm weight for every head; a tensor-parallel rank's heads are a part of them,
+    so the weight's gradient is summed over `tp_mesh` (frameworks/pytorch/moe.py's sum_grad)."""
+
+    tp_mesh = None
+
+    def forward(self, x):
+        weight = self.weight if self.tp_mesh is None else moe.sum_grad(self.weight, self.tp_mesh)
+        return nn.functional.rms_norm(x, self.normalized_shape, weight, self.eps)
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden, heads, kv_heads, head_dim, theta):
+        super().__init__()
+        self.head_dim, self.theta = head_dim, theta
+        self.wq = nn.Linear(hidden, heads * head_dim, bias=False)
+        self.wk = nn.Linear(hidden, kv_heads * head_dim, bias=False)
+        self.wv = nn.Linear(hidden, kv_heads * head_dim, bias=False)
+        self.wo = nn.Linear(heads * head_dim, hidden, bias=False)
+        self.q_norm, self.k_norm = HeadNorm(head_dim, eps=EPS), HeadNorm(head_dim, eps=EPS)
+        self.core = CausalAttention()
+
+    def forward(self, x, positions):
+        b, s = x.shape[:2]
+        q, k, v = (w(x).view(b, s, -1, self.head_dim) for w in (self.wq, self.wk, self.wv))
+        q, k = self.q_norm(q), self.k_norm(k)
+        angles = positions.float()[:, None] * llama3.inverse_frequencies(self.head_dim, self.theta, None).to(x.device)
+        q, k = rotate_half(q, angles), rotate_half(k, angles)
+        out = self.core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), positions)
+        return self.wo(out.transpose(1, 2).reshape(b, s, -1))
+
+
+class Block(llama3.Block):
+    """llama3.Block's forward (activation checkpointing), with Qwen3's attention and MoE."""
+
+    def __init__(self, cfg: dict):
+        nn.Module.__init__(self)
+        h = cfg["hidden"]
+        self.attention_norm, self.ffn_norm = nn.RMSNorm(h, eps=EPS), nn.RMSNorm(h, eps=EPS)
+        self.attention = Attention(h, cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["rope_theta"])
+        self.moe = moe.MoE(h, cfg["moe_hidden"], cfg["experts"], 0, cfg["top_k"], "softmax", FeedForward,
+                           route_norm=True, load_balance_coeff=cfg.get("load_balance_coeff"))
+        self.recompute = bool(cfg.get("recompute"))
+
+    def _forward(self, x, positions):
+        h = x + self.attention(self.attention_norm(x), positions)
+        return h + self.moe(self.ffn_norm(h))
+
+
+class Model(llama3.Model):
+    """llama3.Model's forward, stages and tying (none), with Qwen3's MoE blocks."""
+
+    def __init__(self, **cfg):
+        nn.Module.__init__(self)
+        self.tied, self.positions = False, None
+        self.embed = nn.Embedding(cfg["vocab_size"], cfg["hidden"])
+        self.layers = nn.ModuleDict({str(i): Block(cfg) for i in range(cfg["layers"])})
+        self.head = llama3.Head(cfg["hidden"], cfg["vocab_size"], EPS)
+        self.init_settings = {"layers": cfg["layers"]}   # full_value's residual scaling, every stage
+
+    def tensor_parallel(self, tp_mesh) -> None:
+        """After parallelize.py's plan: the per-head norms' weights on tp_mesh."""
+        for layer in self.layers.values():
+            layer.attention.q_norm.tp_mesh = layer.attention.k_norm.tp_mesh = tp_mesh
+
+
+def parameter_count(cfg: dict) -> int:
+    with torch.device("meta"):
+        return models.count_parameters(Model(**cfg))
+
+
+def full_value(name: str, shape, seed: int, rows=None, layers=None) -> torch.Tensor:
+    """The single-device model's initial value of parameter `name` (module docstring); a
+    routed expert's drawn expert by expert (`rows`: the experts a rank holds); `layers`: the
+    model's (Model.init_settings)."""
+    parts = name.split(".")
+    if parts[-2].endswith("norm"):
+        return torch.ones(shape)
+    residual = parts[-2] == "wo" or (parts[-2] == "experts" and parts[-1] == "w2")
+    std = INIT_STD / (2 * layers) ** 0.5 if residual else INIT_STD
+    if parts[-2] == "experts":
+        ids = range(shape[0]) if rows is None else rows
+        return torch.stack([seeded_normal(shape[1:], std, seed, f"{name}.{e}") for e in ids])
+    return seeded_normal(shape, std, seed, name)
