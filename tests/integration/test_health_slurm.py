@@ -257,9 +257,11 @@ def test_a_rank_that_dies_costs_its_node_seconds_not_the_timeout(cluster, tmp_pa
 
 
 def test_a_health_step_that_cannot_start_blames_no_node(cluster, tmp_path):
-    """The site names a PyTorch image but Slurm has no pyxis: srun refuses the step and no
-    rank writes a record. No node is left out for it; the point ends unhealthy, saying so."""
-    wait, pdir, pre = sweep(tmp_path, "nodes=2", "gpus_per_node=1", "+cluster.containers.pytorch=nowhere")
+    """The site puts pyxis's option in its own srun arguments but Slurm has no pyxis (the
+    suite's own runtime check never sees them): srun refuses the step and no rank writes a
+    record. No node is left out for it; the point ends unhealthy, saying so."""
+    wait, pdir, pre = sweep(tmp_path, "nodes=2", "gpus_per_node=1",
+                            "cluster.srun_args=['--container-image=nowhere']")
     assert pre["outcome"] == "unhealthy" and pre["excluded"] == {} and pre["resubmissions"] == 0
     assert pre["error"].startswith("the health step left no record on any node (see health/attempt-00/")
     srun_log = os.path.join(paths.health_attempt_dir(pdir, 0), paths.SRUN_LOG)

@@ -25,11 +25,25 @@ def _run(*args):
     assert res.returncode == 0, res.stderr[-3000:]
 
 
-def test_both_layouts_across_nodes_sync_and_async(slurm_cluster, tmp_path):
+@pytest.fixture
+def sweeps(tmp_path):
+    """The two sweeps' folders; whatever they left queued or running is cancelled at the end,
+    so a failure here costs the next test nothing."""
+    dirs = {name: tmp_path / name for name in LAYOUTS}
+    yield dirs
+    for d in dirs.values():
+        if d.exists():
+            launch("cancel", str(d), timeout=120)
+
+
+def test_both_layouts_across_nodes_sync_and_async(slurm_cluster, sweeps, tmp_path):
     for name, layout in LAYOUTS.items():
-        _run("-m", *COMMON, *layout, f"hydra.sweep.dir={tmp_path / name}")
-    for name in LAYOUTS:
-        _run("status", str(tmp_path / name), "--wait")
+        _run("-m", *COMMON, *layout, f"hydra.sweep.dir={sweeps[name]}")
+    waits = {name: launch("status", str(d), "--wait", timeout=600) for name, d in sweeps.items()}
+    for name, w in waits.items():   # both waited for: a failure says which rank and why
+        errors = [(p, json.load(open(p)).get("error")) for p in
+                  glob.glob(f"{sweeps[name]}/points/*/repeat-*/rank-*.json")]
+        assert w.returncode == 0, (name, w.stdout[-2000:], w.stderr[-2000:], errors)
     for name, hosts in (("fsdp", 3), ("tp-pp", 2)):
         recs = [json.load(open(p)) for p in glob.glob(f"{tmp_path / name}/points/*/repeat-00/rank-*.json")]
         assert len(recs) == 2 * (3 if name == "fsdp" else 4)   # sync and async

@@ -49,10 +49,16 @@ def submit(cluster, script: str, *opts: str) -> str:
 
 
 def test_all_nodes_idle(slurm_cluster):
-    out = sh(slurm_cluster, "sinfo", "-h", "-N", "-o", "%N %t %c %G")
-    rows = [line.split() for line in out.splitlines()]
+    """Every node idle, once the jobs an earlier test cancelled have ended (KillWait=5)."""
+    end = time.monotonic() + 20
+    while True:
+        out = sh(slurm_cluster, "sinfo", "-h", "-N", "-o", "%N %t %c %G")
+        rows = [line.split() for line in out.splitlines()]
+        if all(r[1] == "idle" for r in rows) or time.monotonic() > end:
+            break
+        time.sleep(1)
     assert sorted(r[0] for r in rows) == sorted(slurm_cluster.node_names)
-    assert all(r[1] == "idle" for r in rows), out
+    assert all(r[1] == "idle" for r in rows), out + sh(slurm_cluster, "squeue", "-h", check=False)
     assert len(rows) >= 3
 
 
