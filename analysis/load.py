@@ -219,18 +219,22 @@ class _Reader:
 
 def _from_ranks(ranks: dict) -> dict:
     """What a repeat's row takes from any of its rank records: versions, device, hosts and
-    the peaks of memory."""
+    the largest rank's peaks of memory (device, host RSS, live tensors: analysis/metrics.py)."""
     any_rank = next(iter(ranks.values()), None)
     if not any_rank:
         return {}
     peaks = [r["memory"]["peak_device_bytes"] for r in ranks.values()
              if r["memory"].get("peak_device_bytes") is not None]
+    tensors = [r["memory"]["peak_tensor_bytes"] for r in ranks.values()
+               if r["memory"].get("peak_tensor_bytes") is not None]
     return {"framework_version": any_rank["framework"].get("version"),
             "device": (any_rank.get("environment") or {}).get("device"),
             "hosts": ",".join(sorted({r["host"] for r in ranks.values()})),
             "peak_device_bytes": max(peaks) if peaks else None,
             "peak_host_bytes": max((r["memory"].get("peak_host_bytes") or 0)
-                                   for r in ranks.values())}
+                                   for r in ranks.values()),
+            # a column of runs.csv only where a rank counted its tensors (PyTorch's layouts)
+            **({"peak_tensor_bytes": max(tensors)} if tensors else {})}
 
 
 def find_points(root) -> list:

@@ -153,7 +153,7 @@ def rank_columns(rec: dict):
     _field(rec, "framework", dict)
     _field(rec, "environment", dict, optional=True)
     memory = _field(rec, "memory", dict)
-    for key in ("peak_device_bytes", "peak_host_bytes"):
+    for key in ("peak_device_bytes", "peak_host_bytes", "peak_tensor_bytes"):
         _field(memory, key, NUMBER, optional=True)
     window = _field(rec, "window", dict, optional=True)
     if window is not None:

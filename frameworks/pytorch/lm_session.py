@@ -24,7 +24,7 @@ from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import accelerator, capability
 from contract import modes, parallel
-from frameworks.pytorch import context_parallel, models, parallelize
+from frameworks.pytorch import context_parallel, models, parallelize, tensor_memory
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
 
@@ -75,6 +75,7 @@ class LMSession(TorchSession):
         self.tied = self.family.tied(cfg)
         self.ids, self.modules = parallelize.build(self.family, cfg, layout, mesh, self.device, spec.seed,
                                                    self.coords["pp"], compile=spec.compile)
+        self.compiled = spec.compile
         self.first, self.last = self.coords["pp"] == 0, self.coords["pp"] == layout.pp - 1
         self.params = list({id(p): p for m in self.modules for p in m.parameters()}.values())
         self.counts = {**parallelize.parameter_counts(self.modules, layout, self.tied),
@@ -169,6 +170,21 @@ class LMSession(TorchSession):
                 "implementation": self.family.IMPLEMENTATION}
 
     def after_window(self, record) -> None:
+        """Figures measured after the timed window: a CPU rank's peak of live tensor bytes
+        (below) and a pipeline's bubble."""
+        self._tensor_peak(record)
+        self._bubble(record)
+
+    def _tensor_peak(self, record) -> None:
+        """On a CPU, `memory.peak_tensor_bytes`: the peak of live tensor bytes over one more
+        iteration, untimed, counted operator by operator (frameworks/pytorch/tensor_memory.py),
+        what max_memory_allocated gives on a GPU, where the record has that as
+        peak_device_bytes. Not with compile=true: a compiled graph's buffers bypass the count."""
+        if self.cuda or self.compiled:
+            return
+        record["memory"]["peak_tensor_bytes"] = tensor_memory.peak_of(self.step, self.device.type)
+
+    def _bubble(self, record) -> None:
         """With a pipeline: the bubble measured beside the ideal one. A rank's busy time is
         its stages' forward and backward of `accumulation` micro-batches run alone, after
         the window (no sends, no waits); the measured bubble is 1 - busy / the median
