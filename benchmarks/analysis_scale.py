@@ -39,6 +39,10 @@ from contract import paths  # noqa: E402
 
 STEP = ('  {\n   "step": %d,\n   "phase": "%s",\n   "start": %r,\n   "end": %r,\n'
         '   "samples": %d,\n   "loss": %s\n  }')
+COMPACT_STEP = '{"step":%d,"phase":"%s","start":%r,"end":%r,"samples":%d,"loss":%s}'
+# how a record's JSON is laid out: as the worker writes it (json.dump, indent=1), or compact
+# (no whitespace at all)
+FORMATS = {"indented": {"indent": 1}, "compact": {"separators": (",", ":")}}
 
 
 def real_sweep(work: str) -> str:
@@ -55,16 +59,21 @@ def _read(path) -> dict:
         return json.load(f)
 
 
-def steps_text(steps) -> str:
-    """A list of step dicts exactly as json.dumps(record, indent=1) writes it in a record."""
-    return "[\n" + ",\n".join(STEP % (s["step"], s["phase"], s["start"], s["end"], s["samples"],
+def steps_text(steps, layout: str = "indented") -> str:
+    """A list of step dicts exactly as json.dumps(record, **FORMATS[layout]) writes it in a
+    record."""
+    step, sep, ends = ((STEP, ",\n", ("[\n", "\n ]")) if layout == "indented"
+                       else (COMPACT_STEP, ",", ("[", "]")))
+    return ends[0] + sep.join(step % (s["step"], s["phase"], s["start"], s["end"], s["samples"],
                                       "null" if s["loss"] is None else repr(s["loss"]))
-                              for s in steps) + "\n ]"
+                              for s in steps) + ends[1]
 
 
-def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int) -> dict:
+def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int, layout: str = "indented") -> dict:
     """A sweep of one point, nodes x gpn ranks x nsteps steps, cloned from the real sweep's
-    first point; returns {throughput, files, bytes} of what it wrote."""
+    first point, its JSON laid out as FORMATS[layout]; returns {throughput, files, bytes} of
+    what it wrote."""
+    fmt = FORMATS[layout]
     pfile = sorted(glob.glob(os.path.join(real, paths.POINTS_DIR, "*", paths.POINT_FILE)))[0]
     rdir0 = paths.repeat_dir(os.path.dirname(pfile), 0)
     point, run = _read(pfile), _read(os.path.join(rdir0, paths.RUN_FILE))
@@ -95,7 +104,7 @@ def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int) -> dict:
                       (os.path.join(rdir, paths.SPEC_FILE), spec),
                       (os.path.join(rdir, paths.RUN_FILE), run)):
         with open(path, "w") as f:
-            written += f.write(json.dumps(obj, indent=1))
+            written += f.write(json.dumps(obj, **fmt))
 
     longest = 0.0
     for rank in range(world):
@@ -118,9 +127,9 @@ def generate(real: str, out: str, nodes: int, gpn: int, nsteps: int) -> dict:
         rec["window"] = {"start": first - 5e-6, "end": t + 5e-6}
         longest = max(longest, rec["window"]["end"] - rec["window"]["start"])
         rec["steps"] = "@STEPS@"
-        text = json.dumps(rec, indent=1).replace('"@STEPS@"', steps_text(steps))
-        if rank == 0:  # the template writes what the worker's json.dumps(indent=1) would
-            assert text == json.dumps(dict(rec, steps=steps), indent=1)
+        text = json.dumps(rec, **fmt).replace('"@STEPS@"', steps_text(steps, layout))
+        if rank == 0:  # the template writes what json.dumps would
+            assert text == json.dumps(dict(rec, steps=steps), **fmt)
         with open(os.path.join(rdir, paths.rank_record_name(rank)), "w") as f:
             written += f.write(text)
         open(os.path.join(rdir, paths.rank_log_name(rank)), "w").close()
