@@ -55,7 +55,7 @@ def _writing(out):
 
 
 def _report(args, plotter) -> int:
-    results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift)
+    results = load(args.path, max_cv=args.max_cv, max_drift=args.max_drift, ahead_ok=True)
     comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
     if plotter is not None:   # drawn beside the tables, from the aggregated frames
         plotter.draw(results, comm_table)

@@ -28,7 +28,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis import figures, method, record_file
+from analysis import figures, method, read_ahead, record_file
 from analysis.record_file import CorruptFile, RecordError
 from analysis.results import COMM_COLUMNS, FLOP_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
 from contract import paths, statuses
@@ -39,15 +39,16 @@ __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
 class _Reader:
     """Accumulates what the records say, point by point; `results()` assembles it."""
 
-    def __init__(self, root: str, limits: dict = None):
+    def __init__(self, root: str, limits: dict = None, steps_at_most: int = 0, ahead=None):
         self.root = root
         self.limits = dict(limits or {})   # the flags' thresholds: max_cv, max_drift
         self.point_rows, self.run_rows, self.corrupt = [], [], []
         self.comm, self.environments, self.manifests, self.searches = [], [], {}, []
         self.preflights = {}  # (sweep, point) -> its preflight.json (preflight=true)
-        self.cols = {k: [] for k in ("step", "phase", "start", "end", "samples", "loss")}
-        self.owners = []      # per rank record read: (point code, repeat, rank, host code, steps)
+        self.steps = _StepBuffers(steps_at_most)
+        self.owners = []      # per rank record kept: (point code, repeat, rank, host code, steps)
         self.point_code, self.host_code = {}, {}
+        self.ahead = ahead    # read_ahead.Ahead: a second process reading the rank records
 
     def bad(self, c: CorruptFile, sweep=None, point=None, repeat=None) -> None:
         self.corrupt.append({"file": c.path, "reason": c.reason, "newer": c.newer,
@@ -90,14 +91,16 @@ class _Reader:
 
     def ranks(self, rdir: str, names: list, world: int):
         """(rank -> its record without steps, rank -> its step columns, the bad files) of
-        one repeat folder."""
+        one repeat folder; each good record's steps join the step columns as it is read
+        (its columns here are views of them)."""
         ranks, cols, bad = {}, {}, []
+        read = self.ahead.take if self.ahead is not None else record_file.rank_record
         for fname in names:
             if not paths.RANK_RECORD_RE.match(fname):
                 continue
             path = os.path.join(rdir, fname)
             try:
-                slim, c = record_file.rank_record(path)
+                slim, c = read(path)
                 if not 0 <= slim["rank"] < world or slim["rank"] in ranks:
                     raise CorruptFile(path, f"malformed: rank {slim['rank']} "
                                             + ("twice" if slim["rank"] in ranks else
@@ -105,7 +108,7 @@ class _Reader:
             except CorruptFile as exc:
                 bad.append(exc)
                 continue
-            ranks[slim["rank"]], cols[slim["rank"]] = slim, c
+            ranks[slim["rank"]], cols[slim["rank"]] = slim, self.steps.append(c)
         return ranks, cols, bad
 
     def repeat(self, rdir: str, prow: dict, repeat: int):
@@ -165,8 +168,6 @@ class _Reader:
         comm results, which count unless its repeat is corrupt."""
         pcode = self.point_code.setdefault(point, len(self.point_code))
         hcode = self.host_code.setdefault(rec["host"], len(self.host_code))
-        for k, v in cols.items():
-            self.cols[k].append(v)
         self.owners.append((pcode, repeat, rec["rank"], hcode, len(cols["step"])))
         self.environments.append({"sweep": sweep, "point": point, "repeat": repeat,
                                   "rank": rec["rank"], "host": rec["host"],
@@ -188,18 +189,13 @@ class _Reader:
                 self.bad(c, sweep=os.path.dirname(os.path.dirname(path)))
 
     def step_columns(self):
+        """The steps of every rank record kept, as columns in reading order, and `owners`: a
+        row per record (point code, repeat, rank, host code, its number of steps) from which
+        Results derives each step's point, repeat, rank and host when asked."""
         if not self.owners:
             return None
-        owners = np.array(self.owners, dtype=np.int64).reshape(-1, 5)
-        counts = owners[:, 4]
-        out = {"point": np.repeat(owners[:, 0].astype(np.int32), counts),
-               "repeat": np.repeat(owners[:, 1], counts),
-               "rank": np.repeat(owners[:, 2], counts),
-               "host": np.repeat(owners[:, 3].astype(np.int32), counts),
-               "point_names": list(self.point_code), "host_names": list(self.host_code)}
-        for k in list(self.cols):  # one column at a time: the parts go as the whole is made
-            out[k] = np.concatenate(self.cols.pop(k))
-        return out
+        return {**self.steps.columns(), "owners": np.array(self.owners, dtype=np.int64).reshape(-1, 5),
+                "point_names": list(self.point_code), "host_names": list(self.host_code)}
 
     def results(self) -> Results:
         added = {"speedup", "efficiency", "flag_baseline", "speedup_marks", *FLOP_COLUMNS}
@@ -249,17 +245,55 @@ def find_points(root) -> list:
     return found
 
 
-def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT) -> Results:
+def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT,
+         ahead_ok: bool = False) -> Results:
     """Every sweep point under `path` (a sweep folder or a folder of sweeps), each file
     read once. Bad record files cost their repeats (Results.corrupt lists them). `max_cv`
-    and `max_drift`: the flags' thresholds (analysis/method.py)."""
-    reader = _Reader(str(path), {"max_cv": max_cv, "max_drift": max_drift})
+    and `max_drift`: the flags' thresholds (analysis/method.py). `ahead_ok`: a second
+    process may read part of the rank records, forked for it (analysis/read_ahead.py; the
+    report's command asks for it, a notebook's kernel had better not fork)."""
     files = find_points(path)
-    with _collector_paused():
-        for point_file in files:
-            reader.point(point_file)
-        reader.searches_of({paths.sweep_of(os.path.dirname(f)) for f in files})
-        return reader.results()
+    records, size = _rank_records(files)
+    ahead = read_ahead.Ahead(records) if ahead_ok and read_ahead.worth(size) else None
+    reader = _Reader(str(path), {"max_cv": max_cv, "max_drift": max_drift},
+                     steps_at_most=size // record_file.MIN_STEP_BYTES + len(records), ahead=ahead)
+    try:
+        with _collector_paused():
+            for point_file in files:
+                reader.point(point_file)
+            reader.searches_of({paths.sweep_of(os.path.dirname(f)) for f in files})
+            return reader.results()
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+def _rank_records(point_files) -> tuple:
+    """(every rank record path under the points, in the order _Reader reads them; their bytes
+    in all)."""
+    out, size = [], 0
+    for pfile in point_files:
+        pdir = os.path.dirname(pfile)
+        try:
+            names = sorted(os.listdir(pdir))
+        except OSError:
+            continue
+        for name in names:
+            if not paths.REPEAT_RE.match(name):
+                continue
+            rdir = os.path.join(pdir, name)
+            try:
+                entries = sorted((e.name, e) for e in os.scandir(rdir)
+                                 if paths.RANK_RECORD_RE.match(e.name))
+            except OSError:    # not a folder, or gone: the reader says so
+                continue
+            for fname, entry in entries:
+                try:
+                    size += entry.stat().st_size
+                except OSError:
+                    continue
+                out.append(os.path.join(rdir, fname))
+    return out, size
 
 
 @contextlib.contextmanager
@@ -274,6 +308,32 @@ def _collector_paused():
     finally:
         if was:
             gc.enable()
+
+
+class _StepBuffers:
+    """The steps of the rank records read, as columns in reading order: arrays sized once for
+    the most steps the files' bytes can hold (pages never written cost no memory), each
+    record's steps copied in as it is read, so that no record's own arrays outlive it."""
+
+    def __init__(self, capacity: int):
+        self.n = 0
+        self.cols = {k: np.empty(max(capacity, 0), dtype) for k, dtype in record_file.STEP_DTYPES.items()}
+
+    def append(self, cols: dict) -> dict:
+        """Copies one record's step columns in; returns views of them."""
+        m = len(cols["step"])
+        if self.n + m > len(self.cols["step"]):   # more than the bound said: grow (not seen)
+            for k, old in self.cols.items():
+                self.cols[k] = np.empty(2 * (self.n + m), old.dtype)
+                self.cols[k][:self.n] = old[:self.n]
+        part = slice(self.n, self.n + m)
+        for k, buf in self.cols.items():
+            buf[part] = cols[k]
+        self.n += m
+        return {k: buf[part] for k, buf in self.cols.items()}
+
+    def columns(self) -> dict:
+        return {k: buf[:self.n] for k, buf in self.cols.items()}
 
 
 def _dict_or_none(value):

@@ -46,7 +46,10 @@ class LiveTensors(TorchDispatchMode):
     def _count(self, tensor) -> None:
         if tensor.device.type != self.device_type or _dispatch_keys(tensor).has(_PYTHON):
             return      # a wrapper (DTensor) holds no memory of its own: its local tensor does
-        storage = tensor.untyped_storage()
+        try:
+            storage = tensor.untyped_storage()
+        except (NotImplementedError, RuntimeError):   # no storage: sparse, batched (vmap)
+            return
         key = storage._cdata
         with self._lock:
             if key in self._sizes:
