@@ -253,8 +253,8 @@ def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_D
     process may read part of the rank records, forked for it (analysis/read_ahead.py; the
     report's command asks for it, a notebook's kernel had better not fork)."""
     files = find_points(path)
-    records, size = _rank_records(files)
-    ahead = read_ahead.Ahead(records) if ahead_ok and read_ahead.worth(size) else None
+    records, size = read_ahead.rank_records(files)
+    ahead = read_ahead.reader(records, size) if ahead_ok else None
     reader = _Reader(str(path), {"max_cv": max_cv, "max_drift": max_drift},
                      steps_at_most=size // record_file.MIN_STEP_BYTES + len(records), ahead=ahead)
     try:
@@ -266,34 +266,6 @@ def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_D
     finally:
         if ahead is not None:
             ahead.close()
-
-
-def _rank_records(point_files) -> tuple:
-    """(every rank record path under the points, in the order _Reader reads them; their bytes
-    in all)."""
-    out, size = [], 0
-    for pfile in point_files:
-        pdir = os.path.dirname(pfile)
-        try:
-            names = sorted(os.listdir(pdir))
-        except OSError:
-            continue
-        for name in names:
-            if not paths.REPEAT_RE.match(name):
-                continue
-            rdir = os.path.join(pdir, name)
-            try:
-                entries = sorted((e.name, e) for e in os.scandir(rdir)
-                                 if paths.RANK_RECORD_RE.match(e.name))
-            except OSError:    # not a folder, or gone: the reader says so
-                continue
-            for fname, entry in entries:
-                try:
-                    size += entry.stat().st_size
-                except OSError:
-                    continue
-                out.append(os.path.join(rdir, fname))
-    return out, size
 
 
 @contextlib.contextmanager

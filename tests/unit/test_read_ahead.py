@@ -76,9 +76,9 @@ def test_owners_give_each_steps_point_repeat_rank_and_host():
 
 
 def test_records_the_second_process_read_are_the_records(sweep):
-    from analysis.load import _rank_records, find_points
+    from analysis.load import find_points
     import time
-    paths, _ = _rank_records(find_points(sweep))
+    paths, _ = read_ahead.rank_records(find_points(sweep))
     ahead = read_ahead.Ahead(paths)
     try:
         deadline = time.time() + 60          # the second process reads ahead of any asking
@@ -98,3 +98,31 @@ def test_records_the_second_process_read_are_the_records(sweep):
             assert all(np.array_equal(cols[k], want[k], equal_nan=True) for k in want)
     finally:
         ahead.close()
+
+
+@pytest.mark.parametrize("argv, starts", [
+    (["python", "-m", "analysis", "report", "SWEEP"], True),
+    (["python", "-X", "dev", "-m", "analysis", "report", "--out", "O", "--no-plot", "SWEEP"], True),
+    (["python", "-m", "analysis", "report", "--max-cv=0.1", "SWEEP", "--html", "h.html"], True),
+    (["python", "-m", "analysis", "report", "-h", "SWEEP"], False),
+    (["python", "-m", "analysis", "history", "SWEEP"], False),
+    (["python", "-m", "pytest", "SWEEP"], False),
+    (["python", "-m", "analysis", "report", "no-such-folder"], False)])
+def test_the_report_command_starts_reading_as_the_package_imports(sweep, monkeypatch, argv, starts):
+    """`python -m analysis report PATH` (sys.orig_argv, seen as analysis/__init__.py
+    imports) starts a reader of PATH's records; load() takes it over, reading the same."""
+    monkeypatch.setattr(read_ahead, "MIN_BYTES", 0)
+    alone = analysis.load(sweep)
+    read_ahead.start_early([sweep if a == "SWEEP" else a for a in argv])
+    early = read_ahead._early
+    try:
+        assert (early is not None) == starts
+        if starts:   # load() reads with the reader started early, no other
+            monkeypatch.setattr(read_ahead, "Ahead", None)
+        ahead = analysis.load(sweep, ahead_ok=True)
+        assert read_ahead._early is None       # taken over (or never there)
+        _same(alone, ahead)
+    finally:
+        if early is not None:
+            early.close()
+        read_ahead._early = None
