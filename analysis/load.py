@@ -17,9 +17,13 @@ repeats are all corrupt is `corrupt` (contract/statuses.py). A bad point.json
 costs its point (listed, left out of the tables), a bad search ledger its search. Only
 input with no sweep in it at all is a RecordError.
 
-Fast at scale: steps are kept as numpy columns (never a dict per step), and the steps
-DataFrame is built when first asked for (`Results.steps`); the report writes them as
-Parquet from the columns. Memory grows linearly with the number of steps.
+Fast at scale: steps are kept as numpy columns (never a dict per step), each record's
+copied into columns sized once from the files' bytes as it is read (no record's own arrays
+outlive it), each step's point, repeat, rank and host derived from a row per record when
+asked; the steps DataFrame is built when first asked for (`Results.steps`); the report
+writes them as Parquet from the columns. With `ahead_ok` (the report's command) a second
+process reads part of the rank records (analysis/read_ahead.py). Memory grows linearly with
+the number of steps: about 41 bytes a step of columns (benchmarks/analysis_scale.md).
 """
 import contextlib
 import gc
