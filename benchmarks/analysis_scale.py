@@ -188,6 +188,23 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def running() -> int:
+    """Processes running or runnable now, this one included (/proc/loadavg's fourth field)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 1
+
+
+def wait_quiet(limit_s: float) -> None:
+    """Until no other process has run for half a second (or `limit_s` has passed)."""
+    end, quiet = time.monotonic() + limit_s, 0
+    while time.monotonic() < end and quiet < 5:
+        quiet = quiet + 1 if running() <= 1 else 0
+        time.sleep(0.1)
+
+
 def _spread(values, fmt="{:.2f}") -> str:
     """median (min-max)"""
     return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
@@ -203,6 +220,9 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default="/tmp/dlbench-analysis-scale")
     ap.add_argument("--runs", type=int, default=3, help="rounds per size and format (median)")
     ap.add_argument("--keep", action="store_true", help="keep the generated sweeps")
+    ap.add_argument("--quiet-wait", type=float, default=0,
+                    help="before each round, wait up to this many seconds for a moment when no "
+                         "other process runs (a shared machine)")
     args = ap.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
     real = args.real or real_sweep(args.work)
@@ -227,6 +247,7 @@ def main(argv=None) -> int:
             load_before = os.getloadavg()[0]
             bare, rep, table, rss = [], [], [], []
             for _ in range(args.runs):
+                wait_quiet(args.quiet_wait)
                 bare.append(bare_load(files))
                 wall, cpu, peak, text = report(sweep, out)
                 assert "plot: " in text and "page: " in text, text[-2000:]   # plots drawn
