@@ -50,7 +50,8 @@ def cmd_report(args) -> int:
     plotter = None if args.no_plot else plot_process.Plotter()
     keeper = store_report.Keeper(args.store)   # imports the store's library beside the parse
     try:
-        with opened(args.path, max_cv=args.max_cv, max_drift=args.max_drift) as (results, folders):
+        with opened(args.path, max_cv=args.max_cv, max_drift=args.max_drift,
+                    ahead_ok=True) as (results, folders):
             return _report(args, plotter, results, lambda: keeper.submit(
                 results, folders, args.path if archive.is_archive(args.path) else None), keeper)
     finally:

@@ -21,30 +21,33 @@ def repeat_figures(ranks: dict, cols: dict):
     every rank's timed steps) of an ok training repeat, from each rank's record (`ranks`:
     rank -> the record without its steps) and step columns (`cols`: rank -> numpy columns).
     Raises KeyError/TypeError/ValueError where the records cannot give a throughput."""
-    timings, timed, first, second = [], [], 0.0, 0.0
-    hosts = [ranks[r]["host"] for r in sorted(ranks)]
-    for r in sorted(ranks):
-        c = cols[r]
-        measure = c["phase"] == MEASURE
-        timings.append(method.rank_timing(c["samples"][measure], ranks[r]["window"]))
-        steps = c["end"][measure] - c["start"][measure]
-        a, b = method.halves(steps)
-        first, second = first + a, second + b
-        timed.append(steps)
+    timings, first, second = [], 0.0, 0.0
+    order = sorted(ranks)
+    hosts = [ranks[r]["host"] for r in order]
+    measure = {r: cols[r]["phase"] == MEASURE for r in order}
+    edges = np.cumsum([0] + [int(np.count_nonzero(measure[r])) for r in order])
+    timed = np.empty(edges[-1], np.float64)   # every rank's timed durations, one array
+    for r, a, b in zip(order, edges[:-1], edges[1:]):
+        c, m = cols[r], measure[r]
+        timings.append(method.rank_timing(c["samples"][m], ranks[r]["window"]))
+        steps = timed[a:b]
+        np.subtract(c["end"][m], c["start"][m], out=steps)
+        h1, h2 = method.halves(steps)
+        first, second = first + h1, second + h2
     windows = [w for _, w in timings]
     return ({"throughput": method.repeat_throughput(timings),
              "samples": sum(s for s, _ in timings), "window_s": max(windows),
              "straggler": method.straggler_ratio(windows),
              "straggler_host": method.straggler_host(windows, hosts),
              "drift": method.drift(first, second)},
-            np.concatenate(timed) if timed else None)
+            timed if order else None)
 
 
 def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.MAX_CV,
                     max_drift: float = method.MAX_DRIFT, preflight: dict = None) -> dict:
     """A point's row: the method's figures over its ok repeats (analysis/method.py), its
     status and first error, its device; `durations`: the timed steps' durations of each ok
-    repeat (numpy arrays), for the step-time percentiles; `preflight`: its preflight record
+    repeat (numpy arrays, reordered here), for the step-time percentiles; `preflight`: its preflight record
     (an `unhealthy` point ran no repeat, and says why)."""
     ok = [r for r in runs if r["status"] == "ok" and r["throughput"] is not None]
     # comm repeats have no training throughput: their figures are analysis/comm.py's
@@ -60,7 +63,9 @@ def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.
                                    default=0) or None
     row["device"] = next((r["device"] for r in sorted(runs, key=lambda r: r["status"] != "ok")
                           if isinstance(r.get("device"), str)), None)
-    q = method.percentiles(np.concatenate(durations) if len(durations) else ())
+    # the repeats' durations are the reader's, used for nothing else: ordered in place
+    q = method.percentiles(durations[0] if len(durations) == 1 else
+                           np.concatenate(durations) if len(durations) else (), overwrite=True)
     row.update({f"step_p{k}": v for k, v in q.items()})
     row["straggler"] = method.median_of(r["straggler"] for r in ok)
     row["straggler_host"], row["straggler_host_repeats"] = method.most_named(

@@ -15,6 +15,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import published, published_layouts, tables
+from analysis.metrics import memory_cell, memory_note
 
 MODEL = "llama3"
 
@@ -47,7 +48,7 @@ def layout_label(lay: dict) -> str:
     return " x ".join(sizes) + (", " + ", ".join(extra) if extra else "")
 
 
-def _ours(r, manifest) -> list:
+def _ours(r, manifest, kinds=()) -> list:
     lay, model = manifest.get("parallel") or {}, manifest.get("model") or {}
     ok = r.status in ("ok", "partial")
     per_device = r.tokens_per_s / r.devices if ok and r.tokens_per_s else None
@@ -59,7 +60,7 @@ def _ours(r, manifest) -> list:
             layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node), batches,
             r.precision + (f" {r.amp_dtype}" if r.precision == "amp" and r.amp_dtype else "")
             + (", recompute" if model.get("recompute") else ""),
-            tables.number(latency, ",.1f"), tables.number(memory, ".2f"),
+            tables.number(latency, ",.1f"), memory_cell(tables.number(memory, ".2f"), r.memory_kind, kinds),
             tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
             tables.number(r.tflops_per_device if ok else None, ".4g"),
             tables.number(r.mfu if ok else None, ".1%")]
@@ -104,16 +105,18 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     notes = [f"- published layouts skipped: {error}"] if error else []
     rows = [r for r in rows if str(r.get("model", "")).startswith("llama3")]   # not DLPerf's GPT
     ours, beside = [], []
+    kinds = list(m.memory_kind.dropna()) if "memory_kind" in m else []
     for r in m.sort_values("point").itertuples():
         manifest = results.manifest(r.sweep, r.point)
-        ours.append(_ours(r, manifest))
+        ours.append(_ours(r, manifest, kinds))
         matches = published_layouts.find(point_layout(manifest, r.device), rows) if r.device else []
         beside += [[r.point] + _published(row) for row in matches]
     text = ("## llama3: tokens/s, TFLOP/s per device and MFU, by layout\n"
             "FLOPs per token 6 N + 12 l h s (N: parameters less the embedding; the attention term "
             "without causal halving, as torchtitan and dgxc-benchmarking count it; no recompute "
             f"term: analysis/flops.py, docs/flops.md); MFU against the device's dense peak {peak_note(m)}; "
-            "latency: one iteration (the global batch); tokens/s: the global batch's\n\n"
+            "latency: one iteration (the global batch); tokens/s: the global batch's; memory: "
+            f"the largest rank's peak of {memory_note(kinds)}\n\n"
             + tabulate(ours, headers=HEADERS, tablefmt="github", disable_numparse=True))
     if beside:
         text += ("\n\n### Published beside it (the same layout, shape, batch, precision and device)\n"

@@ -17,9 +17,13 @@ repeats are all corrupt is `corrupt` (contract/statuses.py). A bad point.json
 costs its point (listed, left out of the tables), a bad search ledger its search. Only
 input with no sweep in it at all is a RecordError.
 
-Fast at scale: steps are kept as numpy columns (never a dict per step), and the steps
-DataFrame is built when first asked for (`Results.steps`); the report writes them as
-Parquet from the columns. Memory grows linearly with the number of steps.
+Fast at scale: steps are kept as numpy columns (never a dict per step), each record's
+copied into columns sized once from the files' bytes as it is read (no record's own arrays
+outlive it), each step's point, repeat, rank and host derived from a row per record when
+asked; the steps DataFrame is built when first asked for (`Results.steps`); the report
+writes them as Parquet from the columns. With `ahead_ok` (the report's command) a second
+process reads part of the rank records (analysis/read_ahead.py). Memory grows linearly with
+the number of steps: about 41 bytes a step of columns (benchmarks/analysis_scale.md).
 """
 import contextlib
 import gc
@@ -28,7 +32,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis import archive, figures, method, record_file
+from analysis import archive, figures, method, read_ahead, record_file
 from analysis.record_file import CorruptFile, RecordError
 from analysis.results import COMM_COLUMNS, FLOP_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
 from contract import paths, statuses
@@ -39,16 +43,18 @@ __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
 class _Reader:
     """Accumulates what the records say, point by point; `results()` assembles it."""
 
-    def __init__(self, root: str, limits: dict = None, damaged: dict = None):
+    def __init__(self, root: str, limits: dict = None, damaged: dict = None,
+                 steps_at_most: int = 0, ahead=None):
         self.root = root
         self.limits = dict(limits or {})   # the flags' thresholds: max_cv, max_drift
         self.damaged = damaged or {}       # an archive's files that failed its checks: path -> why
         self.point_rows, self.run_rows, self.corrupt = [], [], []
         self.comm, self.environments, self.manifests, self.searches = [], [], {}, []
         self.preflights = {}  # (sweep, point) -> its preflight.json (preflight=true)
-        self.cols = {k: [] for k in ("step", "phase", "start", "end", "samples", "loss")}
-        self.owners = []      # per rank record read: (point code, repeat, rank, host code, steps)
+        self.steps = _StepBuffers(steps_at_most)
+        self.owners = []      # per rank record kept: (point code, repeat, rank, host code, steps)
         self.point_code, self.host_code = {}, {}
+        self.ahead = ahead    # read_ahead.Ahead: a second process reading the rank records
 
     def bad(self, c: CorruptFile, sweep=None, point=None, repeat=None) -> None:
         self.corrupt.append({"file": c.path, "reason": c.reason, "newer": c.newer,
@@ -93,15 +99,17 @@ class _Reader:
 
     def ranks(self, rdir: str, names: list, world: int):
         """(rank -> its record without steps, rank -> its step columns, the bad files) of
-        one repeat folder."""
+        one repeat folder; each good record's steps join the step columns as it is read
+        (its columns here are views of them)."""
         ranks, cols, bad = {}, {}, []
+        read = self.ahead.take if self.ahead is not None else record_file.rank_record
         for fname in names:
             if not paths.RANK_RECORD_RE.match(fname):
                 continue
             path = os.path.join(rdir, fname)
             try:
                 self.check(path)
-                slim, c = record_file.rank_record(path)
+                slim, c = read(path)
                 if not 0 <= slim["rank"] < world or slim["rank"] in ranks:
                     raise CorruptFile(path, f"malformed: rank {slim['rank']} "
                                             + ("twice" if slim["rank"] in ranks else
@@ -109,7 +117,7 @@ class _Reader:
             except CorruptFile as exc:
                 bad.append(exc)
                 continue
-            ranks[slim["rank"]], cols[slim["rank"]] = slim, c
+            ranks[slim["rank"]], cols[slim["rank"]] = slim, self.steps.append(c)
         return ranks, cols, bad
 
     def repeat(self, rdir: str, prow: dict, repeat: int):
@@ -172,8 +180,6 @@ class _Reader:
         comm results, which count unless its repeat is corrupt."""
         pcode = self.point_code.setdefault(point, len(self.point_code))
         hcode = self.host_code.setdefault(rec["host"], len(self.host_code))
-        for k, v in cols.items():
-            self.cols[k].append(v)
         self.owners.append((pcode, repeat, rec["rank"], hcode, len(cols["step"])))
         self.environments.append({"sweep": sweep, "point": point, "repeat": repeat,
                                   "rank": rec["rank"], "host": rec["host"],
@@ -206,18 +212,13 @@ class _Reader:
             raise CorruptFile(path, self.damaged[path])
 
     def step_columns(self):
+        """The steps of every rank record kept, as columns in reading order, and `owners`: a
+        row per record (point code, repeat, rank, host code, its number of steps) from which
+        Results derives each step's point, repeat, rank and host when asked."""
         if not self.owners:
             return None
-        owners = np.array(self.owners, dtype=np.int64).reshape(-1, 5)
-        counts = owners[:, 4]
-        out = {"point": np.repeat(owners[:, 0].astype(np.int32), counts),
-               "repeat": np.repeat(owners[:, 1], counts),
-               "rank": np.repeat(owners[:, 2], counts),
-               "host": np.repeat(owners[:, 3].astype(np.int32), counts),
-               "point_names": list(self.point_code), "host_names": list(self.host_code)}
-        for k in list(self.cols):  # one column at a time: the parts go as the whole is made
-            out[k] = np.concatenate(self.cols.pop(k))
-        return out
+        return {**self.steps.columns(), "owners": np.array(self.owners, dtype=np.int64).reshape(-1, 5),
+                "point_names": list(self.point_code), "host_names": list(self.host_code)}
 
     def results(self) -> Results:
         added = {"speedup", "efficiency", "flag_baseline", "speedup_marks", *FLOP_COLUMNS}
@@ -237,18 +238,22 @@ class _Reader:
 
 def _from_ranks(ranks: dict) -> dict:
     """What a repeat's row takes from any of its rank records: versions, device, hosts and
-    the peaks of memory."""
+    the largest rank's peaks of memory (device, host RSS, live tensors: analysis/metrics.py)."""
     any_rank = next(iter(ranks.values()), None)
     if not any_rank:
         return {}
     peaks = [r["memory"]["peak_device_bytes"] for r in ranks.values()
              if r["memory"].get("peak_device_bytes") is not None]
+    tensors = [r["memory"]["peak_tensor_bytes"] for r in ranks.values()
+               if r["memory"].get("peak_tensor_bytes") is not None]
     return {"framework_version": any_rank["framework"].get("version"),
             "device": (any_rank.get("environment") or {}).get("device"),
             "hosts": ",".join(sorted({r["host"] for r in ranks.values()})),
             "peak_device_bytes": max(peaks) if peaks else None,
             "peak_host_bytes": max((r["memory"].get("peak_host_bytes") or 0)
-                                   for r in ranks.values())}
+                                   for r in ranks.values()),
+            # a column of runs.csv only where a rank counted its tensors (PyTorch's layouts)
+            **({"peak_tensor_bytes": max(tensors)} if tensors else {})}
 
 
 def find_points(root) -> list:
@@ -263,45 +268,55 @@ def find_points(root) -> list:
     return found
 
 
-def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT) -> Results:
+def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT,
+         ahead_ok: bool = False) -> Results:
     """Every sweep point under `path` (a sweep folder, a folder of sweeps, or a sweep's
     archive: analysis/archive.py), each file read once. Bad record files cost their repeats
     (Results.corrupt lists them). `max_cv` and `max_drift`: the flags' thresholds
-    (analysis/method.py)."""
+    (analysis/method.py). `ahead_ok`: a second process may read part of the rank records,
+    forked for it (analysis/read_ahead.py; the report's command asks for it, a notebook's
+    kernel had better not fork)."""
     if archive.is_archive(path):
-        with opened(path, max_cv=max_cv, max_drift=max_drift) as (results, _):
+        with opened(path, max_cv=max_cv, max_drift=max_drift, ahead_ok=ahead_ok) as (results, _):
             return results
-    return _load(path, {"max_cv": max_cv, "max_drift": max_drift})
+    return _load(path, {"max_cv": max_cv, "max_drift": max_drift}, ahead_ok=ahead_ok)
 
 
 @contextlib.contextmanager
-def opened(path, **limits):
+def opened(path, ahead_ok: bool = False, **limits):
     """(Results, {sweep as shown: the folder its files are in}) of a sweep folder, or of an
     archive unpacked for as long as the block runs (its damaged files cost their repeats;
     its paths shown as ARCHIVE/...)."""
     if not archive.is_archive(path):
-        yield load(path, **limits), {}
+        yield load(path, ahead_ok=ahead_ok, **limits), {}
         return
     with archive.unpacked(path) as (folder, damaged):
         try:
-            results = archive.relabel(_load(folder, limits, damaged), folder, str(path))
+            results = archive.relabel(_load(folder, limits, damaged, ahead_ok), folder, str(path))
         except RecordError as exc:   # named as the archive, not the folder it was unpacked to
             raise RecordError(str(exc).replace(folder, str(path))) from None
         yield results, {s: s.replace(str(path), folder, 1) for s in results.points.sweep.unique()}
 
 
-def _load(path, limits: dict, damaged: dict = None) -> Results:
-    reader = _Reader(str(path), limits, damaged)
+def _load(path, limits: dict, damaged: dict = None, ahead_ok: bool = False) -> Results:
     files = find_points(path)
-    with _collector_paused():
-        for point_file in files:
-            reader.point(point_file)
-        reader.searches_of({paths.sweep_of(os.path.dirname(f)) for f in files})
-        named = {c["file"] for c in reader.corrupt}
-        for p, why in sorted(reader.damaged.items()):   # read by no one (slurm.json, a log): named
-            if p not in named:
-                reader.bad(CorruptFile(p, why))
-        return reader.results()
+    records, size = read_ahead.rank_records(files)
+    ahead = read_ahead.reader(records, size) if ahead_ok else None
+    reader = _Reader(str(path), limits, damaged, ahead=ahead,
+                     steps_at_most=size // record_file.MIN_STEP_BYTES + len(records))
+    try:
+        with _collector_paused():
+            for point_file in files:
+                reader.point(point_file)
+            reader.searches_of({paths.sweep_of(os.path.dirname(f)) for f in files})
+            named = {c["file"] for c in reader.corrupt}
+            for p, why in sorted(reader.damaged.items()):   # read by no one (slurm.json, a log): named
+                if p not in named:
+                    reader.bad(CorruptFile(p, why))
+            return reader.results()
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 @contextlib.contextmanager
@@ -316,6 +331,32 @@ def _collector_paused():
     finally:
         if was:
             gc.enable()
+
+
+class _StepBuffers:
+    """The steps of the rank records read, as columns in reading order: arrays sized once for
+    the most steps the files' bytes can hold (pages never written cost no memory), each
+    record's steps copied in as it is read, so that no record's own arrays outlive it."""
+
+    def __init__(self, capacity: int):
+        self.n = 0
+        self.cols = {k: np.empty(max(capacity, 0), dtype) for k, dtype in record_file.STEP_DTYPES.items()}
+
+    def append(self, cols: dict) -> dict:
+        """Copies one record's step columns in; returns views of them."""
+        m = len(cols["step"])
+        if self.n + m > len(self.cols["step"]):   # more than the bound said: grow (not seen)
+            for k, old in self.cols.items():
+                self.cols[k] = np.empty(2 * (self.n + m), old.dtype)
+                self.cols[k][:self.n] = old[:self.n]
+        part = slice(self.n, self.n + m)
+        for k, buf in self.cols.items():
+            buf[part] = cols[k]
+        self.n += m
+        return {k: buf[part] for k, buf in self.cols.items()}
+
+    def columns(self) -> dict:
+        return {k: buf[:self.n] for k, buf in self.cols.items()}
 
 
 def _dict_or_none(value):

@@ -11,6 +11,33 @@ from contract import parallel
 
 MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what tells a special point apart
 SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
+# A rank's peak memory in the record, in the order the figure is taken: device memory (the
+# GPU allocator's max_memory_allocated), a CPU rank's live tensors (what that counts, counted
+# by PyTorch's layouts: frameworks/pytorch/tensor_memory.py), its host peak RSS (ru_maxrss:
+# also the interpreter and libraries, and what glibc's malloc keeps of freed blocks).
+MEMORY_KINDS = {"device": "peak_device_bytes", "tensors": "peak_tensor_bytes", "host": "peak_host_bytes"}
+MEMORY_WORDS = {
+    "device": "device memory (the GPU allocator's peak, max_memory_allocated)",
+    "tensors": "live tensors (a CPU rank's, counted over one untimed iteration after the timed "
+               "window, as max_memory_allocated counts a GPU's)",
+    "host": "host peak RSS (the whole process: also the interpreter and libraries, and what "
+            "malloc keeps of freed blocks)"}
+
+
+def memory_note(kinds) -> str:
+    """What a table's memory figures are, for the memory kinds of its points; with more than
+    one, each cell says its kind (memory_cell)."""
+    kinds = [k for k in MEMORY_KINDS if k in set(kinds)]
+    if not kinds:
+        return "n/a"
+    if len(kinds) == 1:
+        return MEMORY_WORDS[kinds[0]]
+    return "; ".join(f"{k[0]}: {MEMORY_WORDS[k]}" for k in kinds)
+
+
+def memory_cell(gib: str, kind, kinds) -> str:
+    """A memory figure as a table shows it: with its kind's letter where kinds are mixed."""
+    return f"{gib} {kind[0]}" if len({k for k in kinds if k}) > 1 and kind else gib
 LAYOUT_KEYS = ("dp", "tp", "pp", "fsdp", "schedule", "virtual_stages", "sequence_parallel",
                "micro_batch_size", "accumulation", "cp", "ep")
 LANGUAGE_MODELS = ("gpt", "llama3", "deepseek_v3", "qwen3_moe")   # samples are sequences: tokens/s = samples/s x seq_len
@@ -26,8 +53,9 @@ def metrics(results) -> pd.DataFrame:
 
     latency_ms = the timed window (longest rank) / timed steps, median over ok repeats;
     timed steps = the repeat's timed samples / (batch x ranks), from the records.
-    peak_memory_bytes = the largest rank's peak over ok repeats: device memory where the
-    ranks had a device, else host memory (peak RSS).
+    peak_memory_bytes = the largest rank's peak over ok repeats, of the first kind the ranks
+    recorded (memory_kind, MEMORY_KINDS): device memory (a GPU's allocator), else a CPU
+    rank's live tensors (PyTorch's layouts), else host memory (peak RSS).
     tflops_per_device, peak_tflops, mfu: model FLOPs (analysis/flops.py) for every model
     with a count (resnet50, bert_base, gpt), as analysis.load put them in the points;
     pflops: tflops_per_device x devices / 1000 (aggregate);
@@ -48,8 +76,7 @@ def metrics(results) -> pd.DataFrame:
         per_iteration = lay.get("global_batch_size") or p.batch_size * p.devices
         latency = method.median_of(r.window_s / (r.samples / per_iteration) * 1e3 for r in ok.itertuples()
                           if r.samples)
-        device_mem = [v for v in ok.get("peak_device_bytes", []) if v == v and v is not None]
-        host_mem = [v for v in ok.get("peak_host_bytes", []) if v == v and v is not None]
+        memory = _peak_memory(ok)
         devices = [d for d in mine.get("device", []) if isinstance(d, str)]
         device = devices[0] if devices else None
         search = point.get("search") if isinstance(point.get("search"), dict) else {}
@@ -58,8 +85,7 @@ def metrics(results) -> pd.DataFrame:
                "amp_dtype": p.amp_dtype, "batch_size": p.batch_size, "nodes": p.nodes,
                "gpus_per_node": p.gpus_per_node, "devices": p.devices, "compile": p.compile,
                "device": device, "throughput": p.throughput, "latency_ms": latency,
-               "peak_memory_bytes": max(device_mem or host_mem) if (device_mem or host_mem) else None,
-               "memory_kind": "device" if device_mem else ("host" if host_mem else None),
+               "peak_memory_bytes": memory[1], "memory_kind": memory[0],
                "search": search.get("base"), "search_value": search.get("value"),
                "tokens_per_s": None, "tflops_per_device": None, "peak_tflops": None, "mfu": None}
         row.update({k: model.get(k) for k in MODEL_KEYS})
@@ -87,6 +113,15 @@ def metrics(results) -> pd.DataFrame:
                          if row["tflops_per_device"] is not None else None)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _peak_memory(ok) -> tuple:
+    """(kind, bytes) of the ok repeats' memory: the first of MEMORY_KINDS they recorded."""
+    for kind, column in MEMORY_KINDS.items():
+        peaks = [v for v in ok.get(column, []) if v == v and v is not None]
+        if peaks:
+            return kind, max(peaks)
+    return None, None
 
 
 def _bubbles(results) -> dict:

@@ -14,7 +14,8 @@ Figures of a point, from its ok repeats' rank records (their `moe`, frameworks/p
   backward) over its timed window; the mean over ranks; the median over repeats. On the CPU
   gloo's collectives return when done, so the seconds include waiting for the slowest rank of
   the expert group, as NCCL's kernels do on GPUs;
-- memory: the largest rank's peak (device memory where there was one, else host RSS).
+- memory: the largest rank's peak, of device memory, else a CPU rank's live tensors, else host
+  RSS (analysis/metrics.py), the table saying which.
 """
 import statistics
 
@@ -22,6 +23,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import llama, published, published_layouts, tables
+from analysis.metrics import memory_cell, memory_note
 
 MODELS = ("deepseek_v3", "qwen3_moe")
 
@@ -48,7 +50,7 @@ def expert_figures(results, sweep, point) -> dict:
             "a2a_share": statistics.median(shares) if shares else None}
 
 
-def _ours(r, manifest, figures) -> list:
+def _ours(r, manifest, figures, kinds) -> list:
     lay, model = manifest.get("parallel") or {}, manifest.get("model") or {}
     ok = r.status in ("ok", "partial")
     per_device = r.tokens_per_s / r.devices if ok and r.tokens_per_s else None
@@ -59,7 +61,8 @@ def _ours(r, manifest, figures) -> list:
             llama.layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node),
             f"{lay.get('micro_batch_size', r.batch_size)} / {lay.get('accumulation', 1)} / {r.global_batch_size}",
             r.precision + (f" {r.amp_dtype}" if r.precision == "amp" and r.amp_dtype else ""),
-            tables.number(r.latency_ms if ok else None, ",.1f"), tables.number(memory, ".2f"),
+            tables.number(r.latency_ms if ok else None, ",.1f"),
+            memory_cell(tables.number(memory, ".2f"), r.memory_kind, kinds),
             tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
             tables.number(r.tflops_per_device if ok else None, ".4g"),
             tables.number(r.mfu if ok else None, ".1%"),
@@ -102,9 +105,10 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     notes = [f"- published layouts skipped: {error}"] if error else []
     rows = [r for r in rows if r.get("model") in MODELS]
     ours, matched = [], {}
+    kinds = list(m.memory_kind.dropna()) if "memory_kind" in m else []
     for r in m.sort_values("point").itertuples():
         manifest = results.manifest(r.sweep, r.point)
-        ours.append(_ours(r, manifest, expert_figures(results, r.sweep, r.point)))
+        ours.append(_ours(r, manifest, expert_figures(results, r.sweep, r.point), kinds))
         for row in (published_layouts.find(llama.point_layout(manifest, r.device), rows) if r.device else []):
             matched.setdefault(row["case"], []).append(r.point)
     text = ("## Mixture of experts: tokens/s, activated TFLOP/s and MFU, expert load, all-to-all\n"
@@ -114,7 +118,8 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
             f"peak {llama.peak_note(m)}; "
             "expert load: max over mean tokens per expert, per step, the worst MoE layer, mean over the "
             "timed steps; all-to-all share: the dispatch and combine all-to-alls' seconds over the timed "
-            "window, mean over ranks; latency: one iteration (the global batch)\n\n"
+            "window, mean over ranks; latency: one iteration (the global batch); memory: the largest "
+            f"rank's peak of {memory_note(kinds)}\n\n"
             + tabulate(ours, headers=HEADERS, tablefmt="github", disable_numparse=True))
     if rows:
         text += ("\n\n### Published: DeepSeek-V3 671B\n"

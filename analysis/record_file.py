@@ -23,9 +23,14 @@ except ImportError:  # the standard library's parser: the same results, slower
 PHASES = ("warmup", "measure")   # a step's phase; its code in the step columns: its index
 PHASE_CODE = {p: i for i, p in enumerate(PHASES)}
 # Steps are read column by column: one pass per field, straight into a numpy array.
-_GET = {k: operator.itemgetter(k) for k in ("step", "phase", "start", "end", "samples", "loss")}
-_NUMERIC = tuple((k, _GET[k], dtype) for k, dtype in (("step", np.int64), ("start", np.float64),
-                                                      ("end", np.float64), ("samples", np.int64)))
+STEP_DTYPES = {"step": np.int64, "phase": np.int8, "start": np.float64, "end": np.float64,
+               "samples": np.int64, "loss": np.float64}
+_GET = {k: operator.itemgetter(k) for k in STEP_DTYPES}
+_NUMERIC = tuple((k, _GET[k], STEP_DTYPES[k]) for k in ("step", "start", "end", "samples"))
+# The fewest bytes a step of a rank record takes in JSON, its comma included:
+# {"step":0,"phase":"warmup","start":0,"end":0,"samples":0,"loss":0}, (a bound on the steps
+# a file can hold)
+MIN_STEP_BYTES = 66
 # What a malformed record (valid JSON of the right schema, wrong inside) raises when read.
 MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 NUMBER = (int, float)
@@ -156,7 +161,7 @@ def rank_columns(rec: dict):
     _field(rec, "framework", dict)
     _field(rec, "environment", dict, optional=True)
     memory = _field(rec, "memory", dict)
-    for key in ("peak_device_bytes", "peak_host_bytes"):
+    for key in ("peak_device_bytes", "peak_host_bytes", "peak_tensor_bytes"):
         _field(memory, key, NUMBER, optional=True)
     window = _field(rec, "window", dict, optional=True)
     if window is not None:

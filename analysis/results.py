@@ -30,6 +30,10 @@ RUN_COLUMNS = ["sweep", "point", "repeat", "status", "error", "log_tail", "ranks
                "throughput", "window_s", "samples", "straggler", "straggler_host", "drift"]
 STEP_COLUMNS = ["point", "repeat", "rank", "host", "step", "phase", "start", "end", "samples",
                 "loss", "duration"]
+# Rows of steps.parquet written at a time, one row group: pyarrow's own row group size
+ROW_GROUP = 1024 * 1024
+# A row of the step columns' `owners` (analysis/load.py): one per rank record, its steps' count last.
+OWNER_FIELDS = ("point", "repeat", "rank", "host", "steps")
 COMM_COLUMNS = ["sweep", "point", "repeat", "rank", "op", "bytes", "count", "dtype", "inplace",
                 "iters", "time_s", "algbw_gbps", "busbw_gbps", "wrong", "imbalance"]
 
@@ -107,14 +111,32 @@ class Results:
     def steps(self, frame) -> None:
         self._steps, self._columns = frame, None
 
+    def _owners(self, field: str, rows=slice(None), steps: slice = None):
+        """Each step's point code, repeat, rank or host code (`field`), from the records'
+        owners rows (`rows`: some of them; their steps in reading order), or of the steps
+        `steps` (a range of all of them) alone."""
+        owners = self._columns["owners"][rows]
+        counts = owners[:, -1]
+        if steps is not None:
+            ends = np.cumsum(counts)
+            i, j = np.searchsorted(ends, [steps.start, steps.stop], side="right")
+            j = min(j + 1, len(owners))
+            owners, counts = owners[i:j], counts[i:j].copy()
+            if len(counts):   # the first and last records' steps within the range
+                counts[0] -= steps.start - (ends[i] - owners[0, -1])
+                counts[-1] -= ends[j - 1] - steps.stop
+                counts = np.maximum(counts, 0)
+        dtype = np.int32 if field in ("point", "host") else np.int64
+        return np.repeat(owners[:, OWNER_FIELDS.index(field)].astype(dtype), counts)
+
     def _step_frame(self) -> pd.DataFrame:
         c = self._columns
         if c is None:
             return pd.DataFrame(columns=STEP_COLUMNS)
         return pd.DataFrame({
-            "point": pd.Categorical.from_codes(c["point"], categories=c["point_names"]),
-            "repeat": c["repeat"], "rank": c["rank"],
-            "host": pd.Categorical.from_codes(c["host"], categories=c["host_names"]),
+            "point": pd.Categorical.from_codes(self._owners("point"), categories=c["point_names"]),
+            "repeat": self._owners("repeat"), "rank": self._owners("rank"),
+            "host": pd.Categorical.from_codes(self._owners("host"), categories=c["host_names"]),
             "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=PHASES),
             "start": c["start"], "end": c["end"], "samples": c["samples"], "loss": c["loss"],
             "duration": c["end"] - c["start"]}, copy=False)
@@ -128,34 +150,67 @@ class Results:
             s = s[(s.point == point) & (s.phase == "measure") & s.repeat.isin(list(repeats))]
             return pd.DataFrame({"rank": s["rank"].to_numpy(), "duration": s.duration.to_numpy(),
                                  "host": pd.Categorical(s.host.astype(str))})
-        names = c["point_names"]
+        names, owners = c["point_names"], c["owners"]
         code = names.index(point) if point in names else -1
-        keep = ((c["point"] == code) & (c["phase"] == PHASES.index("measure"))
-                & np.isin(c["repeat"], list(repeats)))
-        return pd.DataFrame({"rank": c["rank"][keep], "duration": c["end"][keep] - c["start"][keep],
-                             "host": pd.Categorical.from_codes(c["host"][keep],
-                                                               categories=c["host_names"])})
+        rows = (owners[:, 0] == code) & np.isin(owners[:, 1], list(repeats))
+        starts = np.r_[0, np.cumsum(owners[:, -1])][:-1][rows]
+        parts = [slice(a, a + n) for a, n in zip(starts, owners[rows, -1])]
+        runs = []      # the records' steps, as runs of neighbouring records
+        for part in parts:
+            if runs and runs[-1].stop == part.start:
+                runs[-1] = slice(runs[-1].start, part.stop)
+            else:
+                runs.append(part)
 
-    def steps_table(self):
-        """The steps as a pyarrow Table, straight from the columns (no DataFrame)."""
+        def joined(column):
+            return (np.concatenate([column[r] for r in runs]) if len(runs) != 1 else column[runs[0]])
+
+        keep = joined(c["phase"]) == PHASES.index("measure")
+        duration = joined(c["end"])[keep]
+        duration -= joined(c["start"])[keep]
+        return pd.DataFrame({"rank": self._owners("rank", rows)[keep], "duration": duration,
+                             "host": pd.Categorical.from_codes(self._owners("host", rows)[keep],
+                                                               categories=c["host_names"])},
+                            copy=False)
+
+    def steps_table(self, steps: slice = None):
+        """The steps as a pyarrow Table, straight from the columns (no DataFrame); `steps`:
+        a range of them only."""
         import pyarrow as pa
 
         c = self._columns
         if c is None:
             return pa.Table.from_pandas(self.steps, preserve_index=False)
+        steps = slice(0, self.step_count()) if steps is None else steps
 
         def dictionary(codes, names):
             return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(names, pa.string()))
 
+        def owners(field):
+            return self._owners(field, steps=steps)
+
+        start, end = c["start"][steps], c["end"][steps]
         return pa.table({
-            "point": dictionary(c["point"], c["point_names"]), "repeat": c["repeat"],
-            "rank": c["rank"], "host": dictionary(c["host"], c["host_names"]), "step": c["step"],
-            "phase": dictionary(c["phase"], list(PHASES)), "start": c["start"], "end": c["end"],
-            "samples": c["samples"], "loss": c["loss"], "duration": c["end"] - c["start"]})
+            "point": dictionary(owners("point"), c["point_names"]),
+            "repeat": owners("repeat"), "rank": owners("rank"),
+            "host": dictionary(owners("host"), c["host_names"]), "step": c["step"][steps],
+            "phase": dictionary(c["phase"][steps], list(PHASES)), "start": start, "end": end,
+            "samples": c["samples"][steps], "loss": c["loss"][steps], "duration": end - start})
 
     def write_steps(self, path) -> None:
-        """steps.parquet (one row per rank per step; pandas.read_parquet reads it back)."""
+        """steps.parquet (one row per rank per step; pandas.read_parquet reads it back),
+        written a row group at a time: only one group's columns are ever made whole."""
         import pyarrow.parquet as pq
 
-        pq.write_table(self.steps_table(), str(path), compression="zstd",
-                       use_dictionary=["point", "repeat", "rank", "host", "phase", "samples"])
+        options = {"compression": "zstd",
+                   "use_dictionary": ["point", "repeat", "rank", "host", "phase", "samples"]}
+        n = self.step_count()
+        if self._columns is None or not n:
+            pq.write_table(self.steps_table(), str(path), **options)
+            return
+        first = self.steps_table(slice(0, min(n, ROW_GROUP)))
+        with pq.ParquetWriter(str(path), first.schema, **options) as writer:
+            writer.write_table(first)
+            del first
+            for a in range(ROW_GROUP, n, ROW_GROUP):
+                writer.write_table(self.steps_table(slice(a, min(n, a + ROW_GROUP))))

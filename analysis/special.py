@@ -19,7 +19,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import llama, moe, published, published_layouts, tables
-from analysis.metrics import metrics
+from analysis.metrics import memory_cell, memory_note, metrics
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
 
@@ -52,10 +52,9 @@ def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
             grid.setdefault(key, {})[int(r.deep_vocab_size)] = cell
         rows = [list(k) + [grid[k].get(v, "-") for v in vocabs]
                 for k in sorted(grid, key=lambda k: tuple(str(x) for x in k))]
-        kinds = sorted(set(pts.memory_kind.dropna()))
         parts.append(f"## wide_deep ({size}): latency per iteration and peak memory per rank\n"
-                     f"columns: deep vocabulary size; memory: {' and '.join(kinds) or 'n/a'} "
-                     f"(device where ranks had one, else host peak RSS); embedding: sharded = "
+                     f"columns: deep vocabulary size; memory: {memory_note(pts.memory_kind.dropna())}; "
+                     f"embedding: sharded = "
                      f"the tables split by rows over the ranks, replicated = whole on every rank\n\n"
                      + tabulate(rows, headers=["framework", "embedding", "precision", "batch/dev",
                                                "nodes x dev"] + [_count(v) for v in vocabs],
@@ -109,6 +108,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
     PFLOP/s and a pipeline's bubble; then the published cases of the same layout and shape
     (analysis/published/dlperf_gpt_v100.yaml) beside ours."""
     peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()})
+    kinds = list(m.memory_kind.dropna())
     rows = []
     order = m.assign(_d=m.devices, _c=m.case.fillna("")).sort_values(["_c", "hidden", "_d", "point"])
     for r in order.itertuples():
@@ -121,7 +121,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
                      _layout(r),
                      r.batch_size if tables.missing(r.micro_batch_size) else f"{r.micro_batch_size:d}",
                      tables.number(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
-                     figure(memory, ".2f"), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
+                     memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
                      figure(r.tflops_per_device, ".3g"), figure(r.mfu, ".0%"), figure(r.pflops, ".3g"),
                      bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
                      tables.label(r.status) + ("*" if r.status == "partial" else "")])
@@ -129,7 +129,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
             "dp x tp x pp: data, tensor and pipeline parallel sizes (fsdp: parameters, gradients and "
             "optimizer states sharded over dp; sp: sequence parallel); micro x dp x accum = global "
             "(sequences an iteration); latency: one iteration (the timed window / its iterations, median "
-            "of ok repeats); memory: the largest rank's peak (device memory, else host RSS); TFLOP/s: "
+            f"of ok repeats); memory: the largest rank's peak of {memory_note(kinds)}; TFLOP/s: "
             "Narayanan et al.'s 72 B s l h^2 (1 + s/6h + V/12lh) per iteration, 96 B s l h^2 (1 + s/6h + "
             "V/16lh) with recompute (rc: model.recompute), analysis/flops.py; % of peak: against the "
             f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}); "

@@ -77,7 +77,7 @@ def new_record(spec: dict, dist, host: str, origin_unix: float) -> dict:
         "clock": {"origin_unix": origin_unix, "unit": "s"},
         "window": None,
         "steps": [],
-        "memory": {"peak_device_bytes": None, "peak_host_bytes": None},
+        "memory": {"peak_device_bytes": None, "peak_host_bytes": None, "peak_tensor_bytes": None},
         "started_unix": origin_unix,
         "ended_unix": None,
     }

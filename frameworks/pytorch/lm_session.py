@@ -27,7 +27,7 @@ from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import accelerator, capability
 from contract import modes, parallel
-from frameworks.pytorch import context_parallel, expert_parallel, models, moe, parallelize
+from frameworks.pytorch import context_parallel, expert_parallel, models, moe, parallelize, tensor_memory
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
 
@@ -87,6 +87,7 @@ class LMSession(TorchSession):
                                                    sparse=sparse, rank=self.dist.rank)
         self.balancer = moe.Balancer(self.modules, sparse["tokens"], layout, bool(cfg.get("recompute")),
                                      spec.warmup_steps) if experts else None
+        self.compiled = spec.compile
         self.first, self.last = self.coords["pp"] == 0, self.coords["pp"] == layout.pp - 1
         self.params = list({id(p): p for m in self.modules for p in m.parameters()}.values())
         self.counts = {**parallelize.parameter_counts(self.modules, layout, self.tied),
@@ -186,13 +187,28 @@ class LMSession(TorchSession):
         return out
 
     def after_window(self, record) -> None:
+        """Figures measured after the timed window: a mixture of experts' load and all-to-all
+        seconds per step (before the untimed iterations below add steps of their own), a CPU
+        rank's peak of live tensor bytes and a pipeline's bubble."""
+        if self.balancer is not None:
+            self.balancer.record(record)
+        self._tensor_peak(record)
+        self._bubble(record)
+
+    def _tensor_peak(self, record) -> None:
+        """On a CPU, `memory.peak_tensor_bytes`: the peak of live tensor bytes over one more
+        iteration, untimed, counted operator by operator (frameworks/pytorch/tensor_memory.py),
+        what max_memory_allocated gives on a GPU, where the record has that as
+        peak_device_bytes. Not with compile=true: a compiled graph's buffers bypass the count."""
+        if self.cuda or self.compiled:
+            return
+        record["memory"]["peak_tensor_bytes"] = tensor_memory.peak_of(self.step, self.device.type)
+
+    def _bubble(self, record) -> None:
         """With a pipeline: the bubble measured beside the ideal one. A rank's busy time is
         its stages' forward and backward of `accumulation` micro-batches run alone, after
         the window (no sends, no waits); the measured bubble is 1 - busy / the median
-        iteration of its timed window (so it also holds the sends' time). A mixture of
-        experts' load and all-to-all seconds, per step."""
-        if self.balancer is not None:
-            self.balancer.record(record)
+        iteration of its timed window (so it also holds the sends' time)."""
         if self.schedule is None:
             return
         steps = [s["end"] - s["start"] for s in record["steps"] if s["phase"] == "measure"]
