@@ -1,6 +1,8 @@
 """The port rule (launchers/backends/ports.py): one block of world_size + 2 ports per repeat."""
 import socket
 
+import pytest
+
 from launchers.backends import ports
 
 
@@ -18,10 +20,23 @@ def test_neighbouring_jobs_of_64_ranks_never_share_a_port():
     assert ports.slots(64) == 12000 // 66
 
 
-def test_a_busy_port_moves_the_repeat_to_the_next_free_block():
+def test_a_busy_port_moves_the_repeat_to_a_free_block_drawn_at_random():
+    """Not to the next block: that is the next job's own, chosen by its driver at the same
+    time (two points of a sweep on one first node: EADDRINUSE at one's rendezvous)."""
     busy = set(ports.block(5, 64))
-    assert ports.free_block(64, 5, free=lambda p: p not in busy) == ports.block(6, 64).start
-    assert ports.free_block(64, 4, free=lambda p: p not in busy) == ports.block(4, 64).start
+    free = lambda p: p not in busy   # noqa: E731
+    assert ports.free_block(64, 4, free=free) == ports.block(4, 64).start
+    taken = {ports.free_block(64, 5, free=free) for _ in range(200)}
+    assert ports.block(5, 64).start not in taken and len(taken) > 20
+    assert all((p - ports.LOW) % ports.span(64) == 0 for p in taken)
+    # one free block left: found wherever the draw starts
+    only = ports.block(77, 64)
+    assert {ports.free_block(64, 5, free=lambda p: p in only) for _ in range(20)} == {only.start}
+
+
+def test_no_free_block_is_one_error():
+    with pytest.raises(OSError, match="no block of 66 free ports in 20000..31999"):
+        ports.free_block(64, 5, free=lambda p: False)
 
 
 def test_a_port_bound_here_is_not_free():

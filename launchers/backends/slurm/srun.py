@@ -45,15 +45,15 @@ def master_port(point, job_id, free=ports.is_free) -> int:
     allocation's first node (MASTER_ADDR), so the ports it finds free are free there. The
     preferred slot comes from the job id, so concurrent jobs sharing a first node start
     apart; a port the previous repeat (or the requeued job's last run) left in TIME_WAIT
-    is not free, so the next block is taken."""
+    is not free, so a free block drawn at random is taken."""
     return ports.free_block(point.world_size, preferred_slot=int(job_id), free=free)
 
 
 def port_rule_text(point) -> str:
     """master_port in words, for the dry run."""
     world = point.world_size
-    return (f"<first free block of world_size + 2 = {ports.span(world)} ports in "
-            f"{ports.LOW}..{ports.HIGH - 1}, from slot job_id % {ports.slots(world)} "
+    return (f"<block job_id % {ports.slots(world)} of world_size + 2 = {ports.span(world)} ports in "
+            f"{ports.LOW}..{ports.HIGH - 1} if free, else a free one drawn at random "
             "(launchers/backends/ports.py)>")
 
 
