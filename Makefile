@@ -26,10 +26,10 @@ test-deps: venv
 	 else echo "not root: Slurm, browser, PostgreSQL and container tests will skip"; fi
 
 test: test-deps
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n 2 --dist loadscope
 
 unit: venv
-	$(PYTHON) -m pytest -q tests/unit
+	$(PYTHON) -m pytest -q -n 2 --dist loadscope tests/unit
 
 clean:
 	rm -rf outputs multirun .pytest_cache

@@ -1,5 +1,8 @@
+import glob
+import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,64 @@ pytest_plugins = ["tests.integration.conftest_slurm"]
 
 
 NO_SLURM_CONF = "/nonexistent/dlbench-no-cluster/slurm.conf"
+SLURM_FIXTURES = ("slurm_cluster", "test_image")
+SHARED_SWEEPS = "sweeps"   # tests/frameworks_env.py: one sweep per framework and case, shared
+GROUPS_KEY = "dlbench_groups"
+
+
+def group_of(item) -> str:
+    """Which tests go together on one worker under `make test` (pytest-xdist, `-n 2 --dist
+    loadscope`): every test of a Slurm test cluster (one per machine: they share it, one after
+    another), every test of the framework sweeps the tests share (a session fixture: run
+    once), and each other module whole (its module fixtures run once)."""
+    names = getattr(item, "fixturenames", ())
+    if item.get_closest_marker("slurm") or any(f in names for f in SLURM_FIXTURES):
+        return "slurm"
+    if SHARED_SWEEPS in names:
+        return "framework-sweeps"
+    return item.nodeid.split("::")[0]
+
+
+# pytest-xdist's own groups (`xdist_group`, --dist loadgroup) rename the node ids, which pytest
+# 9 no longer lets it do: each worker writes what group_of says of its tests to a file the
+# controller named, and the controller's scheduler reads its scopes from there.
+def _groups_file(worker: str) -> str:
+    return os.path.join(tempfile.gettempdir(), f"dlbench-test-groups-{os.getpid()}-{worker}.json")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput[GROUPS_KEY] = _groups_file(node.gateway.id)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        groups = None
+
+        def _split_scope(self, nodeid):
+            if self.groups is None:   # the workers collected the same tests: any one's file
+                self.groups = {}
+                for path in glob.glob(_groups_file("*")):
+                    with open(path) as f:
+                        self.groups.update(json.load(f))
+                    os.unlink(path)
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return Groups(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    where = getattr(config, "workerinput", {}).get(GROUPS_KEY)
+    if where:
+        with open(where + ".part", "w") as f:
+            json.dump({item.nodeid: group_of(item) for item in items}, f)
+        os.replace(where + ".part", where)
 
 
 @pytest.fixture(scope="module", autouse=True)
