@@ -164,7 +164,7 @@ def require(point) -> None:
                                  f"(cluster.container_runtime={name})")
     if name == "charliecloud" and is_path(image):
         lacking = [d for d in map(_destination, mounts(point))
-                   if not _under_tmp(d) and not _image_has_dir(image, d)]
+                   if not under_tmp(d) and not _image_has_dir(image, d)]
         if lacking:
             raise points.ConfigError(f"{image_key(point)}={image}: the image has no directory "
                                      f"{lacking[0]} to bind the host's at (ch-run makes none in a "
@@ -176,7 +176,7 @@ def _destination(mount: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
-def _under_tmp(path: str) -> bool:
+def under_tmp(path: str) -> bool:
     """ch-run binds the host's /tmp (or $TMPDIR) itself: paths below it need nothing."""
     tmp = os.environ.get("TMPDIR") or "/tmp"
     return (os.path.abspath(path) + os.sep).startswith(os.path.abspath(tmp) + os.sep)

@@ -133,6 +133,7 @@ def test_an_image_path_that_is_not_there_names_its_setting(monkeypatch, tmp_path
 
 def test_charliecloud_needs_a_directory_for_each_bind_outside_tmp(monkeypatch, tmp_path):
     monkeypatch.setattr(containers, "_missing", lambda name: None)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))   # what ch-run binds: not the checkout
     image = tmp_path / "img"
     image.mkdir()
     point = make("cluster=localtest_charliecloud", f"cluster.containers.pytorch={image}",
@@ -144,9 +145,9 @@ def test_charliecloud_needs_a_directory_for_each_bind_outside_tmp(monkeypatch, t
         containers.require(point)
     (image / "sweep").mkdir()
     containers.require(point)
-    # a sweep under /tmp needs none: ch-run binds the host's /tmp itself
+    # a sweep under /tmp ($TMPDIR) needs none: ch-run binds the host's itself
     containers.require(make("cluster=localtest_charliecloud", f"cluster.containers.pytorch={image}",
-                            sweep=str(tmp_path / "s")))
+                            sweep=str(tmp_path / "tmp" / "s")))
     flagged = make("cluster=localtest_charliecloud", f"cluster.containers.pytorch={image}",
                    "cluster.container_mounts=[/data:/data:ro]")
     with pytest.raises(points.ConfigError, match=r"^cluster.container_mounts: ch-run binds take "
@@ -204,6 +205,7 @@ def test_a_container_steps_environment(monkeypatch):
                     reason="squashfs-tools not installed (make image-deps)")
 def test_charliecloud_looks_into_a_squashfs_image(monkeypatch, tmp_path):
     monkeypatch.setattr(containers, "_missing", lambda name: None)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))   # what ch-run binds: the sweep, not the checkout
     tree = tmp_path / "tree"
     (tree / "usr").mkdir(parents=True)
     image = tmp_path / "i.sqfs"
