@@ -1,3 +1,5 @@
+import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -18,7 +20,7 @@ pytest_plugins = ["tests.integration.conftest_slurm"]
 NO_SLURM_CONF = "/nonexistent/dlbench-no-cluster/slurm.conf"
 SLURM_FIXTURES = ("slurm_cluster", "test_image")
 SHARED_SWEEPS = "sweeps"   # tests/frameworks_env.py: one sweep per framework and case, shared
-GROUPS_KEY = "dlbench_groups"
+GROUPS_KEY, LOCK_KEY = "dlbench_groups", "dlbench_lock"
 
 
 def group_of(item) -> str:
@@ -41,9 +43,21 @@ def _groups_file(worker: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"dlbench-test-groups-{os.getpid()}-{worker}.json")
 
 
+def _lock_file() -> str:
+    return os.path.join(tempfile.gettempdir(), f"dlbench-tests-{os.getpid()}.lock")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     node.workerinput[GROUPS_KEY] = _groups_file(node.gateway.id)
+    node.workerinput[LOCK_KEY] = _lock_file()
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):   # the controller, or a run without xdist
+        for path in (_lock_file(), _lock_file() + ".gate"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -74,6 +88,25 @@ def pytest_collection_modifyitems(config, items):
         with open(where + ".part", "w") as f:
             json.dump({item.nodeid: group_of(item) for item in items}, f)
         os.replace(where + ".part", where)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under `make test`'s two workers, a test marked `quiet` (it tells a slow node from a
+    healthy one by timing links) has the machine to itself: it waits for the other worker's
+    test to end, and the other starts none until it is done. Every other test shares. The
+    lock is held from the test's setup (its module's fixtures included) to its teardown."""
+    where = getattr(item.config, "workerinput", {}).get(LOCK_KEY)
+    if where is None:
+        return (yield)
+    quiet = item.get_closest_marker("quiet") is not None
+    # a gate first, so that a quiet test waiting is not passed by the other's next tests
+    with open(where + ".gate", "a") as gate, open(where, "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+        if not quiet:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        return (yield)
 
 
 @pytest.fixture(scope="module", autouse=True)
