@@ -15,7 +15,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import published, published_layouts, tables
-from analysis.metrics import memory_cell, memory_note
+from analysis.metrics import memory_cell, memory_kinds, memory_note
 
 MODEL = "llama3"
 
@@ -105,7 +105,7 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     notes = [f"- published layouts skipped: {error}"] if error else []
     rows = [r for r in rows if str(r.get("model", "")).startswith("llama3")]   # not DLPerf's GPT
     ours, beside = [], []
-    kinds = list(m.memory_kind.dropna()) if "memory_kind" in m else []
+    kinds = memory_kinds(m)
     for r in m.sort_values("point").itertuples():
         manifest = results.manifest(r.sweep, r.point)
         ours.append(_ours(r, manifest, kinds))

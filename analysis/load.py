@@ -242,18 +242,20 @@ def _from_ranks(ranks: dict) -> dict:
     any_rank = next(iter(ranks.values()), None)
     if not any_rank:
         return {}
-    peaks = [r["memory"]["peak_device_bytes"] for r in ranks.values()
-             if r["memory"].get("peak_device_bytes") is not None]
-    tensors = [r["memory"]["peak_tensor_bytes"] for r in ranks.values()
-               if r["memory"].get("peak_tensor_bytes") is not None]
+    tensors = _largest(ranks, "peak_tensor_bytes")
     return {"framework_version": any_rank["framework"].get("version"),
             "device": (any_rank.get("environment") or {}).get("device"),
             "hosts": ",".join(sorted({r["host"] for r in ranks.values()})),
-            "peak_device_bytes": max(peaks) if peaks else None,
-            "peak_host_bytes": max((r["memory"].get("peak_host_bytes") or 0)
-                                   for r in ranks.values()),
+            "peak_device_bytes": _largest(ranks, "peak_device_bytes"),
+            "peak_host_bytes": _largest(ranks, "peak_host_bytes") or 0,
             # a column of runs.csv only where a rank counted its tensors (PyTorch's layouts)
-            **({"peak_tensor_bytes": max(tensors)} if tensors else {})}
+            **({"peak_tensor_bytes": tensors} if tensors is not None else {})}
+
+
+def _largest(ranks: dict, key: str):
+    """The largest of the ranks' `memory[key]`, or None where none recorded it."""
+    values = [r["memory"][key] for r in ranks.values() if r["memory"].get(key) is not None]
+    return max(values) if values else None
 
 
 def find_points(root) -> list:

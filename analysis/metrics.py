@@ -24,6 +24,11 @@ MEMORY_WORDS = {
             "malloc keeps of freed blocks)"}
 
 
+def memory_kinds(frame) -> list:
+    """The memory kinds of a frame of metrics' rows (its points that recorded one)."""
+    return list(frame.memory_kind.dropna()) if "memory_kind" in frame else []
+
+
 def memory_note(kinds) -> str:
     """What a table's memory figures are, for the memory kinds of its points; with more than
     one, each cell says its kind (memory_cell)."""

@@ -23,7 +23,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import llama, published, published_layouts, tables
-from analysis.metrics import memory_cell, memory_note
+from analysis.metrics import memory_cell, memory_kinds, memory_note
 
 MODELS = ("deepseek_v3", "qwen3_moe")
 
@@ -105,7 +105,7 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     notes = [f"- published layouts skipped: {error}"] if error else []
     rows = [r for r in rows if r.get("model") in MODELS]
     ours, matched = [], {}
-    kinds = list(m.memory_kind.dropna()) if "memory_kind" in m else []
+    kinds = memory_kinds(m)
     for r in m.sort_values("point").itertuples():
         manifest = results.manifest(r.sweep, r.point)
         ours.append(_ours(r, manifest, expert_figures(results, r.sweep, r.point), kinds))

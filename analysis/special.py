@@ -19,7 +19,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import llama, moe, published, published_layouts, tables
-from analysis.metrics import memory_cell, memory_note, metrics
+from analysis.metrics import memory_cell, memory_kinds, memory_note, metrics
 
 OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
 
@@ -53,7 +53,7 @@ def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
         rows = [list(k) + [grid[k].get(v, "-") for v in vocabs]
                 for k in sorted(grid, key=lambda k: tuple(str(x) for x in k))]
         parts.append(f"## wide_deep ({size}): latency per iteration and peak memory per rank\n"
-                     f"columns: deep vocabulary size; memory: {memory_note(pts.memory_kind.dropna())}; "
+                     f"columns: deep vocabulary size; memory: {memory_note(memory_kinds(pts))}; "
                      f"embedding: sharded = "
                      f"the tables split by rows over the ranks, replicated = whole on every rank\n\n"
                      + tabulate(rows, headers=["framework", "embedding", "precision", "batch/dev",
@@ -108,7 +108,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
     PFLOP/s and a pipeline's bubble; then the published cases of the same layout and shape
     (analysis/published/dlperf_gpt_v100.yaml) beside ours."""
     peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()})
-    kinds = list(m.memory_kind.dropna())
+    kinds = memory_kinds(m)
     rows = []
     order = m.assign(_d=m.devices, _c=m.case.fillna("")).sort_values(["_c", "hidden", "_d", "point"])
     for r in order.itertuples():
