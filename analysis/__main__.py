@@ -141,10 +141,9 @@ def _fraction(text) -> float:
     return value
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis")
-    sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="tables, CSV, Parquet and plots of a sweep")
+def report_arguments(rep) -> None:
+    """The report command's arguments (analysis/read_ahead.py reads its PATH from the command
+    line before they are parsed: tests/unit/test_read_ahead.py keeps the two alike)."""
     rep.add_argument("path", help="a sweep folder (or a folder of sweeps)")
     rep.add_argument("--out", help="where CSV, Parquet and PNG go (default PATH/report)")
     rep.add_argument("--no-plot", action="store_true", help="no PNG plots (nor in the page)")
@@ -154,6 +153,12 @@ def main(argv=None) -> int:
     rep.add_argument("--max-drift", type=_fraction, default=method.MAX_DRIFT,
                      help="flag a figure whose timed window's halves differ by more (default 0.05)")
     store_commands.store_option(rep)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis")
+    sub = parser.add_subparsers(dest="command", required=True)
+    report_arguments(sub.add_parser("report", help="tables, CSV, Parquet and plots of a sweep"))
     hist = sub.add_parser("history", help="each configuration's throughput across sweeps")
     hist.add_argument("root", nargs="?", help="a folder of sweeps (default: the results store)")
     hist.add_argument("--where", nargs="+", metavar="KEY=VALUE",

@@ -126,3 +126,15 @@ def test_the_report_command_starts_reading_as_the_package_imports(sweep, monkeyp
         if early is not None:
             early.close()
         read_ahead._early = None
+
+
+def test_the_early_reader_knows_which_report_options_take_a_value():
+    """read_ahead finds PATH on the command line before argparse runs: the options it skips
+    with their value are the report command's own that take one."""
+    import argparse
+
+    from analysis.__main__ import report_arguments
+    parser = argparse.ArgumentParser()
+    report_arguments(parser)
+    valued = {a.option_strings[-1] for a in parser._actions if a.option_strings and a.nargs != 0}
+    assert valued - {"--help"} == set(read_ahead._VALUED)
