@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from contract import checkpoint, modes, parallel, paths, records, typed, values
+from contract import checkpoint, models, modes, parallel, paths, records, typed, values
 from contract.point import Point
 from contract.spec import RunSpec
 from frameworks.common import datafiles
@@ -47,6 +47,11 @@ def validate(cfg) -> None:
     if cfg.model.get("sizes") is not None and cfg.model.size not in sizes:
         raise ConfigError(f"unknown model.size {cfg.model.size!r} for {cfg.model.name} "
                           f"(valid: {', '.join(sizes)})")
+    try:   # the model's spec (contract/models/): there is one, and the framework implements it
+        if cfg.bench.name != "comm":
+            models.check(cfg.model.name, cfg.framework.name)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if cfg.precision.name == "amp" and cfg.precision.amp_dtype not in ("bf16", "fp16"):
         raise ConfigError(f"precision.amp_dtype must be bf16 or fp16, got {cfg.precision.amp_dtype!r}")
     if cfg.get("memory_limit_mb") is not None:
@@ -114,8 +119,8 @@ def check_data(cfg) -> None:
     path = os.path.expanduser(str(path))  # `data.path=~/x`: the shell leaves that ~ alone
     if not os.path.isdir(path):
         raise ConfigError(f"data.path {path!r} is not a folder")
-    if cfg.model.name in ("resnet50", "bert_base") and not datafiles.has_samples(path, cfg.model.name):
-        want = "train/<class>/*.JPEG" if cfg.model.name == "resnet50" else "bert/pretrain-*.npz"
+    if models.get(cfg.model.name).files and not datafiles.has_samples(path, cfg.model.name):
+        want = datafiles.wanted(cfg.model.name)
         raise ConfigError(f"data.path {path!r} holds nothing for {cfg.model.name} (no {want})")
     if workers is not None and not (values.is_integer(workers) and workers >= 0):
         raise ConfigError(f"data.workers must be an integer >= 0 or null, got {workers!r}")
@@ -182,7 +187,7 @@ def resolve_model(model_cfg) -> dict:
 def check_layout(cfg, model: dict):
     """(layout, notes) of a point (contract/parallel.py): its grid and batch sizes,
     every relation checked; `model` (resolved) gets the vocabulary a tensor-parallel split
-    holds, padded as Megatron pads it where tp does not divide it, and `notes` says so.
+    holds, padded as Megatron pads it (contract/parallel.py's pad_vocabulary), and `notes` says so.
     ConfigError names every relation the point breaks, each with its values."""
     world = cfg.nodes * cfg.gpus_per_node
     try:
@@ -191,10 +196,10 @@ def check_layout(cfg, model: dict):
     except parallel.LayoutError as exc:
         raise ConfigError(str(exc)) from None
     name, notes = model.get("name"), []
-    if name not in parallel.MODELS:
+    if name not in parallel.layout_models():
         if not lay.is_data_parallel() or bad:
             raise ConfigError(f"parallel layouts ({lay.name() or 'dp=' + str(lay.dp)}) are built for "
-                              f"model={', '.join(parallel.MODELS)} only, not model={name}")
+                              f"model={', '.join(parallel.layout_models())} only, not model={name}")
         return lay, notes
     if cfg.framework.name not in parallel.FRAMEWORKS:
         if not lay.is_data_parallel():
@@ -203,13 +208,8 @@ def check_layout(cfg, model: dict):
     bad += parallel.model_violations(model, lay)
     if bad:
         raise ConfigError("; ".join(bad))
-    vocab = model.get("vocab_size")
-    if vocab and parallel.padded_vocab(vocab, lay.tp) != vocab:
-        model["data_vocab_size"], model["vocab_size"] = vocab, parallel.padded_vocab(vocab, lay.tp)
-        notes.append(f"vocabulary {vocab} padded to {model['vocab_size']} (a multiple of "
-                     f"{parallel.MEGATRON_VOCAB_MULTIPLE} x tp = {parallel.MEGATRON_VOCAB_MULTIPLE * lay.tp}),"
-                     " as Megatron-LM pads it")
-    return lay, notes
+    padded = parallel.pad_vocabulary(model, lay.tp)
+    return lay, notes + ([padded] if padded else [])
 
 
 def point_name(cfg, num: int, lay) -> str:
