@@ -26,7 +26,8 @@ import torch.distributed as torch_dist
 from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import accelerator, capability
-from contract import models, modes, parallel
+from contract import modes, parallel
+from contract.models import get as spec_of
 from frameworks.pytorch import context_parallel, expert_parallel, models, moe, parallelize, tensor_memory
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
@@ -76,7 +77,7 @@ class LMSession(TorchSession):
         """This rank's parts of the model (parallelize.py), its stages and parameter counts."""
         cfg, layout = spec.model, self.layout
         self.tied = self.family.tied(cfg)
-        experts = models.get(cfg["name"]).experts
+        experts = spec_of(cfg["name"]).experts   # a mixture of experts (its spec)
         if experts and cfg.get("dispatch", "standard") != "standard":
             raise capability.Unsupported(
                 f"model.dispatch={cfg['dispatch']} (DeepEP's kernels) needs GPUs: the CPU "

@@ -14,13 +14,14 @@ data=files trains from the files through a DataLoader (frameworks/pytorch/loader
 """
 from contract import models
 from frameworks.registry import resolve
+# Imported with the worker, before the harness caps the rank's memory (memory_limit_mb counts
+# from what the rank had imported then): torch and the sessions of the models without layouts.
+from frameworks.pytorch import session, special  # noqa: F401
 
 
 def session_of(name: str):
     """The session (a callable of spec and dist) of model `name`, imported here: the modules
-    of layouts (DTensor, pipelining, FSDP2, torchtitan) stay out of the other models' ranks,
-    whose memory cap (memory_limit_mb) counts from what the rank had imported when its
-    session was built."""
+    of layouts (DTensor, pipelining, FSDP2, torchtitan) stay out of the other models' ranks."""
     return resolve(models.get(name).pytorch_session)
 
 

@@ -118,3 +118,36 @@ def test_every_model_with_a_count_has_a_hand_figure_and_the_others_none():
     # a setting the count needs, unset: no count rather than a wrong one
     assert flops.flops_per_sample(dict(model_cfg("gpt", "tiny"), vocab_size=None)) is None
     assert flops.flops_per_sample({"name": "gpt9", "layers": 2}) is None
+
+
+@pytest.mark.parametrize("name", models.named(lambda s: "pytorch" in s.frameworks))
+def test_every_pytorch_model_trains_a_step_through_the_session_its_spec_names(name):
+    """One rank, the tiny size: PyTorch's worker finds the session by the spec alone."""
+    import torch
+
+    from contract import parallel
+    from frameworks.common.distenv import DistEnv
+    from frameworks.pytorch import worker
+    from tests.runspecs import run_spec
+    batch = 2
+    layout, bad = parallel.resolve({}, 1, batch)
+    assert bad == []
+    spec = run_spec(model=model_cfg(name, "tiny"), precision="fp32", amp_dtype=None, compile=False,
+                    batch_size=batch, seed=0, device="cpu", rendezvous_timeout_s=30,
+                    parallel=layout.as_dict())
+    session = worker.model_session(spec, DistEnv(0, 1, 0, 1, "127.0.0.1", 1))
+    assert torch.isfinite(torch.tensor(session.loss_value(session.step())))
+
+
+def test_the_worker_imports_torch_before_the_memory_cap_and_no_layout_module():
+    """The harness caps a rank's memory (memory_limit_mb) from what it had imported once the
+    adapter's worker is loaded: torch and the sessions of the models without layouts come
+    with it, the modules of layouts only with a language model's session."""
+    import subprocess
+    import sys
+    code = ("import sys; import frameworks.pytorch.worker; "
+            "print(all(m in sys.modules for m in ('torch', 'frameworks.pytorch.session', "
+            "'frameworks.pytorch.special')), 'torch.distributed.pipelining' in sys.modules, "
+            "'frameworks.pytorch.lm_session' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "False", "False"], out.stderr[-2000:]
