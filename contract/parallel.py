@@ -54,7 +54,6 @@ MODELS = ("gpt", "llama3", "deepseek_v3", "qwen3_moe")   # the models built on t
 CP_MODELS = ("llama3", "deepseek_v3", "qwen3_moe")       # the models whose attention splits the sequence
 EP_MODELS = ("deepseek_v3", "qwen3_moe")                 # the mixtures of experts (routed experts over ep)
 SP_MODELS = ("gpt", "llama3")               # the models with a sequence-parallel plan
-FRAMEWORKS = ("pytorch",)
 MEGATRON_VOCAB_MULTIPLE = 128  # Megatron-LM's make-vocab-size-divisible-by (default)
 DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
             "virtual_stages": 2, "sequence_parallel": False}

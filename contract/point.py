@@ -9,7 +9,7 @@ library only.
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from . import modes, paths
+from . import paths
 from .frozen import Settings
 from .parallel import Layout
 from .typed import build, plain
@@ -103,7 +103,8 @@ class Point:
     amp_dtype: Optional[str] = None
     compile: bool = False            # resolved: compile=auto is the framework's own choice
     compile_setting: object = None   # as given: "auto", true or false
-    mode: Optional[str] = None       # eager, jit, graph, ... (contract/modes.py)
+    mode: Optional[str] = None       # eager, jit, graph, ...: its framework's Modes (None: a
+                                     # point written before modes; run_spec names it)
     batch_size: int = 1              # per device and forward
     nodes: int = 1
     gpus_per_node: int = 1
@@ -139,8 +140,6 @@ class Point:
             d["parallel"] = Layout.of(d["parallel"])
         if d.get("compile_setting") is None:  # written before compile=auto: it was explicit
             d["compile_setting"] = d.get("compile", False)
-        if not d.get("mode"):
-            d["mode"] = modes.mode_name(d["framework"]["name"], d.get("compile", False))
         return build(cls, d, "point", unknown)
 
     def as_dict(self) -> dict:

@@ -31,6 +31,12 @@ class Cancelled(Exception):
     calls (common/profile.py) both know it without importing each other."""
 
 
+class Unsupported(Exception):
+    """This device or framework cannot run what the point asks for: the record says
+    `unsupported` with this one line. Here beside Cancelled, so that the registry
+    (frameworks/registry.py) raises it without importing the workers' runtime."""
+
+
 class StorageEnding(Exception):
     """A checkpoint's storage ended the rank: its class names the status (the harness
     records `status`), its message the path and the system's reason."""

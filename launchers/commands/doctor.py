@@ -39,13 +39,11 @@ from launchers.plan import one_point, points
 STEP_TIMEOUT_S = 180   # one step: queueing, the image's start, the framework's import
 ASK_TIMEOUT_S = 30     # one question to the controller
 # A rank's imports: the adapter's training session as a rank loads it (the suite's code in the
-# image's Python, then the framework), and the framework's version as the image has it. A
-# constant program; the framework and its module are its arguments.
+# image's Python, then the framework), and the framework's version as the image has it (the
+# module its adapter names). A constant program; the framework is its argument.
 VERSION_PROGRAM = ("import importlib, sys; from frameworks import registry; "
                    "a = registry.get(sys.argv[1]); a.load(a.bench('train').session); "
-                   "print(importlib.import_module(sys.argv[2]).__version__)")
-MODULES = {"pytorch": "torch", "tensorflow": "tensorflow", "jax": "jax", "paddle": "paddle",
-           "mindspore": "mindspore", "mxnet": "mxnet", "oneflow": "oneflow"}
+                   "print(importlib.import_module(a.import_name).__version__)")
 
 
 class Doctor:
@@ -188,8 +186,7 @@ class Doctor:
         box = containers.step(point, image)
         python = point.cluster.container_python or "python"
         argv = ["--nodes=1", "--ntasks=1", "--time=3", f"--chdir={points.ROOT}", *box.srun,
-                *[str(a) for a in point.cluster.srun_args], *box.wrap, python, "-c", VERSION_PROGRAM, fw,
-                MODULES.get(fw, fw)]
+                *[str(a) for a in point.cluster.srun_args], *box.wrap, python, "-c", VERSION_PROGRAM, fw]
         env = containers.environ(point, self.ask_env(root_on_path=True))
         code, text = self.step(argv, env=env)
         last = text.splitlines()[-1] if text else ""

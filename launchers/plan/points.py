@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from contract import checkpoint, modes, parallel, paths, records, typed, values
 from contract.point import Point
 from contract.spec import RunSpec
+from frameworks import registry
 from frameworks.common import datafiles
 from launchers.backends import auto
 from launchers.health import settings as health_settings
@@ -142,8 +143,9 @@ def check_checkpoint(cfg) -> None:
         if bench != "train":
             raise ConfigError(f"checkpoint.every applies to bench=train, not bench={bench} "
                               "(bench=checkpoint measures one save and load per repeat)")
-        if cfg.framework.name != "pytorch":
-            raise ConfigError(f"checkpoint.every is built for framework=pytorch, not {cfg.framework.name}")
+        if not adapter(cfg).checkpoints:
+            raise ConfigError(f"checkpoint.every is built for framework="
+                              f"{', '.join(registry.which('checkpoints'))}, not {cfg.framework.name}")
         if (cfg.get("data") or {}).get("source") == datafiles.FILES:
             raise ConfigError("checkpoint.every is built for synthetic data, not data=files")
     if bench == "checkpoint":
@@ -163,10 +165,19 @@ def compile_setting(cfg):
         raise ConfigError(str(exc)) from None
 
 
+def adapter(cfg) -> registry.Adapter:
+    """The point's framework's adapter (frameworks/<name>/__init__.py), or ConfigError."""
+    name, known = cfg.framework.name, registry.names()
+    if name not in known:
+        raise ConfigError(f"framework={name} has no adapter (no frameworks/{name}/__init__.py; "
+                          f"the suite's: {', '.join(known)})")
+    return registry.get(name)
+
+
 def compiled(cfg) -> bool:
     """Whether the point runs its framework's compiled mode: `compile=auto` resolved by
-    contract/modes.py (the framework's recommended mode)."""
-    return modes.compiled(cfg.framework.name, compile_setting(cfg))
+    its adapter's modes (the framework's recommended mode)."""
+    return adapter(cfg).modes.compiled(compile_setting(cfg))
 
 
 def resolve_model(model_cfg) -> dict:
@@ -196,10 +207,10 @@ def check_layout(cfg, model: dict):
             raise ConfigError(f"parallel layouts ({lay.name() or 'dp=' + str(lay.dp)}) are built for "
                               f"model={', '.join(parallel.MODELS)} only, not model={name}")
         return lay, notes
-    if cfg.framework.name not in parallel.FRAMEWORKS:
+    if not adapter(cfg).layouts:
         if not lay.is_data_parallel():
             raise ConfigError(f"parallel layouts ({lay.name()}) are built for framework="
-                              f"{', '.join(parallel.FRAMEWORKS)} only, not {cfg.framework.name}")
+                              f"{', '.join(registry.which('layouts'))} only, not {cfg.framework.name}")
     bad += parallel.model_violations(model, lay)
     if bad:
         raise ConfigError("; ".join(bad))
@@ -296,7 +307,7 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> Point:
         "amp_dtype": config["precision"]["amp_dtype"],
         "compile": is_compiled,           # resolved: compile=auto is the framework's own choice
         "compile_setting": setting,       # as given: "auto", true or false
-        "mode": modes.mode_name(config["framework"]["name"], is_compiled),  # eager, jit, graph, ...
+        "mode": adapter(cfg).modes.name(is_compiled),  # eager, jit, graph, ...
         "batch_size": lay.micro_batch_size,  # per device and forward: batch_size, or micro_batch_size
         **{key: config[key] for key in ("nodes", "gpus_per_node")},
         "world_size": config["nodes"] * config["gpus_per_node"],
@@ -341,7 +352,8 @@ def run_spec(point: Point, repeat: int) -> RunSpec:
         precision=point.precision, batch_size=point.batch_size, warmup_steps=point.warmup_steps,
         measure_steps=point.measure_steps, record_dir=point.repeat_dir(repeat), bench=point.bench,
         bench_options=point.bench_options, amp_dtype=point.amp_dtype, compile=point.compile,
-        compile_setting=point.compile_setting, mode=point.mode, device=point.device,
+        compile_setting=point.compile_setting, device=point.device,
+        mode=point.mode or registry.get(point.framework.name).modes.name(point.compile),
         seed=point.seed, rendezvous_timeout_s=point.rendezvous_timeout_s,
         options=point.framework.options, memory_limit_mb=point.memory_limit_mb,
         parallel=point.parallel, suite_commit=point.suite_commit, config=point.config,

@@ -103,6 +103,13 @@ def test_bad_compile_and_recipe_values_are_one_line(override, message):
         points.validate(cfg)
 
 
+def test_a_framework_without_an_adapter_is_one_line(tmp_path):
+    with pytest.raises(points.ConfigError) as info:
+        points.make_point(cfg_of("preset=smoke", "framework.name=caffe"), tmp_path, 0)
+    assert str(info.value) == ("framework=caffe has no adapter (no frameworks/caffe/__init__.py; the "
+                               "suite's: jax, mindspore, mxnet, oneflow, paddle, pytorch, tensorflow)")
+
+
 @pytest.mark.parametrize("override,problem", [
     ("compile=auto", None), ("compile=true", None), ("compile=false", None),
     ("compile=maybe", "compile must be auto, true or false, got 'maybe'"),
