@@ -15,7 +15,8 @@ never run Hydra: they read the run spec the driver writes for them.
 """
 import sys
 
-from launchers.plan import one_point, points, precheck
+from launchers.plan import one_point, precheck
+from launchers.suite import ROOT
 
 
 def run_point() -> None:
@@ -31,7 +32,7 @@ def run_point() -> None:
 
     # An absolute path: the same conf/ whether run as `python -m launch` or as the installed
     # `dlbench` command (where Hydra would otherwise look for a package named conf).
-    @hydra.main(config_path=str(points.ROOT / "conf"), config_name="config", version_base=None)
+    @hydra.main(config_path=str(ROOT / "conf"), config_name="config", version_base=None)
     def one(cfg) -> None:
         hc = HydraConfig.get()
         multirun = hc.mode == RunMode.MULTIRUN

@@ -17,7 +17,9 @@ from launchers import repeats
 from launchers.backends import ports, step, worker
 from launchers.backends.base import Launcher
 from launchers.health import preflight, step as health_step
-from launchers.plan import points, search
+from launchers import sweepdir
+from launchers.plan import search
+from launchers.suite import ROOT, ConfigError
 
 
 class Processes(step.Ranks):
@@ -89,7 +91,7 @@ class LocalLauncher(Launcher):
 
     def check(self, point) -> None:
         if point.nodes != 1:
-            raise points.ConfigError(f"launcher=local runs on one node; nodes={point.nodes} "
+            raise ConfigError(f"launcher=local runs on one node; nodes={point.nodes} "
                                      "needs launcher=slurm")
         super().check(point)
 
@@ -102,7 +104,7 @@ class LocalLauncher(Launcher):
             elif point.search is not None:
                 search.run(point, self, print)
             else:
-                points.write_point(point)
+                sweepdir.write_point(point)
                 repeats.run_point(point.dir, self, print)
 
     def describe(self, point) -> str:
@@ -135,7 +137,7 @@ class LocalLauncher(Launcher):
         for rank in range(point.world_size):
             with open(os.path.join(folder, paths.rank_log_name(rank)), "w") as log:
                 try:
-                    procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
+                    procs.append(subprocess.Popen(argv, cwd=ROOT, env=rank_env(point, rank, port),
                                                   stdout=log, stderr=subprocess.STDOUT,
                                                   start_new_session=True))
                 except OSError as exc:  # not an interpreter at all: the repeat fails, saying so

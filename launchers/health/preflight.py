@@ -23,7 +23,7 @@ import time
 
 from contract import paths, records, statuses
 from launchers.health import verdict as health_verdict
-from launchers.plan import points
+from launchers import sweepdir
 
 
 class Unhealthy(Exception):
@@ -85,7 +85,7 @@ def left_out(state: dict) -> str:
 def passes(point, launcher, log=print) -> bool:
     """The point's preflight in `launcher`'s allocation. True: run the repeats here. False:
     this allocation is done with (the point resubmitted, or unhealthy)."""
-    if not point.preflight or points.recorded(point) == point.repeats:
+    if not point.preflight or sweepdir.recorded(point) == point.repeats:
         return True
     state = read(point.dir) or _fresh(point)
     verdict = _attempt(point, state, launcher)

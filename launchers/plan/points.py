@@ -9,28 +9,22 @@ folder per repeat below it:
     SWEEP/points/000-.../repeat-00/{spec.json, rank-00000.json, ..., run.json}
 """
 import copy
-import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from contract import checkpoint, modes, parallel, paths, records, typed, values
+from contract import checkpoint, modes, parallel, paths, typed, values
 from contract.point import Point
 from contract.spec import RunSpec
 from frameworks.common import datafiles
 from launchers.backends import auto
+from launchers import suite
 from launchers.health import settings as health_settings
+from launchers.suite import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-POINT_SCHEMA = paths.POINT_SCHEMA
 CONTAINER_RUNTIMES = ("pyxis", "apptainer", "charliecloud")  # launchers/backends/containers.py
-
-
-class ConfigError(ValueError):
-    """Bad input, said in one line."""
 
 
 def _positive(cfg, key, minimum=1):
@@ -232,20 +226,6 @@ def point_name(cfg, num: int, lay) -> str:
     return "-".join(parts)
 
 
-def suite_commit() -> str:
-    """The suite's git commit, marked dirty when the tree has changes; None outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=10)
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return head.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def launcher_settings(config: dict) -> dict:
     """The point's launcher settings from its resolved config; `launcher=auto` resolved
     (launchers/backends/auto.py), saying why."""
@@ -310,28 +290,13 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> Point:
         "cluster": config.get("cluster"),
         "overrides": list(overrides),
         "config": config,
-        "suite_commit": suite_commit() if commit is COMMIT else commit,
+        "suite_commit": suite.commit() if commit is COMMIT else commit,
         "created_unix": time.time(),
     }
     try:
         return Point.from_dict(point, unknown="refuse")
     except (typed.UnknownKey, TypeError) as exc:
         raise ConfigError(str(exc)) from None
-
-
-def write_point(point: Point) -> None:
-    os.makedirs(point.dir, exist_ok=True)
-    records.write_json_atomic(os.path.join(point.dir, paths.POINT_FILE), point.as_dict())
-
-
-def read_point(point_dir) -> Point:
-    with open(os.path.join(point_dir, paths.POINT_FILE)) as f:
-        return Point.from_dict(json.load(f))
-
-
-def recorded(point: Point) -> int:
-    """How many of the point's repeats are recorded (their run.json exists)."""
-    return sum(os.path.exists(os.path.join(rdir, paths.RUN_FILE)) for rdir in point.repeat_dirs)
 
 
 def run_spec(point: Point, repeat: int) -> RunSpec:

@@ -31,34 +31,34 @@ from pathlib import Path
 
 from contract import paths, records, statuses, values
 from contract.frozen import Settings
-from launchers import repeats
-from launchers.plan import points
+from launchers import repeats, sweepdir
+from launchers.suite import ConfigError
 
 SCHEMA = paths.SEARCH_SCHEMA
 DEFAULTS = {"start": None, "max": None, "tolerance": 0.05}
 
 
 def settings(point) -> dict:
-    """The point's search settings, checked; raises points.ConfigError."""
+    """The point's search settings, checked; raises ConfigError."""
     s = point.search
     if not isinstance(s, Mapping) or not isinstance(s.get("key"), str):
-        raise points.ConfigError("search needs a key, e.g. search={key:model.num_classes,start:1024}")
+        raise ConfigError("search needs a key, e.g. search={key:model.num_classes,start:1024}")
     unknown = set(s) - {"key", *DEFAULTS}
     if unknown:
-        raise points.ConfigError(f"unknown search setting(s) {', '.join(sorted(unknown))} "
+        raise ConfigError(f"unknown search setting(s) {', '.join(sorted(unknown))} "
                                  f"(valid: key, {', '.join(DEFAULTS)})")
     s = {**DEFAULTS, **s}
     current = _get(point, s["key"])
     if not values.is_integer(current):
-        raise points.ConfigError(f"search key {s['key']!r} is not an integer setting of this point")
+        raise ConfigError(f"search key {s['key']!r} is not an integer setting of this point")
     s["start"] = current if s["start"] is None else s["start"]
     s["max"] = s["start"] * 2**20 if s["max"] is None else s["max"]
     for name in ("start", "max"):
-        values.integer(s[name], f"search.{name}", error=points.ConfigError)
+        values.integer(s[name], f"search.{name}", error=ConfigError)
     if s["max"] < s["start"]:
-        raise points.ConfigError(f"search.max ({s['max']}) is below search.start ({s['start']})")
+        raise ConfigError(f"search.max ({s['max']}) is below search.start ({s['start']})")
     if not values.is_number(s["tolerance"]) or not 0 < s["tolerance"] < 1:
-        raise points.ConfigError(f"search.tolerance must be a fraction in (0, 1), got {s['tolerance']!r}")
+        raise ConfigError(f"search.tolerance must be a fraction in (0, 1), got {s['tolerance']!r}")
     return s
 
 
@@ -150,7 +150,7 @@ def outcome(point, ended: list) -> str:
         return "oom"
     for repeat, st in enumerate(ended):
         if st == "failed":  # a rank out of memory, its peers failing on the broken collective
-            ranks = repeats.read_rank_records(point.repeat_dir(repeat), point.world_size)
+            ranks = sweepdir.read_rank_records(point.repeat_dir(repeat), point.world_size)
             if any(r is not None and r["status"] == "oom" for r in ranks.values()):
                 return "oom"
     return statuses.worst(ended) if ended else "failed"
@@ -216,7 +216,7 @@ def run(base, launcher, log=print) -> dict:
             log(f"search {s['key']}={value}: {known[value]['outcome']} (in the ledger; not tried again)")
             return known[value]["outcome"]
         p = try_point(base, s, value)
-        points.write_point(p)
+        sweepdir.write_point(p)
         statuses = repeats.run_point(p.dir, launcher, log)
         result = outcome(p, statuses)
         ledger["tries"].append({"value": value, "point": p.name, "outcome": result,

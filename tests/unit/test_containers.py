@@ -14,9 +14,10 @@ from contract import paths
 from launchers.backends import containers
 from launchers.backends.slurm import srun
 from launchers.plan import points
+from launchers.suite import ROOT
 from tests.unit.test_points import cfg_of
 
-ROOT = str(points.ROOT)
+ROOT = str(ROOT)
 NGC = "nvcr.io#nvidia/pytorch:24.05-py3"
 SPEC = "/sweep/points/p/repeat-00/spec.json"
 

@@ -12,9 +12,10 @@ from hydra import compose, initialize_config_dir
 from frameworks import registry
 from frameworks.common import datafiles, distenv, harness
 from launchers.plan import points
+from launchers.suite import ROOT
 from tests.runspecs import run_spec, stand_in
 
-CONF = str(points.ROOT / "conf")
+CONF = str(ROOT / "conf")
 
 
 def cfg_of(*overrides):
@@ -72,7 +73,7 @@ def test_bad_data_settings(images, tmp_path, overrides, message):
 def test_an_empty_data_path_is_refused_in_one_line_before_anything_runs(tmp_path):
     (tmp_path / "empty").mkdir()
     p = subprocess.run([sys.executable, "-m", "launch", "data=files", f"data.path={tmp_path}/empty",
-                        f"hydra.run.dir={tmp_path}/sweep"], cwd=points.ROOT, capture_output=True,
+                        f"hydra.run.dir={tmp_path}/sweep"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr == (f"error: data.path '{tmp_path}/empty' holds nothing for resnet50 "

@@ -11,8 +11,9 @@ import launch
 from healthchecks import nodechecks
 from contract.point import Expect
 from launchers.plan import points
+from launchers.suite import ROOT
 
-CONF = str(points.ROOT / "conf")
+CONF = str(ROOT / "conf")
 BAD = [
     ("health.min_fraction=0", "health.min_fraction must be a number in (0, 1], got 0"),
     ("health.min_fraction=1.2", "health.min_fraction must be a number in (0, 1], got 1.2"),
@@ -90,7 +91,7 @@ def test_launch_health_refuses_in_one_line_and_exit_2(override, message, capsys,
 
 def test_a_sweep_with_bad_health_settings_runs_nothing(tmp_path):
     r = subprocess.run([sys.executable, "-m", "launch", "-m", "preset=smoke", "preflight=true,false",
-                        "health.retries=-2", f"hydra.sweep.dir={tmp_path / 's'}"], cwd=points.ROOT,
+                        "health.retries=-2", f"hydra.sweep.dir={tmp_path / 's'}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1].startswith(

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 NOWHERE = "/nonexistent/dlbench/slurm.conf"
 

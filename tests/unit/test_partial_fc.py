@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from frameworks.pytorch.special import PartialFC, shard_rows
 from contract.point import Point
 from launchers.plan import points, search
+from launchers.suite import ROOT
 
 EMB, CLASSES, BATCH, SCALE, MARGIN = 8, 7, 5, 16.0, 0.3   # 7 classes: uneven shards of 4 and 3
 
@@ -201,7 +202,7 @@ def test_memory_cap_makes_oom_reachable_and_is_lifted_after(mib, status):
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-c", CAPPED, str(mib)], capture_output=True, text=True,
-                         cwd=points.ROOT, timeout=120)
+                         cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1]) == [status, True]
 

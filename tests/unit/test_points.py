@@ -6,8 +6,9 @@ from contract import spec as specs
 from contract.point import Framework, Point
 from launchers.backends import worker
 from launchers.plan import points
+from launchers.suite import ROOT
 
-CONF = str(points.ROOT / "conf")
+CONF = str(ROOT / "conf")
 
 
 def cfg_of(*overrides):

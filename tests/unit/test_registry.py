@@ -9,7 +9,7 @@ import pytest
 from contract import modes
 from frameworks import registry
 from frameworks.common.capability import Unsupported
-from launchers.plan import points
+from launchers.suite import ROOT
 
 FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "paddle", "mxnet", "mindspore", "oneflow",
                      "numpy")
@@ -33,7 +33,7 @@ def test_reading_the_adapters_imports_no_framework():
     code = ("import sys; from frameworks import registry; "
             f"[registry.get(n) for n in {sorted(modes.MODES)!r}]; "
             f"print(sorted(m for m in {FRAMEWORK_MODULES!r} if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=points.ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -58,7 +58,7 @@ def test_every_reference_names_what_its_module_defines():
         for ref in refs:
             module, _, attr = ref.partition(":")
             assert module.startswith("."), ref   # relative to the framework's package
-            path = points.ROOT / "frameworks" / name / (module[1:].replace(".", "/") + ".py")
+            path = ROOT / "frameworks" / name / (module[1:].replace(".", "/") + ".py")
             assert path.exists() and _defines(path, attr), (name, ref)
 
 

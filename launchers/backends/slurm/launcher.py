@@ -49,7 +49,8 @@ from launchers.backends.slurm import arrays, job, nodes, preview, sacct, srun, s
 from launchers.backends.slurm.allocation import Allocation, AllocationEnding, log
 from launchers.backends.slurm.step_watch import SrunRanks
 from launchers.health import preflight, step as health_step
-from launchers.plan import points, search
+from launchers.plan import search
+from launchers.suite import ROOT, ConfigError
 
 SHAPE = ("nodes", "gpus_per_node", "world_size")  # an allocation's: the same for every try
 HEALTH_POLL_S = 0.5
@@ -69,13 +70,13 @@ class SlurmLauncher(Launcher):
     def check(self, point) -> None:
         super().check(point)
         if point.search is not None and search.settings(point)["key"] in SHAPE:
-            raise points.ConfigError(f"search key {point.search['key']} changes the allocation; on "
+            raise ConfigError(f"search key {point.search['key']} changes the allocation; on "
                                      "Slurm a search runs inside one allocation (sweep it instead: "
                                      "-m nodes=1,2,4)")
         containers.check_settings(point)
         most = point.cluster.max_gpus_per_node
         if point.cluster.gpus and most and point.gpus_per_node > int(most):
-            raise points.ConfigError(f"gpus_per_node={point.gpus_per_node} is more than cluster "
+            raise ConfigError(f"gpus_per_node={point.gpus_per_node} is more than cluster "
                                      f"{point.cluster.name} has per node ({most})")
 
     def submit(self, pts: list, dry_run: bool = False) -> None:
@@ -149,7 +150,7 @@ class SlurmLauncher(Launcher):
             unknown = unknown + 1 if state is None else 0  # neither squeue nor sacct knows it
             if state == "PENDING" and (info.get("reason") or "").startswith(NEVER):
                 subprocess.run(["scancel", str(queued.job_id)], capture_output=True, timeout=30)
-                raise points.ConfigError(f"Slurm will not start the health job of {point.nodes} "
+                raise ConfigError(f"Slurm will not start the health job of {point.nodes} "
                                          f"node(s): {info['reason']} (the job is cancelled)")
             if state == "PENDING" and said != state:
                 print(f"health: waiting for an allocation ({info.get('reason') or 'queued'})", flush=True)
@@ -219,7 +220,7 @@ class SlurmLauncher(Launcher):
                 "started_unix": time.time()})
         self.log(f"{what}: {shlex.join(argv)}")
         with open(os.path.join(folder, paths.SRUN_LOG), "w") as out:
-            proc = subprocess.Popen(argv, cwd=points.ROOT, env=srun.step_env(point, alloc.master, port),
+            proc = subprocess.Popen(argv, cwd=ROOT, env=srun.step_env(point, alloc.master, port),
                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         return SrunRanks(proc, folder, point, alloc, self.log)
 
@@ -242,7 +243,7 @@ class SlurmLauncher(Launcher):
         try:
             (queued,) = job.submit_group([(point, job.read_slurm_json(point.dir), False)],
                                          PointDriver, exclude=sorted(state["excluded"]))
-        except points.ConfigError as exc:  # sbatch refused the exclusion: no node left to run on
+        except ConfigError as exc:  # sbatch refused the exclusion: no node left to run on
             raise preflight.Unhealthy(f"{exc}; left out: {preflight.left_out(state)}") from None
         return str(queued.job_id)
 
