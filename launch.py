@@ -10,7 +10,7 @@
 Hydra composes conf/ into one config per sweep point (the suite's own sweeper and
 launcher, hydra_plugins/dlbench_launcher); every point is validated and checked before
 any runs (launchers/plan/sweep.py), written to SWEEP/points/<name>/point.json and handed to
-its launcher object, `launcher=auto` by default (launchers/backends/auto.py). Ranks
+its launcher object, `launcher=auto` by default (launchers/auto.py). Ranks
 never run Hydra: they read the run spec the driver writes for them.
 """
 import sys

@@ -16,7 +16,7 @@ search and the preflight call.
 """
 import importlib
 
-# launcher=auto is one of them, chosen by launchers/backends/auto.py
+# launcher=auto is one of them, chosen by launchers/auto.py
 BACKENDS = {"local": ("launchers.backends.local", "LocalLauncher"),
             "slurm": ("launchers.backends.slurm.launcher", "SlurmLauncher")}
 LAUNCHERS = tuple(BACKENDS)

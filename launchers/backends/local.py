@@ -13,12 +13,11 @@ import time
 
 from contract import spec as specs
 from contract import paths, statuses
-from launchers import repeats
+from launchers import sweepdir
 from launchers.backends import ports, step, worker
 from launchers.backends.base import Launcher
-from launchers.health import preflight, step as health_step
-from launchers import sweepdir
-from launchers.plan import search
+from launchers.driver import preflight, repeats, search
+from launchers.health import step as health_step
 from launchers.suite import ROOT, ConfigError
 
 
@@ -97,7 +96,7 @@ class LocalLauncher(Launcher):
 
     def submit(self, pts: list, dry_run: bool = False) -> None:
         """The sweep's local points, one after another; a search runs here, one try after
-        another (launchers/plan/search.py)."""
+        another (launchers/driver/search.py)."""
         for point in pts:
             if dry_run:
                 print(search.describe(point) if point.search is not None else self.describe(point))

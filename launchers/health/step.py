@@ -3,7 +3,7 @@ the point's launcher object in its allocation (`launcher.start_health`: one srun
 Slurm, processes here) and to its end by the step runner (launchers/backends/step.py), then
 the verdict (launchers/health/verdict.py).
 
-    run(point, hdir, launcher)     the driver's preflight (launchers/health/preflight.py) and
+    run(point, hdir, launcher)     the driver's preflight (launchers/driver/preflight.py) and
                                    `launch health` (launchers/health/command.py)
 
 Each rank runs healthchecks/rank.py in the PyTorch framework's Python: the

@@ -16,12 +16,12 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from contract import checkpoint, modes, parallel, paths, typed, values
+from contract.frozen import Settings
 from contract.point import Point
-from contract.spec import RunSpec
 from frameworks.common import datafiles
-from launchers.backends import auto
-from launchers import suite
+from launchers import auto, suite
 from launchers.health import settings as health_settings
+from launchers.plan import search
 from launchers.suite import ConfigError
 
 CONTAINER_RUNTIMES = ("pyxis", "apptainer", "charliecloud")  # launchers/backends/containers.py
@@ -228,7 +228,7 @@ def point_name(cfg, num: int, lay) -> str:
 
 def launcher_settings(config: dict) -> dict:
     """The point's launcher settings from its resolved config; `launcher=auto` resolved
-    (launchers/backends/auto.py), saying why."""
+    (launchers/auto.py), saying why."""
     settings = copy.deepcopy(config["launcher"])
     if settings.get("name") == "auto":
         settings["name"], settings["auto"] = auto.choose()
@@ -285,7 +285,7 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> Point:
         "memory_limit_mb": config.get("memory_limit_mb"),
         "preflight": bool(config.get("preflight")),
         "health": health(cfg),            # checked; `checks` resolved to names
-        "search": config.get("search"),   # checked in launchers/plan/search.py
+        "search": config.get("search"),   # checked and completed below (plan/search.py)
         "launcher": launcher_settings(config),
         "cluster": config.get("cluster"),
         "overrides": list(overrides),
@@ -294,20 +294,9 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> Point:
         "created_unix": time.time(),
     }
     try:
-        return Point.from_dict(point, unknown="refuse")
+        made = Point.from_dict(point, unknown="refuse")
     except (typed.UnknownKey, TypeError) as exc:
         raise ConfigError(str(exc)) from None
-
-
-def run_spec(point: Point, repeat: int) -> RunSpec:
-    """What one repeat's workers read: the point's settings, the repeat, where to write."""
-    return RunSpec(
-        point=point.name, repeat=repeat, framework=point.framework.name, model=point.model,
-        precision=point.precision, batch_size=point.batch_size, warmup_steps=point.warmup_steps,
-        measure_steps=point.measure_steps, record_dir=point.repeat_dir(repeat), bench=point.bench,
-        bench_options=point.bench_options, amp_dtype=point.amp_dtype, compile=point.compile,
-        compile_setting=point.compile_setting, mode=point.mode, device=point.device,
-        seed=point.seed, rendezvous_timeout_s=point.rendezvous_timeout_s,
-        options=point.framework.options, memory_limit_mb=point.memory_limit_mb,
-        parallel=point.parallel, suite_commit=point.suite_commit, config=point.config,
-        container=point.container)
+    if made.search is not None:  # whole from here on: the driver and the backends read it as it is
+        made = made.replace(search=Settings(search.settings(made)))
+    return made

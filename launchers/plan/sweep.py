@@ -13,8 +13,7 @@ import sys
 from dataclasses import dataclass
 
 import launchers
-from launchers.backends import auto
-from launchers import suite
+from launchers import auto, suite
 from launchers.plan import exclude, points
 from launchers.suite import ConfigError
 

@@ -13,6 +13,7 @@ import pytest
 from contract import paths
 from launchers.backends import containers
 from launchers.backends.slurm import srun
+from launchers.driver import run_spec
 from launchers.plan import points
 from launchers.suite import ROOT
 from tests.unit.test_points import cfg_of
@@ -187,7 +188,7 @@ def test_stamped_hashes_each_image_once_and_the_spec_carries_it(monkeypatch, tmp
     pts = [make("cluster=example_site", f"seed={s}") for s in range(3)] + [make("cluster=localtest")]
     got = containers.stamped(pts)
     assert calls == [NGC] and [p.container for p in got] == [{"image": NGC}] * 3 + [None]
-    assert points.run_spec(got[0], 0).as_dict()["container"] == {"image": NGC}
+    assert run_spec.of(got[0], 0).as_dict()["container"] == {"image": NGC}
     assert paths.SPEC_SCHEMA  # the spec file keeps its schema: `container` is one more key
 
 

@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from frameworks import registry
 from frameworks.common import datafiles, distenv, harness
+from launchers.driver.run_spec import of as spec_of
 from launchers.plan import points
 from launchers.suite import ROOT
 from tests.runspecs import run_spec, stand_in
@@ -42,7 +43,7 @@ def test_files_point_is_named_and_its_path_made_absolute(images, tmp_path, monke
     point = points.make_point(cfg_of("data=files", "data.path=ds", "data.workers=3"), tmp_path, 1)
     assert point.name == "001-pytorch-resnet50-fp32-1x1-bs8-files-w3"
     assert point.config.data.path == str(images)
-    spec = points.run_spec(point, 0)  # a RunSpec, as the worker reads it from the file
+    spec = spec_of(point, 0)  # a RunSpec, as the worker reads it from the file
     assert datafiles.settings(spec)["workers"] == 3
 
 

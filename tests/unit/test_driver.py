@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 from contract import spec as specs
 from contract import paths, records
-from launchers import repeats
-from launchers.plan import points
 from launchers import sweepdir
+from launchers.driver import repeats
+from launchers.plan import points
 from tests.unit.test_points import cfg_of
 
 

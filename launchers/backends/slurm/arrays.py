@@ -7,7 +7,7 @@ import os
 from contract import paths
 from launchers.backends.slurm import job, nodes, sacct
 from launchers import sweepdir
-from launchers.health import preflight
+from launchers.driver import preflight
 
 
 def shapes(pts: list) -> list:

@@ -13,10 +13,9 @@ import shutil
 import time
 
 from contract import paths, records, statuses
-from launchers.backends.worker import WorkerUnavailable
-from launchers.health import preflight
 from launchers import sweepdir
-from launchers.plan import points
+from launchers.backends.worker import WorkerUnavailable
+from launchers.driver import preflight, run_spec
 
 
 def set_aside(rdir: str) -> None:
@@ -54,7 +53,7 @@ def run_repeat(point, repeat: int, launcher) -> dict:
     (statuses.run_outcome)."""
     rdir = point.repeat_dir(repeat)
     _fresh(rdir)
-    spec_path = sweepdir.write_spec(rdir, points.run_spec(point, repeat))
+    spec_path = sweepdir.write_spec(rdir, run_spec.of(point, repeat))
     started = time.time()
     world = point.world_size
     rank_ends, cause, lost = {}, None, []
@@ -98,7 +97,7 @@ def _not_run(point, repeat: int, because: dict) -> dict:
 
 def run_point(point_dir: str, launcher, log=print):
     """Run every repeat of the point not yet recorded, with `launcher` (the backend's object,
-    in its allocation), once the point's preflight passes (launchers/health/preflight.py);
+    in its allocation), once the point's preflight passes (launchers/driver/preflight.py);
     return the statuses of all, or None when the preflight gave the allocation up."""
     point = sweepdir.read_point(point_dir)
     if not preflight.passes(point, launcher, log):

@@ -1,7 +1,7 @@
 """preflight=true: the health checks in a point's allocation before its first repeat
 (docs/health.md, "Preflight").
 
-The repeat loop (launchers/repeats.py) calls `passes(point, launcher)` in each allocation it
+The repeat loop (launchers/driver/repeats.py) calls `passes(point, launcher)` in each allocation it
 gets while repeats are unrecorded, with the backend's launcher object in that allocation:
 one health step (`launcher.health_step`, launchers/health/step.py). All healthy: the
 repeats run there. A node sick, or the sending end of a slow link
@@ -22,8 +22,8 @@ import os
 import time
 
 from contract import paths, records, statuses
-from launchers.health import verdict as health_verdict
 from launchers import sweepdir
+from launchers.health import verdict as health_verdict
 
 
 class Unhealthy(Exception):
