@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from frameworks import registry
 from frameworks.common import datafiles, distenv, harness
 from launchers.driver.run_spec import of as spec_of
-from launchers.plan import points
+from launchers.plan import checks, points
 from launchers.suite import ROOT
 from tests.runspecs import run_spec, stand_in
 
@@ -67,7 +67,7 @@ def test_bad_data_settings(images, tmp_path, overrides, message):
         ((k, v) for k, v in fill.items() if k in o), ("", ""))]]
     message = message.replace("EMPTY", fill["EMPTY"]).replace("DS", fill["DS"])
     with pytest.raises(points.ConfigError) as e:
-        points.validate(cfg_of(*overrides))
+        checks.validate(cfg_of(*overrides))
     assert str(e.value) == message
 
 

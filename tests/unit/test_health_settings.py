@@ -1,5 +1,5 @@
 """Bad `health.*` input is refused in one line before anything runs, by `launch health` and by
-a sweep alike (launchers/health/settings.py, through points.validate)."""
+a sweep alike (launchers/health/settings.py, through launchers/plan/checks.py)."""
 import os
 import subprocess
 import sys
@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 import launch
 from healthchecks import nodechecks
 from contract.point import Expect
-from launchers.plan import points
+from launchers.plan import checks, points
 from launchers.suite import ROOT
 
 CONF = str(ROOT / "conf")
@@ -47,7 +47,7 @@ def cfg_of(*overrides):
 @pytest.mark.parametrize("override,message", BAD)
 def test_a_point_with_bad_health_settings_is_refused(override, message):
     with pytest.raises(points.ConfigError) as err:
-        points.validate(cfg_of(override))
+        checks.validate(cfg_of(override))
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 

@@ -6,7 +6,7 @@ from contract import spec as specs
 from contract.point import Framework, Point
 from launchers.backends import worker
 from launchers.driver import run_spec
-from launchers.plan import points
+from launchers.plan import checks, points
 from launchers.suite import ROOT
 
 CONF = str(ROOT / "conf")
@@ -42,10 +42,10 @@ def test_full_size_is_the_default():
 def test_validate(override, message):
     cfg = cfg_of(override)
     if message is None:
-        points.validate(cfg)
+        checks.validate(cfg)
     else:
         with pytest.raises(points.ConfigError, match=message):
-            points.validate(cfg)
+            checks.validate(cfg)
 
 
 def test_missing_interpreter_is_named(tmp_path):
@@ -102,7 +102,7 @@ def test_a_point_written_before_auto_still_makes_a_spec(tmp_path):
 def test_bad_compile_and_recipe_values_are_one_line(override, message):
     cfg = cfg_of("model=bert_base", override)
     with pytest.raises(points.ConfigError, match=message):
-        points.validate(cfg)
+        checks.validate(cfg)
 
 
 @pytest.mark.parametrize("override,problem", [
