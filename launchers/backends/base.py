@@ -4,7 +4,8 @@ launchers/backends/slurm/launcher.py) over this base, and what they share to sta
 The sweep (launchers/plan/sweep.py) gets the object from `launchers.get(name)` and calls
 `check` for every point before any runs, then `submit` with all of its points. In the
 allocation (here, or the Slurm driver's), the driver (launchers/driver/: the repeat loop,
-the preflight, the search) is handed the object and call `start_repeat`, `health_step`, `where` and `resubmit_without`;
+the preflight, the search) is handed the object and calls `start_repeat`, `health_step`,
+`where` and `resubmit_without`;
 `launch health` (launchers/health/command.py) calls `health`. Nothing outside a backend
 asks which backend it holds.
 """

@@ -20,6 +20,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from contract import values
+from contract.point import CONTAINER_RUNTIMES
 from launchers.suite import ROOT, ConfigError
 
 HASH_CHUNK = 1 << 20
@@ -79,13 +81,12 @@ class Charliecloud:
 
 
 KINDS = {r.name: r for r in (Pyxis(), Apptainer(), Charliecloud())}
-RUNTIMES = tuple(KINDS)
 
 
 def get(name: str):
+    """The runtime object of a point's cluster.container_runtime (its choices: contract/point.py)."""
     if name not in KINDS:
-        raise ConfigError(f"cluster.container_runtime must be one of {', '.join(RUNTIMES)}, "
-                                 f"got {name!r}")
+        values.choice(name, "cluster.container_runtime", CONTAINER_RUNTIMES, error=ConfigError)
     return KINDS[name]
 
 

@@ -4,16 +4,17 @@
         'search={key:model.num_classes,start:1024,max:16777216,tolerance:0.05}'
 
 A driver-level loop, run where the tries run (each next value depends on how the last try
-ended, which only the allocation knows): the value doubles from `start` until a try ends `oom` (or `max` is
-reached), then bisection between the largest value that trained and the smallest that did
-not, until they are within `tolerance` (relative) of each other. Each try is a real run, a
-point of its own (SWEEP/points/<point>-<name>=<value>/) whose repeats the driver runs as it
-runs any point's. The tries and the answer are kept in SWEEP/searches/<point>.json, the
-ledger (launchers/driver/ledger.py), rewritten after every try. The ledger is the search's memory: run again (a rerun
-into the same sweep, a requeued Slurm allocation), the search replays the same rule and
-takes the outcome of every value the ledger already holds instead of trying it again; a
-try cut short resumes at its first unrecorded repeat. The settings come checked and whole
-with the point (launchers/plan/search.py made them so).
+ended, which only the allocation knows): the value doubles from `start` until a try ends
+`oom` (or `max` is reached), then bisection between the largest value that trained and the
+smallest that did not, until they are within `tolerance` (relative) of each other. Each try
+is a real run, a point of its own (SWEEP/points/<point>-<name>=<value>/) whose repeats the
+driver runs as it runs any point's. The tries and the answer are kept in
+SWEEP/searches/<point>.json, the ledger (launchers/driver/ledger.py), rewritten after every
+try. The ledger is the search's memory: run again (a rerun into the same sweep, a requeued
+Slurm allocation), the search replays the same rule and takes the outcome of every value
+the ledger already holds instead of trying it again; a try cut short resumes at its first
+unrecorded repeat. The settings come checked and whole with the point (the planner made
+them so: launchers/plan/search.py).
 
 Where the tries run is the launcher object's business (`run` is handed it and calls its
 `start_repeat` through the repeat loop): one after another here (launchers/backends/local.py),

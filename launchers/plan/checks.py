@@ -1,84 +1,82 @@
 """A point's config checked before anything is made of it (launchers/plan/points.py), bad
-input in one line (ConfigError): each setting's type and range, the relations between
-settings (the model's size among its sizes, data=files and its folder, checkpoints and the
-bench, preflight and search), the compile setting (contract/modes.py), the site's lists,
-mappings and images. data.path and checkpoint.dir are made absolute here: ranks run from
-the checkout.
+input in one line (ConfigError):
+
+- each of the point's own settings by its declaration on the typed point (contract/point.py:
+  its type, bounds and choices, checked by contract/typed.py against values.py's rule);
+- what a declaration cannot say: the relations between settings (the model's size among its
+  sizes, data=files and its folder, checkpoints and the bench, preflight and search), the
+  compile setting (contract/modes.py), the model's recipe keys, a site's image left to the
+  user. data.path and checkpoint.dir are made absolute here: ranks run from the checkout.
 """
 import os
 
 from omegaconf import OmegaConf
 
-from contract import checkpoint, modes, values
+from contract import checkpoint, modes, typed, values
+from contract.point import Point
 from frameworks.common import datafiles
 from launchers.health import settings as health_settings
 from launchers.suite import ConfigError
 
-CONTAINER_RUNTIMES = ("pyxis", "apptainer", "charliecloud")  # launchers/backends/containers.py
+# The point's fields that the config gives as they are (the rest are made from the config).
+AS_GIVEN = ("nodes", "gpus_per_node", "batch_size", "warmup_steps", "measure_steps", "repeats",
+            "device", "seed", "timeout_s", "rendezvous_timeout_s", "memory_limit_mb", "case",
+            "search", "framework", "launcher", "cluster")
 
 
-def _positive(cfg, key, minimum=1):
-    return values.integer(cfg.get(key), key, minimum, error=ConfigError)
-
-
-def validate(cfg) -> None:
-    for key in ("nodes", "gpus_per_node", "batch_size", "measure_steps", "repeats", "timeout_s"):
-        _positive(cfg, key)
-    _positive(cfg, "warmup_steps", 0)
-    if cfg.device not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"device must be auto, cpu or cuda, got {cfg.device!r}")
+def validate(cfg) -> dict:
+    """Check cfg whole -> the point's fields as the config gives them, checked; ConfigError
+    names the first mistake. data.path and checkpoint.dir in cfg are made absolute."""
+    fields = given(OmegaConf.to_container(cfg, resolve=True))
+    try:
+        typed.check(Point, fields)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     sizes = cfg.model.get("sizes") or {}
     if cfg.model.get("sizes") is not None and cfg.model.size not in sizes:
         raise ConfigError(f"unknown model.size {cfg.model.size!r} for {cfg.model.name} "
                           f"(valid: {', '.join(sizes)})")
-    if cfg.precision.name == "amp" and cfg.precision.amp_dtype not in ("bf16", "fp16"):
-        raise ConfigError(f"precision.amp_dtype must be bf16 or fp16, got {cfg.precision.amp_dtype!r}")
-    if cfg.get("memory_limit_mb") is not None:
-        _positive(cfg, "memory_limit_mb")
     compile_setting(cfg)
     check_data(cfg)
     check_checkpoint(cfg)
-    model = cfg.model
+    check_recipe(cfg.model)
+    check_images(cfg)
+    if cfg.get("preflight") and cfg.get("search") is not None:
+        raise ConfigError("preflight=true applies to a sweep's points, not to a search (search=)")
+    return fields
+
+
+def given(config: dict) -> dict:
+    """The point's own fields from the resolved config, before anything is made of them;
+    `health` with its checks resolved to names (launchers/health/settings.py)."""
+    fields = {key: config[key] for key in AS_GIVEN if key in config}
+    fields["amp_dtype"] = config["precision"].get("amp_dtype")
+    preflight = config.get("preflight")
+    fields["preflight"] = False if preflight is None else preflight
+    try:
+        fields["health"] = health_settings.settings(config.get("health"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return fields
+
+
+def check_recipe(model) -> None:
+    """The training recipe's keys a model may have (BERT's), by the one type rule."""
     values.optional(values.boolean, model.get("clip_grad"), "model.clip_grad", error=ConfigError)
     if model.get("clip_grad"):
         values.optional(values.number, model.get("clip_norm"), "model.clip_norm", above=0,
                         error=ConfigError)
-    health(cfg)
-    check_cluster(cfg)
-    values.optional(values.boolean, cfg.get("preflight"), "preflight", error=ConfigError)
-    if cfg.get("preflight") and cfg.get("search") is not None:
-        raise ConfigError("preflight=true applies to a sweep's points, not to a search (search=)")
     values.optional(values.integer, model.get("max_predictions_per_seq"),
                     "model.max_predictions_per_seq", 1, error=ConfigError)
 
 
-def health(cfg) -> dict:
-    """The point's checked health settings (launchers/health/settings.py)."""
-    node = cfg.get("health")
-    try:
-        return health_settings.settings(OmegaConf.to_container(node, resolve=True)
-                                        if OmegaConf.is_config(node) else node)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def check_cluster(cfg) -> None:
-    """The site's lists and mappings (conf/cluster/<site>.yaml) are what they say."""
-    cl = cfg.get("cluster") or {}
-    for keys, kind, is_kind in ((("srun_args", "container_mounts"), "a list", OmegaConf.is_list),
-                                (("sbatch_args", "env", "containers"), "a mapping", OmegaConf.is_dict)):
-        for key in keys:
-            if cl.get(key) is not None and not is_kind(cl.get(key)):
-                raise ConfigError(f"cluster.{key} must be {kind}, got {cl.get(key)!r}")
-    images = cl.get("containers")
+def check_images(cfg) -> None:
+    """A site file's image left as ??? is the user's to name."""
+    images = (cfg.get("cluster") or {}).get("containers")
     for fw in (images or {}):
         if OmegaConf.is_missing(images, fw):  # ??? in the site file: the user names it
             raise ConfigError(f"cluster.containers.{fw} is not set: the site leaves its image to "
                               f"you (cluster.containers.{fw}=IMAGE)")
-    runtime = cl.get("container_runtime", "pyxis")
-    if runtime not in CONTAINER_RUNTIMES:
-        raise ConfigError(f"cluster.container_runtime must be one of {', '.join(CONTAINER_RUNTIMES)}, "
-                          f"got {runtime!r}")
 
 
 def check_data(cfg) -> None:

@@ -113,38 +113,28 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> Point:
     and checked once here: a key the point's framework, launcher or cluster does not know is
     refused, and the search's settings are completed (launchers/plan/search.py)."""
     cfg = batch_size_max(cfg)
-    checks.validate(cfg)
+    given = checks.validate(cfg)        # the config's values of the point's own fields, checked
     config = OmegaConf.to_container(cfg, resolve=True)  # resolved once; the point's parts are copies
     model = resolve_model(config["model"])
     lay, notes = check_layout(cfg, model)
     name = point_name(cfg, num, lay)
     setting, is_compiled = checks.compile_setting(cfg), checks.compiled(cfg)
     point = {
+        **given,                          # nodes, device, seed, ..., health (checks as names), cluster
         "point": name, "num": num,
         "dir": str(Path(paths.point_dir(sweep_dir, name)).resolve()),
         "bench": config["bench"]["name"],
         "bench_options": config["bench"],
-        "framework": config["framework"],
         "model": model,
         "parallel": lay,                  # the grid and batch sizes (contract/parallel.py)
         "notes": notes,                   # what was changed to fit the layout, said at submission
-        "case": config.get("case"),       # a published case's name (gpt_case=...), or None
         "precision": config["precision"]["name"],
-        "amp_dtype": config["precision"]["amp_dtype"],
         "compile": is_compiled,           # resolved: compile=auto is the framework's own choice
         "compile_setting": setting,       # as given: "auto", true or false
         "mode": modes.mode_name(config["framework"]["name"], is_compiled),  # eager, jit, graph, ...
         "batch_size": lay.micro_batch_size,  # per device and forward: batch_size, or micro_batch_size
-        **{key: config[key] for key in ("nodes", "gpus_per_node")},
         "world_size": config["nodes"] * config["gpus_per_node"],
-        **{key: config[key] for key in ("warmup_steps", "measure_steps", "repeats", "device", "seed",
-                                        "timeout_s", "rendezvous_timeout_s")},
-        "memory_limit_mb": config.get("memory_limit_mb"),
-        "preflight": bool(config.get("preflight")),
-        "health": checks.health(cfg),     # checked; `checks` resolved to names
-        "search": config.get("search"),   # checked and completed below (plan/search.py)
-        "launcher": launcher_settings(config),
-        "cluster": config.get("cluster"),
+        "launcher": launcher_settings(config),  # launcher=auto resolved
         "overrides": list(overrides),
         "config": config,
         "suite_commit": suite.commit() if commit is COMMIT else commit,

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from contract import paths
+from contract.point import CONTAINER_RUNTIMES
 from launchers.backends import containers
 from launchers.backends.slurm import srun
 from launchers.driver import run_spec
@@ -82,9 +83,11 @@ def test_the_health_step_runs_in_the_pytorch_image_with_the_same_runtime(tmp_pat
 
 # ---- refused in one line, before anything runs ------------------------------------------------
 def test_an_unknown_runtime_is_refused_when_the_point_is_made():
-    with pytest.raises(points.ConfigError, match=r"^cluster.container_runtime must be one of "
-                                                 r"pyxis, apptainer, charliecloud, got 'docker'$"):
+    with pytest.raises(points.ConfigError, match=r"^cluster.container_runtime must be pyxis, "
+                                                 r"apptainer or charliecloud, got 'docker'$"):
         make("cluster=example_site", "cluster.container_runtime=docker")
+    # the choices the point declares are the runtimes there are
+    assert tuple(containers.KINDS) == CONTAINER_RUNTIMES
 
 
 def test_an_image_left_to_the_user_must_be_given():

@@ -1,5 +1,6 @@
 """Bad `health.*` input is refused in one line before anything runs, by `launch health` and by
-a sweep alike (launchers/health/settings.py, through launchers/plan/checks.py)."""
+a sweep alike (contract/point.py's declarations and launchers/health/settings.py, through
+launchers/plan/checks.py)."""
 import os
 import subprocess
 import sys
