@@ -125,7 +125,7 @@ class Point:
     memory_limit_mb: Optional[int] = setting(None, minimum=1)
     preflight: bool = False
     health: Health = Health()
-    search: Optional[Settings] = None  # launchers/plan/search.py
+    search: Optional[Settings] = None  # whole: launchers/plan/search.py; run: driver/search.py
     launcher: Launcher = Launcher("local")
     cluster: Cluster = Cluster()
     overrides: tuple = ()
