@@ -5,7 +5,7 @@ or `unsupported` (the device or framework lacks what the point asks for, such as
 bf16 on a CPU without AVX512-BF16; frameworks/common/capability.py). A repeat's
 status comes from its ranks' records and, for ranks that left none, from how their
 processes ended (`rank_ends`: exit code or signal, node, log). A point's status
-comes from its repeats; a point whose preflight (preflight=true, launchers/health/preflight.py)
+comes from its repeats; a point whose preflight (preflight=true, launchers/driver/preflight.py)
 found too few healthy nodes ends `unhealthy` without a repeat. The analysis adds `corrupt`
 for a file it cannot read. A checkpoint's storage names three endings of its own
 (`storage_ending`: a folder that cannot be written, a full disk, a shard missing at load).

@@ -10,7 +10,7 @@ import pytest
 
 from contract.statuses import Unsupported
 from frameworks import registry
-from launchers.plan import points
+from launchers.suite import ROOT
 
 FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "paddle", "mxnet", "mindspore", "oneflow",
                      "numpy")
@@ -37,7 +37,7 @@ def test_reading_the_adapters_imports_no_framework():
             "[registry.get(n) for n in registry.names()]; "
             f"print(sorted(m for m in {FRAMEWORK_MODULES!r} if m in sys.modules)); "
             "print(sorted(m for m in sys.modules if m.startswith('frameworks.common')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=points.ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["[]", "[]"]
@@ -50,7 +50,7 @@ def test_every_adapter_declares_every_field_in_the_same_order():
     """The same small surface in each frameworks/<name>/__init__.py: the name and benches,
     then every other field by keyword, none left to its default, in the dataclass's order."""
     for name in registry.names():
-        tree = ast.parse((points.ROOT / "frameworks" / name / "__init__.py").read_text())
+        tree = ast.parse((ROOT / "frameworks" / name / "__init__.py").read_text())
         (call,) = [n.value for n in tree.body if isinstance(n, ast.Assign)
                    and [t.id for t in n.targets] == ["ADAPTER"]]
         assert len(call.args) == 2, name   # name, benches
@@ -92,7 +92,7 @@ def test_every_reference_names_what_its_module_defines():
         for ref in refs:
             module, _, attr = ref.partition(":")
             assert module.startswith("."), ref   # relative to the framework's package
-            path = points.ROOT / "frameworks" / name / (module[1:].replace(".", "/") + ".py")
+            path = ROOT / "frameworks" / name / (module[1:].replace(".", "/") + ".py")
             assert path.exists() and _defines(path, attr), (name, ref)
 
 
