@@ -10,12 +10,13 @@
 Hydra composes conf/ into one config per sweep point (the suite's own sweeper and
 launcher, hydra_plugins/dlbench_launcher); every point is validated and checked before
 any runs (launchers/plan/sweep.py), written to SWEEP/points/<name>/point.json and handed to
-its launcher object, `launcher=auto` by default (launchers/backends/auto.py). Ranks
+its launcher object, `launcher=auto` by default (launchers/auto.py). Ranks
 never run Hydra: they read the run spec the driver writes for them.
 """
 import sys
 
-from launchers.plan import one_point, points, precheck
+from launchers.plan import one_point, precheck
+from launchers.suite import ROOT
 
 
 def run_point() -> None:
@@ -31,7 +32,7 @@ def run_point() -> None:
 
     # An absolute path: the same conf/ whether run as `python -m launch` or as the installed
     # `dlbench` command (where Hydra would otherwise look for a package named conf).
-    @hydra.main(config_path=str(points.ROOT / "conf"), config_name="config", version_base=None)
+    @hydra.main(config_path=str(ROOT / "conf"), config_name="config", version_base=None)
     def one(cfg) -> None:
         hc = HydraConfig.get()
         multirun = hc.mode == RunMode.MULTIRUN

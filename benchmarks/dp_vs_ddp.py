@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+FRAMEWORK = "pytorch"  # DataParallel is PyTorch's: the sweep it runs and the rows it reads
 sys.path.insert(0, str(ROOT))
 
 
@@ -56,13 +57,13 @@ def ddp_throughput(args, devices):
     sweep = args.sweep
     if sweep is None:
         sweep = tempfile.mkdtemp(prefix="dp_vs_ddp-")
-        cmd = [sys.executable, "-m", "launch", "framework=pytorch", f"model={args.model}",
+        cmd = [sys.executable, "-m", "launch", f"framework={FRAMEWORK}", f"model={args.model}",
                f"model.size={args.size}", f"batch_size={args.batch_size}", f"gpus_per_node={devices}",
                f"precision={args.precision}", "precision.amp_dtype=bf16", f"warmup_steps={args.warmup}",
                f"measure_steps={args.steps}", "repeats=1", "device=cuda", f"output_root={sweep}"]
         subprocess.run(cmd, cwd=ROOT, check=True)
     p = analysis.load(sweep).points
-    p = p[(p.bench == "train") & (p.framework == "pytorch") & (p.model == args.model)
+    p = p[(p.bench == "train") & (p.framework == FRAMEWORK) & (p.model == args.model)
           & (p.model_size == args.size) & (p.precision == args.precision)
           & (p.batch_size == args.batch_size) & (p.devices == devices) & (~p.compile)]
     ok = p[p.throughput.notna()]

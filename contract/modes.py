@@ -1,52 +1,38 @@
-"""How each framework trains for throughput: its execution mode, decided once, here.
+"""How each framework trains for throughput: the rule of `compile`, the modes' vocabulary,
+and `Modes`, what each adapter declares of its own (frameworks/<name>/__init__.py: `modes`).
 
 `compile` is `auto`, `true` or `false`. `false` and `true` keep their meaning: the
 framework's op-by-op (or plain graph) mode, and its compiled one. `auto`, the default,
 is each framework's own recommended way to train for throughput, read from its official
-benchmark or example scripts (docs/frameworks/<name>.md names each source):
+benchmark or example scripts (docs/frameworks/<name>.md names each source; the table of
+every framework's modes is docs/frameworks/README.md's).
 
-| framework  | compile=false | compile=true  | auto          |
-|------------|---------------|---------------|---------------|
-| pytorch    | eager         | torch.compile | eager         |
-| tensorflow | tf.function   | xla           | tf.function   |
-| jax        | eager         | jit           | jit           |
-| paddle     | eager         | to_static     | eager         |
-| mxnet      | imperative    | hybridize     | hybridize     |
-| mindspore  | pynative      | graph         | graph         |
-| oneflow    | eager         | graph         | graph         |
-
-The mode names are one vocabulary: lower-case, each the framework's own name for the
-way the step runs. `eager` is op-by-op dispatch from Python (MXNet calls it
+The mode names are one vocabulary (NAMES): lower-case, each the framework's own name for
+the way the step runs. `eager` is op-by-op dispatch from Python (MXNet calls it
 `imperative`, MindSpore `pynative`); `tf.function` is TensorFlow's traced graph without
 XLA; `xla` is that graph compiled by XLA (`jit_compile=True`); `jit` is `jax.jit` of the
 whole step; `torch.compile`, `to_static` (paddle.jit.to_static) and `hybridize` (Gluon)
-are those calls; `graph` is MindSpore's GRAPH_MODE and OneFlow's nn.Graph. A framework
-not in the table (a site's own adapter) runs `eager` under auto and names its compiled
-mode `compiled`.
+are those calls; `graph` is MindSpore's GRAPH_MODE and OneFlow's nn.Graph. An adapter that
+declares no modes (a site's own) runs `eager` under auto and names its compiled mode
+`compiled`.
 
-The point (launchers/plan/points.py) resolves auto: it keeps `compile` as the resolved bool,
-`compile_setting` as given (`"auto"`, true or false) and `mode` (a name above); every
-rank record carries `mode`.
+The point (launchers/plan/points.py) resolves auto with its framework's `Modes`: it keeps
+`compile` as the resolved bool, `compile_setting` as given (`"auto"`, true or false) and
+`mode` (a name above); every rank record carries `mode`.
 
 The recipe's switches every adapter reads the same way live here too: `clip_norm` (BERT's
 gradient clipping by global norm, on by default) and `recipe_environment`, what each rank
 record's `environment` says of them. Standard library only: this runs in the framework's
 Python.
 """
+from dataclasses import dataclass
 
-# framework -> (mode with compile=false, mode with compile=true, compiled under auto)
-MODES = {
-    "pytorch": ("eager", "torch.compile", False),
-    "tensorflow": ("tf.function", "xla", False),
-    "jax": ("eager", "jit", True),
-    "paddle": ("eager", "to_static", False),
-    "mxnet": ("imperative", "hybridize", True),
-    "mindspore": ("pynative", "graph", True),
-    "oneflow": ("eager", "graph", True),
-}
-UNKNOWN = ("eager", "compiled", False)
+from contract import models
+
 AUTO = "auto"
 SETTINGS = (AUTO, True, False)
+NAMES = ("eager", "imperative", "pynative", "tf.function", "xla", "jit", "torch.compile",
+         "to_static", "hybridize", "graph", "compiled")
 
 
 def setting(value):
@@ -59,22 +45,34 @@ def setting(value):
     raise ValueError(f"compile must be auto, true or false, got {value!r}")
 
 
-def compiled(framework: str, compile_setting) -> bool:
-    """Whether `framework` runs its compiled mode under this compile setting."""
-    value = setting(compile_setting)
-    if value == AUTO:
-        return MODES.get(framework, UNKNOWN)[2]
-    return value
+@dataclass(frozen=True)
+class Modes:
+    """A framework's two modes, named in NAMES: `off` (compile=false), `on` (compile=true),
+    and whether compile=auto runs `on` (`auto`). ValueError (one line) for a name outside
+    the vocabulary."""
+    off: str = "eager"
+    on: str = "compiled"
+    auto: bool = False
 
+    def __post_init__(self):
+        for name in (self.off, self.on):
+            if name not in NAMES:
+                raise ValueError(f"unknown mode {name!r}: a mode is one of {', '.join(NAMES)} "
+                                 "(contract/modes.py)")
 
-def mode_name(framework: str, is_compiled: bool) -> str:
-    """The short name of the mode `framework` runs when compiled or not (the table above)."""
-    return MODES.get(framework, UNKNOWN)[1 if is_compiled else 0]
+    def compiled(self, compile_setting) -> bool:
+        """Whether this compile setting runs the compiled mode."""
+        value = setting(compile_setting)
+        return self.auto if value == AUTO else value
 
+    def name(self, is_compiled: bool) -> str:
+        """The mode's name, compiled or not."""
+        return self.on if is_compiled else self.off
 
-def recommended(framework: str) -> str:
-    """The mode `compile=auto` gives `framework`."""
-    return mode_name(framework, compiled(framework, AUTO))
+    @property
+    def recommended(self) -> str:
+        """The mode compile=auto gives."""
+        return self.name(self.auto)
 
 
 # --- the recipe's switches that every adapter reads the same way ------------------------
@@ -93,10 +91,12 @@ def clip_norm(model_cfg: dict):
 
 def recipe_environment(model_cfg: dict) -> dict:
     """What every rank record's `environment` says of the recipe: `clip_grad` (bool),
-    `clip_norm` (the bound, or null), and for BERT `max_predictions_per_seq`, the masked
-    positions per sequence that the MLM head gathers."""
+    `clip_norm` (the bound, or null), and for BERT (a spec whose batch holds masked tokens,
+    contract/models/) `max_predictions_per_seq`, the masked positions per sequence that the MLM
+    head gathers."""
     norm = clip_norm(model_cfg)
     env = {"clip_grad": norm is not None, "clip_norm": norm}
-    if model_cfg.get("name") == "bert_base":
+    spec = models.find(model_cfg.get("name"))
+    if spec and spec.inputs == models.MASKED_TOKENS:
         env["max_predictions_per_seq"] = int(model_cfg["max_predictions_per_seq"])
     return env

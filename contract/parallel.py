@@ -59,7 +59,6 @@ from dataclasses import asdict, dataclass, replace
 from contract import models
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
-FRAMEWORKS = ("pytorch",)
 MEGATRON_VOCAB_MULTIPLE = 128  # Megatron-LM's make-vocab-size-divisible-by (default)
 DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
             "virtual_stages": 2, "sequence_parallel": False}

@@ -12,10 +12,10 @@
     SWEEP/points/<point>/repeat-00/profile/rank-00000/ a trace on demand (profile=true:
                                                       frameworks/common/profile.py)
     SWEEP/points/<point>/preflight.json               preflight=true: each health attempt, the nodes
-                                                      left out and why, the outcome (launchers/health/preflight.py)
+                                                      left out and why, the outcome (launchers/driver/preflight.py)
     SWEEP/points/<point>/health/attempt-NN/           one attempt's health step: spec.json, its ranks'
                                                       rank-KKKKK.json and .log, srun.log, health.json
-    SWEEP/searches/<point>.json                       a search's ledger (launchers/plan/search.py)
+    SWEEP/searches/<point>.json                       a search's ledger (launchers/driver/ledger.py)
     SWEEP/checkpoints/<point>/repeat-NN/              bench=checkpoint and checkpoint.every: the
                                                       repeat's checkpoints (step-KKKKKK/, a DCP
                                                       folder; step-KKKKKK.partial/ while written)
@@ -47,7 +47,7 @@ PEAKS_SCHEMA = "dlbench.peaks"          # device peak TFLOP/s, as data (analysis
 HEALTH_SPEC_SCHEMA = "dlbench.health_spec"  # what a health step's ranks read (launchers/health/step.py)
 HEALTH_RANK_SCHEMA = "dlbench.health_rank"  # one rank's checks (healthchecks/rank.py)
 HEALTH_SCHEMA = "dlbench.health"            # a health step's verdict (launchers/health/verdict.py)
-PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/health/preflight.py)
+PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/driver/preflight.py)
 ARCHIVE_SCHEMA = "dlbench.archive"          # an archive's manifest (analysis/archive.py)
 STORE_SCHEMA = "dlbench.store"              # the results store's meta table (analysis/store_schema.py)
 

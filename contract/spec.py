@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from . import modes, paths
+from . import paths
 from .frozen import Settings
 from .parallel import Layout
 from .typed import build, plain
@@ -33,7 +33,7 @@ class RunSpec:
     amp_dtype: Optional[str] = None
     compile: bool = False
     compile_setting: object = None
-    mode: Optional[str] = None
+    mode: Optional[str] = None       # eager, jit, graph, ...: the point's (contract/point.py)
     device: str = "auto"
     seed: int = 0
     rendezvous_timeout_s: float = 300
@@ -56,11 +56,6 @@ class RunSpec:
             d["parallel"] = Layout.of(d["parallel"])
         if d.get("compile_setting") is None:
             d["compile_setting"] = d.get("compile", False)
-        if not d.get("mode"):
-            try:
-                d["mode"] = modes.mode_name(d["framework"], bool(d.get("compile")))
-            except ValueError:  # a framework modes.py does not know: said by the harness
-                d["mode"] = None
         return build(cls, d, "spec", unknown="drop")
 
     def as_dict(self) -> dict:

@@ -5,7 +5,7 @@ or `unsupported` (the device or framework lacks what the point asks for, such as
 bf16 on a CPU without AVX512-BF16; frameworks/common/capability.py). A repeat's
 status comes from its ranks' records and, for ranks that left none, from how their
 processes ended (`rank_ends`: exit code or signal, node, log). A point's status
-comes from its repeats; a point whose preflight (preflight=true, launchers/health/preflight.py)
+comes from its repeats; a point whose preflight (preflight=true, launchers/driver/preflight.py)
 found too few healthy nodes ends `unhealthy` without a repeat. The analysis adds `corrupt`
 for a file it cannot read. A checkpoint's storage names three endings of its own
 (`storage_ending`: a folder that cannot be written, a full disk, a shard missing at load).
@@ -29,6 +29,12 @@ class Cancelled(Exception):
     """The rank got SIGTERM (Slurm cancel or time limit, or the driver's timeout): its
     record says `cancelled`. Here, not in the harness, so that the harness and what it
     calls (common/profile.py) both know it without importing each other."""
+
+
+class Unsupported(Exception):
+    """This device or framework cannot run what the point asks for: the record says
+    `unsupported` with this one line. Here beside Cancelled, so that the registry
+    (frameworks/registry.py) raises it without importing the workers' runtime."""
 
 
 class StorageEnding(Exception):

@@ -2,7 +2,8 @@
 int or a float and not a bool (JSON and YAML's `true` is a Python bool, and bool is an int).
 
 Each check returns the value or raises `error` (ValueError by default; a caller passes its
-own, e.g. points.ConfigError) with one line that names the setting and what it got.
+own, e.g. launchers.suite.ConfigError) with one line that names the setting and what it got.
+The typed point's fields are checked by these rules, each by its declaration (contract/typed.py).
 Standard library only: workers use it too.
 """
 import math
@@ -18,8 +19,10 @@ def is_number(value) -> bool:
 
 
 def integer(value, name: str, minimum: int = 1, error=ValueError) -> int:
-    if not is_integer(value) or value < minimum:
-        raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
+    """An integer >= minimum (any integer where minimum is None)."""
+    if not is_integer(value) or (minimum is not None and value < minimum):
+        want = "an integer" if minimum is None else f"an integer >= {minimum}"
+        raise error(f"{name} must be {want}, got {value!r}")
     return value
 
 
@@ -40,6 +43,14 @@ def number(value, name: str, above=None, at_most=None, error=ValueError) -> floa
 def boolean(value, name: str, error=ValueError) -> bool:
     if value not in (True, False) or not isinstance(value, bool):
         raise error(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def choice(value, name: str, choices, error=ValueError):
+    """One of `choices` ("device must be auto, cpu or cuda, got 'tpu'")."""
+    if not any(type(value) is type(c) and value == c for c in choices):  # 1 is not True
+        *rest, last = [str(c) for c in choices]
+        raise error(f"{name} must be {', '.join(rest) + ' or ' if rest else ''}{last}, got {value!r}")
     return value
 
 

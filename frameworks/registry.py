@@ -1,18 +1,27 @@
 """The framework registry: each framework declares one `Adapter` in its package's
-__init__.py (frameworks/<name>/__init__.py: `ADAPTER = Adapter(..., package=__name__)`), and the harness
-reads it here (`get`): the benches it runs (train, input, comm) and the session of each,
-its out-of-memory rule, its data=files loaders.
+__init__.py (frameworks/<name>/__init__.py: `ADAPTER = Adapter(..., package=__name__)`),
+and every side reads it here (`get`, `names`): what a framework runs and how, its facts
+in one place. The harness reads its benches (train, input, comm, checkpoint) and the
+session of each, its out-of-memory rule, its data=files loaders; the capability check its
+precision rules; profile=true its tracer; the planner its modes and what layouts and
+checkpoints it supports; `launch doctor` the name its module imports by.
 
-An adapter names its sessions by lazy references, "module:attribute" as entry points do
+An adapter names its code by lazy references, "module:attribute" as entry points do
 (".worker:JaxSession": relative to the framework's package), so that reading an adapter
 imports no framework: a framework that cannot import still has its adapter, and its rank a
-record that says why. Standard library only: this runs in every framework's Python.
+record that says why. Standard library and contract/ only, nothing of frameworks/common:
+this runs in every framework's Python, and on the submitting side in the suite's.
 """
 import importlib
+import os
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from frameworks.common.capability import Unsupported
+from contract.modes import Modes  # noqa: F401  (re-exported: what an adapter declares)
+from contract.statuses import Unsupported
+
+ANY = "any"  # a Precision key: every AMP dtype
 
 
 def resolve(ref, package: Optional[str] = None):
@@ -37,12 +46,34 @@ class Bench:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """Where the framework cannot run AMP, each with the one line its `unsupported` record
+    says; frameworks/common/capability.py applies them after the rule every framework
+    shares (a GPU's compute capability). Keys are AMP dtypes, or ANY."""
+    gpu: Mapping[str, str] = field(default_factory=dict)   # on a GPU: dtype -> why not
+    cpu: Mapping[str, str] = field(default_factory=dict)   # on a CPU: dtype (or ANY) -> why not
+    cpu_eager: Optional[str] = None  # why AMP on a CPU needs compile=true (None: it does not)
+    onednn_bf16: bool = False        # its CPU AMP is oneDNN's bf16 whatever amp_dtype says,
+                                     # which needs AVX512-BF16 or AMX
+
+
+@dataclass(frozen=True)
 class Adapter:
     name: str
     benches: Mapping[str, Bench]
     oom: object = None               # is_oom(exc) -> bool; None: the harness's (MemoryError)
     data_backends: tuple = ()        # data=files loaders (data.backend), the default first
+    import_name: Optional[str] = None  # the module it imports as (None: its name)
+    modes: Modes = Modes()           # compile=false, compile=true, and auto's choice
+    precision: Precision = Precision()  # where its AMP cannot run, and why
+    tracer: object = None            # profile=true: trace(folder, steps, session) -> dict
+    layouts: bool = False            # splits a model beyond data parallelism (tp, pp, fsdp,
+                                     # cp, ep: contract/parallel.py)
     package: Optional[str] = field(default=None, repr=False)  # of relative references
+
+    def __post_init__(self):
+        if self.import_name is None:
+            object.__setattr__(self, "import_name", self.name)
 
     def bench(self, name: str) -> Bench:
         """The bench `name`, or Unsupported where the framework has none."""
@@ -50,6 +81,12 @@ class Adapter:
             return self.benches[name]
         except KeyError:
             raise Unsupported(f"bench={name} is not implemented for {self.name} yet") from None
+
+    @property
+    def checkpoints(self) -> bool:
+        """Whether it saves and loads checkpoints: its bench=checkpoint, and training with
+        them (checkpoint.every), both on the same code (docs/checkpoint.md)."""
+        return "checkpoint" in self.benches
 
     def load(self, ref):
         """What one of this adapter's references names (imports its module)."""
@@ -64,3 +101,14 @@ def get(name: str) -> Adapter:
     """The adapter framework `name` declares (frameworks/<name>/__init__.py); importing it
     imports no framework. ModuleNotFoundError where the suite has no such framework."""
     return importlib.import_module(f"{__package__}.{name}").ADAPTER
+
+
+def names() -> list:
+    """Every framework with an adapter: the packages of frameworks/ but common/, sorted."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return sorted(m.name for m in pkgutil.iter_modules([here]) if m.ispkg and m.name != "common")
+
+
+def which(fact: str) -> list:
+    """The frameworks whose adapters have `fact` (an attribute, true), as refusals name them."""
+    return [name for name in names() if getattr(get(name), fact)]

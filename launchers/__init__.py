@@ -1,22 +1,29 @@
 """Launchers: from a composed config to a sweep's points, and how each point's ranks get
 started (docs/architecture.md).
 
-    plan/       Hydra's config -> checked points (points, sweep, exclude, precheck, search)
-    backends/   one launcher object per backend over one base (base.py): local, slurm/;
-                launcher=auto's choice; the step runner (step.py) and the port rule
-    repeats.py  the repeat loop, run once per allocation with the backend's object
-    health/     the node checks: `launch health`, preflight=true, the verdict
-    commands/   `launch status`, `launch cancel`, `launch dataset`
+    plan/       decides: Hydra's config -> checked points (checks, points, search, sweep,
+                exclude, precheck)
+    backends/   executes: one launcher object per backend over one base (base.py): local,
+                slurm/; the step runner (step.py), the port rule, the container runtimes
+    driver/     executes, once per allocation with the backend's object: the preflight, the
+                repeat loop, a repeat's run spec, the search loop and its ledger
+    suite.py    the checkout, its commit, ConfigError; sweepdir.py, the sweep folder's files;
+    auto.py     which backend launcher=auto picks: what plan/ and the executing side share
+    health/     the node checks: `launch health`, the health step, the verdict
+    commands/   `launch status`, `launch cancel`, `launch dataset`, `launch doctor`
+
+plan/ imports neither backends/ nor driver/, and they do not import plan/
+(tests/unit/test_import_circles.py): the planner names a backend to `get`, below.
 
 `get(name)` is the backend's launcher object (launchers/backends/base.py says its surface):
 `check(point)` for every point before any runs, `submit(points, dry_run)` with all of a
 sweep's points (searches included), `health(point)` for `launch health`; in its allocation
-`start_repeat`, `health_step`, `where` and `resubmit_without`, which the repeat loop, the
-search and the preflight call.
+`start_repeat`, `health_step`, `where` and `resubmit_without`, which the driver (the repeat
+loop, the search and the preflight) calls.
 """
 import importlib
 
-# launcher=auto is one of them, chosen by launchers/backends/auto.py
+# launcher=auto is one of them, chosen by launchers/auto.py
 BACKENDS = {"local": ("launchers.backends.local", "LocalLauncher"),
             "slurm": ("launchers.backends.slurm.launcher", "SlurmLauncher")}
 LAUNCHERS = tuple(BACKENDS)

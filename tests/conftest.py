@@ -115,7 +115,7 @@ def no_slurm_unless_the_module_uses_it(request):
     and the `slurm_cluster` fixture exports it for the rest of the session. A module none
     of whose tests use the test cluster runs as on a machine without one: SLURM_CONF names
     no file, so its `python -m launch` runs locally, as written."""
-    from launchers.backends import auto
+    from launchers import auto
     mine = [item for item in request.session.items if getattr(item, "module", None) is request.module]
     auto.choose.cache_clear()
     if any("slurm_cluster" in item.fixturenames for item in mine):

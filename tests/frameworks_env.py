@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional
 
 import pytest
 
-from contract import modes
+from frameworks import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_CONF = ROOT / "conf" / "model"
@@ -364,9 +364,10 @@ def assert_trained(name: str, point: Point, world: int = 1) -> list:
         assert rec["world_size"] == world
         assert rec["framework"] == {"name": name, "version": fw.version}
         spec = rec["spec"]
-        # The mode the point resolved (contract/modes.py), in the spec and the record.
-        assert rec["mode"] == spec["mode"] == modes.mode_name(name, spec["compile"]), rec["mode"]
-        assert spec["compile"] == modes.compiled(name, spec["compile_setting"])
+        # The mode the point resolved (its adapter's modes), in the spec and the record.
+        fw_modes = registry.get(name).modes
+        assert rec["mode"] == spec["mode"] == fw_modes.name(spec["compile"]), rec["mode"]
+        assert spec["compile"] == fw_modes.compiled(spec["compile_setting"])
         measured = [s for s in rec["steps"] if s["phase"] == "measure"]
         assert len(measured) == spec["measure_steps"] == SMOKE_MEASURE_STEPS
         assert len(rec["steps"]) == spec["warmup_steps"] + spec["measure_steps"]

@@ -138,3 +138,27 @@ def _circle(graph: dict, comp: set) -> list:
                     nxt.append(w)
         frontier = nxt
     raise AssertionError(f"no circle through {start}")  # a strongly connected set has one
+
+
+def under(graph: dict, package: str) -> set:
+    """The modules of a package: the package itself and everything below it."""
+    return {m for m in graph if m == package or m.startswith(package + ".")}
+
+
+def crossing(graph: dict, sources, targets):
+    """The shortest chain of imports from a module of `sources` to one of `targets`, direct
+    or through others (breadth first), or None where there is none."""
+    targets = set(targets)
+    paths = {s: [s] for s in sorted(sources)}
+    frontier = list(paths)
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for w in sorted(graph.get(node, ())):
+                if w in targets:
+                    return paths[node] + [w]
+                if w not in paths:
+                    paths[w] = paths[node] + [w]
+                    nxt.append(w)
+        frontier = nxt
+    return None

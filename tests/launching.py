@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 
 def launch(*args, env=None, timeout=900):

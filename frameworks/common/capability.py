@@ -5,28 +5,24 @@ line naming what is missing, and the harness records the status `unsupported`. T
 tests ask the same `precision_gap` whether to expect `ok` or `unsupported`, so they
 hold on every CPU (machines differ: some have AVX512-BF16 or AMX, some only AVX2).
 
-Rules (each with why):
-- bf16 on a CPU in the oneDNN-based frameworks (MXNet, PaddlePaddle) needs AVX512-BF16
-  or AMX: without them oneDNN has no bf16 primitive for their convolutions and matmuls
-  ("could not create a primitive descriptor iterator"; Paddle aborts the process).
-  PyTorch, TensorFlow and JAX fall back to other kernels and run bf16 on any x86 CPU.
-- MindSpore 2.10 has no bf16 CPU kernels (Conv2D, MatMul, Gather); fp16 runs.
-- OneFlow 0.9 has no CPU autocast (it warns and runs fp32): AMP needs CUDA.
-- PaddlePaddle's dynamic graph enables auto_cast only on CUDA/XPU places; CPU AMP
-  needs compile=true (to_static).
-- On a GPU, bf16 needs compute capability 8.0 (Ampere) or newer, fp16 5.3; JAX has
-  no fp16 loss scaling and MXNet 1.9's bf16 AMP is CPU-only.
+The rule every framework shares: on a GPU, bf16 needs compute capability 8.0 (Ampere) or
+newer, fp16 5.3. Each framework's own gaps are its adapter's `precision` (frameworks/<name>/
+__init__.py; frameworks/registry.py: Precision), each with the one line that says why:
+MindSpore's missing bf16 CPU kernels, OneFlow's missing CPU autocast, Paddle's dynamic-graph
+AMP on CUDA only, JAX's missing fp16 loss scaling, MXNet's CPU-only bf16. One rule is shared
+by the oneDNN-based frameworks (MXNet, PaddlePaddle: `onednn_bf16`): bf16 on a CPU needs
+AVX512-BF16 or AMX, without which oneDNN has no bf16 primitive for their convolutions and
+matmuls ("could not create a primitive descriptor iterator"; Paddle aborts the process).
+PyTorch, TensorFlow and JAX fall back to other kernels and run bf16 on any x86 CPU.
 Standard library only: this runs in the framework's Python.
 """
 import os
 
-
-class Unsupported(Exception):
-    """This device or framework cannot run what the point asks for (status `unsupported`)."""
-
+from contract.statuses import Unsupported  # capability.Unsupported to the adapters
+from frameworks import registry
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-ONEDNN_BF16 = ("mxnet", "paddle")
+GPU_NEEDS = {"bf16": (8, 0), "fp16": (5, 3)}  # the compute capability each AMP dtype needs
 
 
 def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset:
@@ -63,28 +59,19 @@ def precision_gap(framework: str, spec, gpu_capability=None, flags=None):
     if spec.precision != "amp":
         return None
     dtype = spec.amp_dtype or "bf16"
+    rules = registry.get(framework).precision
     if gpu_capability is not None:
-        need = {"bf16": (8, 0), "fp16": (5, 3)}.get(dtype)
+        need = GPU_NEEDS.get(dtype)
         if need and gpu_capability and tuple(gpu_capability) < need:
             return (f"{dtype} AMP needs a GPU of compute capability {need[0]}.{need[1]} or newer; "
                     f"this one is {gpu_capability[0]}.{gpu_capability[1]}")
-        if framework == "jax" and dtype == "fp16":
-            return "JAX AMP runs bf16 only: fp16 needs loss scaling, which neither JAX nor Optax provides"
-        if framework == "mxnet" and dtype == "bf16":
-            return "MXNet 1.9's bf16 AMP runs on oneDNN CPU kernels only; on a GPU use amp_dtype=fp16"
-        return None
+        return rules.gpu.get(dtype)
     # On a CPU.
-    if framework == "oneflow":
-        return ("OneFlow 0.9 has no CPU autocast (it warns 'CPU autocast is not supported "
-                "currently' and runs fp32): precision=amp needs a CUDA device")
-    if framework == "paddle" and not spec.compile:
-        return ("PaddlePaddle cannot run AMP on a CPU in dynamic-graph mode (auto_cast enables "
-                "itself only on CUDA, XPU and custom places); bf16 AMP on a CPU needs compile=true")
-    if framework == "mindspore" and dtype == "bf16":
-        return "MindSpore has no bf16 CPU kernels (Conv2D, MatMul, Gather); amp_dtype=fp16 runs"
-    if framework in ONEDNN_BF16:  # their CPU AMP is bf16 whatever amp_dtype says
+    gap = (rules.cpu.get(registry.ANY) or (None if spec.compile else rules.cpu_eager)
+           or rules.cpu.get(dtype))
+    if gap is None and rules.onednn_bf16:  # its CPU AMP is bf16 whatever amp_dtype says
         return cpu_bf16_gap(flags)
-    return None
+    return gap
 
 
 def require(framework: str, spec, gpu_capability=None) -> None:

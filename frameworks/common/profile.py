@@ -10,26 +10,23 @@ all-reduce needs them all; rank 0 alone records, which keeps a trace one rank's 
 What a rank's record says: `profile` = {status (ok, failed, unsupported, untraced), tool,
 format, path (relative to the repeat's folder), steps, error}.
 
-Each framework's profiler (imported only by the rank that traces, in its own Python):
-- pytorch: torch.profiler, CPU (and CUDA) activities; its first step warms the profiler up
-  (schedule warmup=1) and is left out; a Chrome trace JSON (chrome://tracing, Perfetto);
-- tensorflow: tf.profiler.experimental start/stop into a TensorBoard logdir
-  (plugins/profile/<run>/<host>.xplane.pb: TensorBoard's profile plugin);
-- jax: jax.profiler.trace with create_perfetto_trace=True, a TensorBoard logdir holding
-  perfetto_trace.json.gz (ui.perfetto.dev) and the xplane.pb.
-Other frameworks: status `unsupported`, and no extra step. Standard library only here.
+Each framework's profiler is its adapter's `tracer` (frameworks/<name>/tracer.py:
+`trace(folder, steps, session) -> dict`, imported only by the rank that traces, in its own
+Python): torch.profiler's Chrome trace, tf.profiler's TensorBoard logdir, jax.profiler's
+Perfetto trace. A framework whose adapter declares none: status `unsupported`, and no extra
+step. Standard library only here.
 """
-import glob
 import os
 import time
 
 from contract import paths
 from contract.statuses import Cancelled
+from frameworks import registry
 
 STEPS = 5
 TRACING_RANK = 0
-UNSUPPORTED = "no profiler hook for {fw} in the suite yet (frameworks/common/profile.py " \
-              "traces pytorch, tensorflow and jax)"
+UNSUPPORTED = "no profiler hook for {fw} in the suite yet (its adapter, frameworks/{fw}/" \
+              "__init__.py, declares no tracer)"
 
 
 def requested(spec) -> bool:
@@ -46,12 +43,12 @@ def after_window(session, spec, record, rank: int) -> None:
     if not requested(spec):
         return
     fw, value = spec.framework, spec.config.profile
-    tracer = TRACERS.get(fw)
     if value is not True:   # profile=1, profile=yes: said, not guessed
         record["profile"] = {"status": "failed", "error": f"profile must be true or false, "
                                                           f"got {value!r}"}
         return
-    if tracer is None:
+    adapter = registry.get(fw)   # the harness's: it found it before building the session
+    if adapter.tracer is None:
         record["profile"] = {"status": "unsupported", "error": UNSUPPORTED.format(fw=fw)}
         return
     done = [0]
@@ -68,7 +65,7 @@ def after_window(session, spec, record, rank: int) -> None:
         os.makedirs(folder, exist_ok=True)
         t0 = time.perf_counter()
         try:
-            info.update(tracer(folder, steps, session), status="ok")
+            info.update(adapter.load(adapter.tracer)(folder, steps, session), status="ok")
             info["path"] = os.path.relpath(info["path"], spec.record_dir)
         except Exception as exc:  # noqa: BLE001  (the trace is lost, the figures are not)
             if isinstance(exc, Cancelled):   # SIGTERM ends the rank, traced or not
@@ -77,44 +74,3 @@ def after_window(session, spec, record, rank: int) -> None:
         info["seconds"] = time.perf_counter() - t0
     steps(STEPS - done[0])   # untraced ranks, and what a failed profiler left undone
     record["profile"] = info
-
-
-def _torch(folder, steps, session) -> dict:
-    from torch.profiler import ProfilerActivity, profile, schedule
-    path = os.path.join(folder, paths.TORCH_TRACE)
-    cuda = session.cuda   # every PyTorch session says whether its rank is on a GPU
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=STEPS - 1),
-                 on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:
-        for _ in range(STEPS):
-            steps(1)
-            prof.step()
-    return {"tool": "torch.profiler", "format": "Chrome trace JSON (chrome://tracing, "
-            "ui.perfetto.dev)", "path": path, "traced_steps": STEPS - 1}
-
-
-def _tensorflow(folder, steps, session) -> dict:
-    import tensorflow as tf
-    tf.profiler.experimental.start(folder)
-    try:
-        steps(STEPS)
-    finally:
-        tf.profiler.experimental.stop()
-    return {"tool": "tf.profiler.experimental", "format": "TensorBoard logdir (profile plugin: "
-            "tensorboard --logdir PATH)", "path": folder, "traced_steps": STEPS}
-
-
-def _jax(folder, steps, session) -> dict:
-    import jax
-    with jax.profiler.trace(folder, create_perfetto_trace=True):
-        steps(STEPS)
-    found = sorted(glob.glob(os.path.join(folder, "plugins", "profile", "*",
-                                          paths.JAX_PERFETTO_TRACE)))
-    if found:
-        return {"tool": "jax.profiler", "format": "Perfetto trace (ui.perfetto.dev), in a "
-                "TensorBoard logdir", "path": found[-1], "traced_steps": STEPS}
-    return {"tool": "jax.profiler", "format": "TensorBoard logdir (profile plugin)",
-            "path": folder, "traced_steps": STEPS}
-
-
-TRACERS = {"pytorch": _torch, "tensorflow": _tensorflow, "jax": _jax}

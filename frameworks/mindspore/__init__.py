@@ -1,6 +1,6 @@
 """MindSpore (docs/frameworks/mindspore.md): the training session (worker.py) and
 mindspore.dataset's data=files pipeline (loader.py)."""
-from frameworks.registry import Adapter, Bench
+from frameworks.registry import Adapter, Bench, Modes, Precision
 
 ADAPTER = Adapter(
     "mindspore",
@@ -8,4 +8,10 @@ ADAPTER = Adapter(
      "input": Bench(".loader:InputSession")},
     oom=".worker:MindSporeSession.is_oom",
     data_backends=("mindspore.dataset",),
+    import_name="mindspore",
+    modes=Modes("pynative", "graph", auto=True),
+    precision=Precision(cpu={"bf16": "MindSpore has no bf16 CPU kernels (Conv2D, MatMul, Gather); "
+                                     "amp_dtype=fp16 runs"}),
+    tracer=None,
+    layouts=False,
     package=__name__)

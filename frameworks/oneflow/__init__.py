@@ -1,7 +1,7 @@
 """OneFlow (docs/frameworks/oneflow.md): the training session (worker.py) and the
 oneflow.utils.data DataLoader's data=files pipeline (loader.py); both import oneflow only
 when a session is built (importing it joins the process group)."""
-from frameworks.registry import Adapter, Bench
+from frameworks.registry import ANY, Adapter, Bench, Modes, Precision
 
 ADAPTER = Adapter(
     "oneflow",
@@ -9,4 +9,11 @@ ADAPTER = Adapter(
      "input": Bench(".loader:InputSession")},
     oom=".worker:OneFlowSession.is_oom",
     data_backends=("oneflow.utils.data",),
+    import_name="oneflow",
+    modes=Modes("eager", "graph", auto=True),
+    precision=Precision(cpu={ANY: "OneFlow 0.9 has no CPU autocast (it warns 'CPU autocast is not "
+                                "supported currently' and runs fp32): precision=amp needs a CUDA "
+                                "device"}),
+    tracer=None,
+    layouts=False,
     package=__name__)

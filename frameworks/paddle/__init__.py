@@ -1,6 +1,6 @@
 """PaddlePaddle (docs/frameworks/paddle.md): the training session (worker.py) and
 paddle.io's data=files pipeline (loader.py)."""
-from frameworks.registry import Adapter, Bench
+from frameworks.registry import Adapter, Bench, Modes, Precision
 
 ADAPTER = Adapter(
     "paddle",
@@ -8,4 +8,12 @@ ADAPTER = Adapter(
      "input": Bench(".loader:InputSession")},
     oom=".worker:PaddleSession.is_oom",
     data_backends=("paddle.io",),
+    import_name="paddle",
+    modes=Modes("eager", "to_static", auto=False),
+    precision=Precision(cpu_eager="PaddlePaddle cannot run AMP on a CPU in dynamic-graph mode "
+                                  "(auto_cast enables itself only on CUDA, XPU and custom places); "
+                                  "bf16 AMP on a CPU needs compile=true",
+                        onednn_bf16=True),
+    tracer=None,
+    layouts=False,
     package=__name__)

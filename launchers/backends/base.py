@@ -3,9 +3,9 @@ launchers/backends/slurm/launcher.py) over this base, and what they share to sta
 
 The sweep (launchers/plan/sweep.py) gets the object from `launchers.get(name)` and calls
 `check` for every point before any runs, then `submit` with all of its points. In the
-allocation (here, or the Slurm driver's), the repeat loop (launchers/repeats.py), the
-preflight (launchers/health/preflight.py) and the search (launchers/plan/search.py) are
-handed the object and call `start_repeat`, `health_step`, `where` and `resubmit_without`;
+allocation (here, or the Slurm driver's), the driver (launchers/driver/: the repeat loop,
+the preflight, the search) is handed the object and calls `start_repeat`, `health_step`,
+`where` and `resubmit_without`;
 `launch health` (launchers/health/command.py) calls `health`. Nothing outside a backend
 asks which backend it holds.
 """
@@ -13,7 +13,6 @@ import abc
 
 from launchers.backends import step
 from launchers.health import step as health_step
-from launchers.plan import search
 
 
 class NoVerdict(RuntimeError):
@@ -33,10 +32,8 @@ class Launcher(abc.ABC):
 
     # ---- on the submitting host ----------------------------------------------------------
     def check(self, point) -> None:
-        """Refuse, with points.ConfigError, what this backend cannot do; called for every
-        point of a sweep before any point runs or is queued."""
-        if point.search is not None:
-            search.settings(point)
+        """Refuse, with launchers.suite.ConfigError, what this backend cannot do; called for
+        every point of a sweep (made and checked by the planner) before any runs or is queued."""
 
     @abc.abstractmethod
     def submit(self, pts: list, dry_run: bool = False) -> None:

@@ -20,9 +20,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from launchers.plan import points
+from contract import values
+from contract.point import CONTAINER_RUNTIMES
+from launchers.suite import ROOT, ConfigError
 
-RUNTIMES = points.CONTAINER_RUNTIMES
 HASH_CHUNK = 1 << 20
 
 
@@ -83,9 +84,9 @@ KINDS = {r.name: r for r in (Pyxis(), Apptainer(), Charliecloud())}
 
 
 def get(name: str):
+    """The runtime object of a point's cluster.container_runtime (its choices: contract/point.py)."""
     if name not in KINDS:
-        raise points.ConfigError(f"cluster.container_runtime must be one of {', '.join(RUNTIMES)}, "
-                                 f"got {name!r}")
+        values.choice(name, "cluster.container_runtime", CONTAINER_RUNTIMES, error=ConfigError)
     return KINDS[name]
 
 
@@ -98,7 +99,7 @@ def image_key(point) -> str:
 def mounts(point) -> list:
     """SRC:DST[:FLAGS] of every step in an image: the suite's checkout and the sweep folder at
     their own paths (the spec and the records name host paths), then the site's own."""
-    root, sweep = str(points.ROOT), point.sweep
+    root, sweep = str(ROOT), point.sweep
     out = [f"{root}:{root}"]
     if not (sweep + os.sep).startswith(root + os.sep):
         out.append(f"{sweep}:{sweep}")
@@ -107,7 +108,7 @@ def mounts(point) -> list:
 
 def step(point, image: str) -> Step:
     """The runtime's part of a step of `point` in `image`."""
-    return get(point.cluster.container_runtime).step(image, mounts(point), str(points.ROOT),
+    return get(point.cluster.container_runtime).step(image, mounts(point), str(ROOT),
                                                      bool(point.cluster.gpus))
 
 
@@ -115,7 +116,7 @@ def environ(point, env: dict) -> dict:
     """A container step's environment. PATH loses the entries inside the suite's checkout:
     bound into the image, a host venv there would shadow the image's own `python`.
     ch-run refuses to start without $USER, which a batch job need not have."""
-    root = str(points.ROOT) + os.sep
+    root = str(ROOT) + os.sep
     env = dict(env)
     if env.get("PATH"):
         env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
@@ -138,7 +139,7 @@ def check_settings(point) -> None:
     if runtime.name == "charliecloud" and point.container_image:
         flagged = [m for m in point.cluster.container_mounts if str(m).count(":") > 1]
         if flagged:
-            raise points.ConfigError(f"cluster.container_mounts: ch-run binds take SRC:DST, no flags "
+            raise ConfigError(f"cluster.container_mounts: ch-run binds take SRC:DST, no flags "
                                      f"({flagged[0]}; cluster.container_runtime=charliecloud)")
 
 
@@ -148,7 +149,7 @@ def _missing(name: str):
 
 
 def require(point) -> None:
-    """points.ConfigError, in one line naming the runtime and the setting, where the point's
+    """ConfigError, in one line naming the runtime and the setting, where the point's
     image cannot run from here: its runtime is not installed, its image file is not there, or
     (Charliecloud) the image lacks a directory to bind a host path at."""
     image = point.container_image
@@ -158,15 +159,15 @@ def require(point) -> None:
     check_settings(point)
     why = _missing(name)
     if why:
-        raise points.ConfigError(f"cluster.container_runtime={name}: {why}")
+        raise ConfigError(f"cluster.container_runtime={name}: {why}")
     if is_path(image) and not os.path.exists(os.path.expanduser(image)):
-        raise points.ConfigError(f"{image_key(point)}={image}: no such image here "
+        raise ConfigError(f"{image_key(point)}={image}: no such image here "
                                  f"(cluster.container_runtime={name})")
     if name == "charliecloud" and is_path(image):
         lacking = [d for d in map(_destination, mounts(point))
                    if not under_tmp(d) and not _image_has_dir(image, d)]
         if lacking:
-            raise points.ConfigError(f"{image_key(point)}={image}: the image has no directory "
+            raise ConfigError(f"{image_key(point)}={image}: the image has no directory "
                                      f"{lacking[0]} to bind the host's at (ch-run makes none in a "
                                      "read-only image; add it to the image's recipe)")
 

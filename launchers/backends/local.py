@@ -13,11 +13,12 @@ import time
 
 from contract import spec as specs
 from contract import paths, statuses
-from launchers import repeats
+from launchers import sweepdir
 from launchers.backends import ports, step, worker
 from launchers.backends.base import Launcher
-from launchers.health import preflight, step as health_step
-from launchers.plan import points, search
+from launchers.driver import preflight, repeats, search
+from launchers.health import step as health_step
+from launchers.suite import ROOT, ConfigError
 
 
 class Processes(step.Ranks):
@@ -89,20 +90,20 @@ class LocalLauncher(Launcher):
 
     def check(self, point) -> None:
         if point.nodes != 1:
-            raise points.ConfigError(f"launcher=local runs on one node; nodes={point.nodes} "
+            raise ConfigError(f"launcher=local runs on one node; nodes={point.nodes} "
                                      "needs launcher=slurm")
         super().check(point)
 
     def submit(self, pts: list, dry_run: bool = False) -> None:
         """The sweep's local points, one after another; a search runs here, one try after
-        another (launchers/plan/search.py)."""
+        another (launchers/driver/search.py)."""
         for point in pts:
             if dry_run:
                 print(search.describe(point) if point.search is not None else self.describe(point))
             elif point.search is not None:
                 search.run(point, self, print)
             else:
-                points.write_point(point)
+                sweepdir.write_point(point)
                 repeats.run_point(point.dir, self, print)
 
     def describe(self, point) -> str:
@@ -135,7 +136,7 @@ class LocalLauncher(Launcher):
         for rank in range(point.world_size):
             with open(os.path.join(folder, paths.rank_log_name(rank)), "w") as log:
                 try:
-                    procs.append(subprocess.Popen(argv, cwd=points.ROOT, env=rank_env(point, rank, port),
+                    procs.append(subprocess.Popen(argv, cwd=ROOT, env=rank_env(point, rank, port),
                                                   stdout=log, stderr=subprocess.STDOUT,
                                                   start_new_session=True))
                 except OSError as exc:  # not an interpreter at all: the repeat fails, saying so

@@ -1,7 +1,7 @@
 """The worker as every backend starts it: its command and its environment (docs/contract.md)."""
 import os
 
-from launchers.plan import points
+from launchers.suite import ROOT
 
 
 class WorkerUnavailable(RuntimeError):
@@ -14,7 +14,7 @@ def worker_argv(point, spec_path: str, python: str) -> list:
     A relative interpreter path is taken from the repository root (`.venvs/<name>`)."""
     fw = point.framework
     if fw.python:
-        python = str(points.ROOT / fw.python)
+        python = str(ROOT / fw.python)
         if not os.path.exists(python) and not fw.container:
             raise WorkerUnavailable(f"{fw.name} interpreter {fw.python} not found "
                                     f"(make env-{fw.name} builds it)")
@@ -29,5 +29,5 @@ def rank_environ(base, drop, additions: dict) -> dict:
     PYTHONPATH leads to the suite, then whatever PYTHONPATH was there."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if not drop(k)}
     env.update(additions)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(points.ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env

@@ -35,17 +35,16 @@ from launchers.backends import containers
 from launchers.backends.slurm import job
 from launchers.commands import doctor_node
 from launchers.plan import one_point, points
+from launchers.suite import ROOT, ConfigError
 
 STEP_TIMEOUT_S = 180   # one step: queueing, the image's start, the framework's import
 ASK_TIMEOUT_S = 30     # one question to the controller
 # A rank's imports: the adapter's training session as a rank loads it (the suite's code in the
-# image's Python, then the framework), and the framework's version as the image has it. A
-# constant program; the framework and its module are its arguments.
+# image's Python, then the framework), and the framework's version as the image has it (the
+# module its adapter names). A constant program; the framework is its argument.
 VERSION_PROGRAM = ("import importlib, sys; from frameworks import registry; "
                    "a = registry.get(sys.argv[1]); a.load(a.bench('train').session); "
-                   "print(importlib.import_module(sys.argv[2]).__version__)")
-MODULES = {"pytorch": "torch", "tensorflow": "tensorflow", "jax": "jax", "paddle": "paddle",
-           "mindspore": "mindspore", "mxnet": "mxnet", "oneflow": "oneflow"}
+                   "print(importlib.import_module(a.import_name).__version__)")
 
 
 class Doctor:
@@ -120,20 +119,20 @@ class Doctor:
     def node(self):
         """The checkout and the output folder from one node -> the node's facts, or None."""
         probe = os.path.join(self.out, f".{self.name}.json")
-        code, text = self.step(["--nodes=1", "--ntasks=1", "--time=2", f"--chdir={points.ROOT}",
+        code, text = self.step(["--nodes=1", "--ntasks=1", "--time=2", f"--chdir={ROOT}",
                                 sys.executable, "-m", "launchers.commands.doctor_node", probe])
         got = records.read_json(probe)
         if os.path.exists(probe):
             os.unlink(probe)
         if code != 0:
             self.say("FAILED", "node", f"the suite's Python ({sys.executable}) did not run from "
-                     f"{points.ROOT} on a node: {one_line(text)}")
+                     f"{ROOT} on a node: {one_line(text)}")
             return None
         if not got:
             self.say("FAILED", "node", f"a node ran the suite, but what it wrote to {self.out} "
                      "is not here: the output folder is not shared with the nodes")
             return None
-        self.say("ok", "node", f"{got['host']} sees the checkout {points.ROOT} and writes to "
+        self.say("ok", "node", f"{got['host']} sees the checkout {ROOT} and writes to "
                  f"the output folder {self.out}")
         return got
 
@@ -182,14 +181,13 @@ class Doctor:
         check, image = f"image {fw}", point.container_image
         try:
             containers.require(point)
-        except points.ConfigError as exc:
+        except ConfigError as exc:
             self.say("FAILED", check, str(exc))
             return
         box = containers.step(point, image)
         python = point.cluster.container_python or "python"
-        argv = ["--nodes=1", "--ntasks=1", "--time=3", f"--chdir={points.ROOT}", *box.srun,
-                *[str(a) for a in point.cluster.srun_args], *box.wrap, python, "-c", VERSION_PROGRAM, fw,
-                MODULES.get(fw, fw)]
+        argv = ["--nodes=1", "--ntasks=1", "--time=3", f"--chdir={ROOT}", *box.srun,
+                *[str(a) for a in point.cluster.srun_args], *box.wrap, python, "-c", VERSION_PROGRAM, fw]
         env = containers.environ(point, self.ask_env(root_on_path=True))
         code, text = self.step(argv, env=env)
         last = text.splitlines()[-1] if text else ""
@@ -206,7 +204,7 @@ class Doctor:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(job.OUTER_JOB_PREFIXES) or k in job.KEEP}
         if root_on_path:
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(points.ROOT), env.get("PYTHONPATH")]))
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         return env
 
     def images(self):

@@ -17,11 +17,11 @@ in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
 
 The records' reading is statuses.point_status's (contract/statuses.py), mapped to
 Slurm's words here. A point with preflight=true says which nodes its preflight left out and
-why (SWEEP/points/<p>/preflight.json, launchers/health/preflight.py).
+why (SWEEP/points/<p>/preflight.json, launchers/driver/preflight.py).
 Points of local-launcher sweeps have no slurm.json: their state comes from the records alone.
 A point cancelled by `python -m launch cancel` stays CANCELLED once Slurm forgets its job.
 
-A search (`search=`, launchers/plan/search.py) is one line of its own, named by its point, from
+A search (`search=`, launchers/driver/search.py) is one line of its own, named by its point, from
 its ledger (SWEEP/searches/<p>.json) and, on Slurm, its one job (SWEEP/points/<p>/slurm.json):
 ok/rec/exp counts its tries (ok / tried / -), the detail its answer. Its tries are points
 (<p>-<key>=<value>); once every repeat of a try is recorded, the try is final, though the

@@ -18,7 +18,7 @@ import time
 
 import launchers
 from contract import paths
-from launchers.backends import auto
+from launchers import auto
 from launchers.backends.base import NoVerdict
 from launchers.health import verdict as health_verdict
 from launchers.plan import one_point, points

@@ -3,7 +3,7 @@ the point's launcher object in its allocation (`launcher.start_health`: one srun
 Slurm, processes here) and to its end by the step runner (launchers/backends/step.py), then
 the verdict (launchers/health/verdict.py).
 
-    run(point, hdir, launcher)     the driver's preflight (launchers/health/preflight.py) and
+    run(point, hdir, launcher)     the driver's preflight (launchers/driver/preflight.py) and
                                    `launch health` (launchers/health/command.py)
 
 Each rank runs healthchecks/rank.py in the PyTorch framework's Python: the
@@ -17,7 +17,7 @@ import time
 from contract import paths, records, typed
 from contract.point import Framework
 from contract.spec import HealthSpec
-from launchers import repeats
+from launchers import sweepdir
 from launchers.backends import step
 from launchers.health import verdict as health_verdict
 
@@ -41,13 +41,6 @@ def spec(point, hdir: str) -> HealthSpec:
                       link_timeout_s=max(10.0, float(point.health.timeout_s) - 15))
 
 
-def write_spec(point, hdir: str) -> str:
-    os.makedirs(hdir, exist_ok=True)
-    path = os.path.join(hdir, paths.SPEC_FILE)
-    records.write_json_atomic(path, spec(point, hdir).as_dict())
-    return path
-
-
 def as_pytorch(point):
     """The point as the health step runs it: in the PyTorch framework's Python or container."""
     return point.replace(framework=Framework("pytorch"))
@@ -62,7 +55,7 @@ def command(point, spec_path: str, python: str) -> list:
 
 def run(point, hdir: str, launcher) -> dict:
     """The step in `launcher`'s allocation, to its end -> the verdict, written beside it."""
-    spec_path = write_spec(point, hdir)
+    spec_path = sweepdir.write_spec(hdir, spec(point, hdir))
     timeout = float(point.health.timeout_s)
     ranks = launcher.start_health(point, spec_path, hdir)
     out = step.run(ranks, timeout, GRACE_S, "the health step", launcher.log)
@@ -75,7 +68,7 @@ def finish(point, hdir: str, hosts: list, ended_by: str = None, rank_ends=None,
            stopped=()) -> dict:
     """Read the ranks' records, judge them (`rank_ends`: how ranks that the step saw end
     badly ended; `stopped`: the ranks the step's stop ended), write the verdict beside them."""
-    recs = repeats.read_rank_records(hdir, point.world_size)
+    recs = sweepdir.read_rank_records(hdir, point.world_size)
     verdict = health_verdict.judge(recs, hosts, point.gpus_per_node, typed.plain(point.health),
                                    ended_by, rank_ends, stopped)
     verdict.update(point=point.name, nodes_requested=point.nodes, ended_by=ended_by,

@@ -3,7 +3,8 @@
 compose them, without a run, and bad input said in one line (exit status 2)."""
 import sys
 
-from launchers.plan import points, precheck
+from launchers.plan import precheck
+from launchers.suite import ROOT, ConfigError
 
 
 class Done(Exception):
@@ -34,11 +35,11 @@ def overrides(argv, doc: str) -> list:
 def compose(overrides_: list):
     """The point's config, composed by Hydra as `python -m launch` would, without its run."""
     from hydra import compose as hydra_compose, initialize_config_dir
-    with initialize_config_dir(config_dir=str(points.ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         return hydra_compose(config_name="config", overrides=overrides_)
 
 
 def bad_input() -> tuple:
     """What composing and making a point raise on bad input."""
     import omegaconf
-    return points.ConfigError, omegaconf.errors.OmegaConfBaseException
+    return ConfigError, omegaconf.errors.OmegaConfBaseException

@@ -1,177 +1,23 @@
-"""From a composed Hydra config to a sweep point, typed (contract/point.py), and from a
-point to the run spec of one repeat (contract/spec.py).
-
-The point is built and checked here, once; everything after reads its attributes. On disk a
-sweep folder holds one folder per point (its `point.json` is the manifest entry) and one
-folder per repeat below it:
-
-    SWEEP/points/000-pytorch-resnet50-fp32-1x2-bs8/point.json
-    SWEEP/points/000-.../repeat-00/{spec.json, rank-00000.json, ..., run.json}
+"""From a composed Hydra config to a sweep point, typed (contract/point.py): checked whole
+first (launchers/plan/checks.py), then made once here: the model's size folded in, the
+layout (contract/parallel.py), the name, the mode (its adapter's modes), launcher=auto
+resolved (launchers/auto.py), the search's settings completed (launchers/plan/search.py).
+Everything after reads its attributes; the backends write it (launchers/sweepdir.py).
 """
 import copy
-import json
-import os
-import subprocess
 import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from contract import checkpoint, models, modes, parallel, paths, records, typed, values
+from contract import parallel, paths, typed
+from contract.frozen import Settings
 from contract.point import Point
-from contract.spec import RunSpec
+from frameworks import registry
 from frameworks.common import datafiles
-from launchers.backends import auto
-from launchers.health import settings as health_settings
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-POINT_SCHEMA = paths.POINT_SCHEMA
-CONTAINER_RUNTIMES = ("pyxis", "apptainer", "charliecloud")  # launchers/backends/containers.py
-
-
-class ConfigError(ValueError):
-    """Bad input, said in one line."""
-
-
-def _positive(cfg, key, minimum=1):
-    return values.integer(cfg.get(key), key, minimum, error=ConfigError)
-
-
-def validate(cfg) -> None:
-    for key in ("nodes", "gpus_per_node", "batch_size", "measure_steps", "repeats", "timeout_s"):
-        _positive(cfg, key)
-    _positive(cfg, "warmup_steps", 0)
-    if cfg.device not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"device must be auto, cpu or cuda, got {cfg.device!r}")
-    sizes = cfg.model.get("sizes") or {}
-    if cfg.model.get("sizes") is not None and cfg.model.size not in sizes:
-        raise ConfigError(f"unknown model.size {cfg.model.size!r} for {cfg.model.name} "
-                          f"(valid: {', '.join(sizes)})")
-    try:   # the model's spec (contract/models/): there is one, and the framework implements it
-        if cfg.bench.name != "comm":
-            models.check(cfg.model.name, cfg.framework.name)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if cfg.precision.name == "amp" and cfg.precision.amp_dtype not in ("bf16", "fp16"):
-        raise ConfigError(f"precision.amp_dtype must be bf16 or fp16, got {cfg.precision.amp_dtype!r}")
-    if cfg.get("memory_limit_mb") is not None:
-        _positive(cfg, "memory_limit_mb")
-    compile_setting(cfg)
-    check_data(cfg)
-    check_checkpoint(cfg)
-    model = cfg.model
-    values.optional(values.boolean, model.get("clip_grad"), "model.clip_grad", error=ConfigError)
-    if model.get("clip_grad"):
-        values.optional(values.number, model.get("clip_norm"), "model.clip_norm", above=0,
-                        error=ConfigError)
-    health(cfg)
-    check_cluster(cfg)
-    values.optional(values.boolean, cfg.get("preflight"), "preflight", error=ConfigError)
-    if cfg.get("preflight") and cfg.get("search") is not None:
-        raise ConfigError("preflight=true applies to a sweep's points, not to a search (search=)")
-    values.optional(values.integer, model.get("max_predictions_per_seq"),
-                    "model.max_predictions_per_seq", 1, error=ConfigError)
-
-
-def health(cfg) -> dict:
-    """The point's checked health settings (launchers/health/settings.py)."""
-    node = cfg.get("health")
-    try:
-        return health_settings.settings(OmegaConf.to_container(node, resolve=True)
-                                        if OmegaConf.is_config(node) else node)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def check_cluster(cfg) -> None:
-    """The site's lists and mappings (conf/cluster/<site>.yaml) are what they say."""
-    cl = cfg.get("cluster") or {}
-    for keys, kind, is_kind in ((("srun_args", "container_mounts"), "a list", OmegaConf.is_list),
-                                (("sbatch_args", "env", "containers"), "a mapping", OmegaConf.is_dict)):
-        for key in keys:
-            if cl.get(key) is not None and not is_kind(cl.get(key)):
-                raise ConfigError(f"cluster.{key} must be {kind}, got {cl.get(key)!r}")
-    images = cl.get("containers")
-    for fw in (images or {}):
-        if OmegaConf.is_missing(images, fw):  # ??? in the site file: the user names it
-            raise ConfigError(f"cluster.containers.{fw} is not set: the site leaves its image to "
-                              f"you (cluster.containers.{fw}=IMAGE)")
-    runtime = cl.get("container_runtime", "pyxis")
-    if runtime not in CONTAINER_RUNTIMES:
-        raise ConfigError(f"cluster.container_runtime must be one of {', '.join(CONTAINER_RUNTIMES)}, "
-                          f"got {runtime!r}")
-
-
-def check_data(cfg) -> None:
-    """data=files needs a folder that holds what the model reads; data.path is made
-    absolute here, since ranks run from the repository root."""
-    data = cfg.get("data") or {}
-    files = data.get("source") == datafiles.FILES
-    if cfg.bench.name == "input" and not files:
-        raise ConfigError("bench=input measures an input pipeline: it needs data=files data.path=DIR")
-    if not files:
-        return
-    if cfg.bench.name not in ("train", "input"):
-        raise ConfigError(f"data=files applies to bench=train and bench=input, not bench={cfg.bench.name}")
-    path, workers = data.get("path"), data.get("workers")
-    if not path:
-        raise ConfigError("data=files needs data.path=DIR (python -m launch dataset DIR writes one)")
-    path = os.path.expanduser(str(path))  # `data.path=~/x`: the shell leaves that ~ alone
-    if not os.path.isdir(path):
-        raise ConfigError(f"data.path {path!r} is not a folder")
-    if models.get(cfg.model.name).files and not datafiles.has_samples(path, cfg.model.name):
-        want = datafiles.wanted(cfg.model.name)
-        raise ConfigError(f"data.path {path!r} holds nothing for {cfg.model.name} (no {want})")
-    if workers is not None and not (values.is_integer(workers) and workers >= 0):
-        raise ConfigError(f"data.workers must be an integer >= 0 or null, got {workers!r}")
-    cfg.data.path = os.path.abspath(path)
-
-
-def checkpoint_settings(cfg) -> checkpoint.Checkpoint:
-    """The point's checked checkpoint settings (contract/checkpoint.py)."""
-    node = cfg.get("checkpoint")
-    given = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    try:
-        return checkpoint.settings({"checkpoint": given})
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
-
-
-def check_checkpoint(cfg) -> None:
-    """checkpoint.* and bench=checkpoint's options, checked; checkpoint.dir made absolute
-    (ranks run from the repository root). checkpoint.every trains: bench=train, PyTorch,
-    synthetic data (docs/checkpoint.md)."""
-    s = checkpoint_settings(cfg)
-    bench = cfg.bench.name
-    if s.every is not None:
-        if bench != "train":
-            raise ConfigError(f"checkpoint.every applies to bench=train, not bench={bench} "
-                              "(bench=checkpoint measures one save and load per repeat)")
-        if cfg.framework.name != "pytorch":
-            raise ConfigError(f"checkpoint.every is built for framework=pytorch, not {cfg.framework.name}")
-        if (cfg.get("data") or {}).get("source") == datafiles.FILES:
-            raise ConfigError("checkpoint.every is built for synthetic data, not data=files")
-    if bench == "checkpoint":
-        try:
-            checkpoint.bench_options(OmegaConf.to_container(cfg.bench, resolve=True))
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(str(exc).splitlines()[0]) from None
-    if s.dir is not None:
-        cfg.checkpoint.dir = s.dir
-
-
-def compile_setting(cfg):
-    """The point's compile setting: "auto", True or False (ConfigError otherwise)."""
-    try:
-        return modes.setting(cfg.get("compile", modes.AUTO))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def compiled(cfg) -> bool:
-    """Whether the point runs its framework's compiled mode: `compile=auto` resolved by
-    contract/modes.py (the framework's recommended mode)."""
-    return modes.compiled(cfg.framework.name, compile_setting(cfg))
+from launchers import auto, suite
+from launchers.plan import checks, search
+from launchers.suite import ConfigError
 
 
 def resolve_model(model_cfg) -> dict:
@@ -201,10 +47,10 @@ def check_layout(cfg, model: dict):
             raise ConfigError(f"parallel layouts ({lay.name() or 'dp=' + str(lay.dp)}) are built for "
                               f"model={', '.join(parallel.layout_models())} only, not model={name}")
         return lay, notes
-    if cfg.framework.name not in parallel.FRAMEWORKS:
+    if not checks.adapter(cfg).layouts:
         if not lay.is_data_parallel():
             raise ConfigError(f"parallel layouts ({lay.name()}) are built for framework="
-                              f"{', '.join(parallel.FRAMEWORKS)} only, not {cfg.framework.name}")
+                              f"{', '.join(registry.which('layouts'))} only, not {cfg.framework.name}")
     bad += parallel.model_violations(model, lay)
     if bad:
         raise ConfigError("; ".join(bad))
@@ -224,31 +70,17 @@ def point_name(cfg, num: int, lay) -> str:
         parts.append("files" + ("" if cfg.data.workers is None else f"-w{cfg.data.workers}"))
     if lay.name():  # a layout other than plain data parallelism
         parts.append(lay.name())
-    if compiled(cfg) and cfg.bench.name != "input":  # compile=auto: named by what it
+    if checks.compiled(cfg) and cfg.bench.name != "input":  # compile=auto: named by what it
         parts.append("compile")                       # resolves to (bench=input: no model)
-    ckpt = checkpoint_settings(cfg).label(cfg.bench.name)   # ckpt-sync, ckpt10-async, or none
+    ckpt = checks.checkpoint_settings(cfg).label(cfg.bench.name)   # ckpt-sync, ckpt10-async, or none
     if ckpt:
         parts.append(ckpt)
     return "-".join(parts)
 
 
-def suite_commit() -> str:
-    """The suite's git commit, marked dirty when the tree has changes; None outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=10)
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return head.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def launcher_settings(config: dict) -> dict:
     """The point's launcher settings from its resolved config; `launcher=auto` resolved
-    (launchers/backends/auto.py), saying why."""
+    (launchers/auto.py), saying why."""
     settings = copy.deepcopy(config["launcher"])
     if settings.get("name") == "auto":
         settings["name"], settings["auto"] = auto.choose()
@@ -273,76 +105,41 @@ COMMIT = object()  # make_point's default: look the commit up (a sweep looks it 
 
 
 def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> Point:
-    """Validate cfg and return the point (not yet written), built and checked once here:
-    a key the point's framework, launcher or cluster does not know is refused."""
+    """Validate cfg (launchers/plan/checks.py) and return the point (not yet written), built
+    and checked once here: a key the point's framework, launcher or cluster does not know is
+    refused, and the search's settings are completed (launchers/plan/search.py)."""
     cfg = batch_size_max(cfg)
-    validate(cfg)
+    given = checks.validate(cfg)        # the config's values of the point's own fields, checked
     config = OmegaConf.to_container(cfg, resolve=True)  # resolved once; the point's parts are copies
     model = resolve_model(config["model"])
     lay, notes = check_layout(cfg, model)
     name = point_name(cfg, num, lay)
-    setting, is_compiled = compile_setting(cfg), compiled(cfg)
+    setting, is_compiled = checks.compile_setting(cfg), checks.compiled(cfg)
     point = {
+        **given,                          # nodes, device, seed, ..., health (checks as names), cluster
         "point": name, "num": num,
         "dir": str(Path(paths.point_dir(sweep_dir, name)).resolve()),
         "bench": config["bench"]["name"],
         "bench_options": config["bench"],
-        "framework": config["framework"],
         "model": model,
         "parallel": lay,                  # the grid and batch sizes (contract/parallel.py)
         "notes": notes,                   # what was changed to fit the layout, said at submission
-        "case": config.get("case"),       # a published case's name (gpt_case=...), or None
         "precision": config["precision"]["name"],
-        "amp_dtype": config["precision"]["amp_dtype"],
         "compile": is_compiled,           # resolved: compile=auto is the framework's own choice
         "compile_setting": setting,       # as given: "auto", true or false
-        "mode": modes.mode_name(config["framework"]["name"], is_compiled),  # eager, jit, graph, ...
+        "mode": checks.adapter(cfg).modes.name(is_compiled),  # eager, jit, graph, ...
         "batch_size": lay.micro_batch_size,  # per device and forward: batch_size, or micro_batch_size
-        **{key: config[key] for key in ("nodes", "gpus_per_node")},
         "world_size": config["nodes"] * config["gpus_per_node"],
-        **{key: config[key] for key in ("warmup_steps", "measure_steps", "repeats", "device", "seed",
-                                        "timeout_s", "rendezvous_timeout_s")},
-        "memory_limit_mb": config.get("memory_limit_mb"),
-        "preflight": bool(config.get("preflight")),
-        "health": health(cfg),            # checked; `checks` resolved to names
-        "search": config.get("search"),   # checked in launchers/plan/search.py
-        "launcher": launcher_settings(config),
-        "cluster": config.get("cluster"),
+        "launcher": launcher_settings(config),  # launcher=auto resolved
         "overrides": list(overrides),
         "config": config,
-        "suite_commit": suite_commit() if commit is COMMIT else commit,
+        "suite_commit": suite.commit() if commit is COMMIT else commit,
         "created_unix": time.time(),
     }
     try:
-        return Point.from_dict(point, unknown="refuse")
+        made = Point.from_dict(point, unknown="refuse")
     except (typed.UnknownKey, TypeError) as exc:
         raise ConfigError(str(exc)) from None
-
-
-def write_point(point: Point) -> None:
-    os.makedirs(point.dir, exist_ok=True)
-    records.write_json_atomic(os.path.join(point.dir, paths.POINT_FILE), point.as_dict())
-
-
-def read_point(point_dir) -> Point:
-    with open(os.path.join(point_dir, paths.POINT_FILE)) as f:
-        return Point.from_dict(json.load(f))
-
-
-def recorded(point: Point) -> int:
-    """How many of the point's repeats are recorded (their run.json exists)."""
-    return sum(os.path.exists(os.path.join(rdir, paths.RUN_FILE)) for rdir in point.repeat_dirs)
-
-
-def run_spec(point: Point, repeat: int) -> RunSpec:
-    """What one repeat's workers read: the point's settings, the repeat, where to write."""
-    return RunSpec(
-        point=point.name, repeat=repeat, framework=point.framework.name, model=point.model,
-        precision=point.precision, batch_size=point.batch_size, warmup_steps=point.warmup_steps,
-        measure_steps=point.measure_steps, record_dir=point.repeat_dir(repeat), bench=point.bench,
-        bench_options=point.bench_options, amp_dtype=point.amp_dtype, compile=point.compile,
-        compile_setting=point.compile_setting, mode=point.mode, device=point.device,
-        seed=point.seed, rendezvous_timeout_s=point.rendezvous_timeout_s,
-        options=point.framework.options, memory_limit_mb=point.memory_limit_mb,
-        parallel=point.parallel, suite_commit=point.suite_commit, config=point.config,
-        container=point.container)
+    if made.search is not None:  # whole from here on: the driver and the backends read it as it is
+        made = made.replace(search=Settings(search.settings(made)))
+    return made

@@ -2,7 +2,7 @@
 clear line and nothing has run yet: unknown names (with the valid ones), sizes
 out of range in any sweep value, a compile value other than auto, true or false,
 unknown keys, an output folder that cannot be written. Points are validated again,
-whole, in points.validate.
+whole, in launchers/plan/checks.py.
 
 The valid names of a config group are the ones Hydra itself would find: the suite's
 conf/, a site's folder given with `--config-dir SITE`, and every `hydra.searchpath`

@@ -5,7 +5,7 @@ points of one allocation shape as one job array).
     run(jobs)    jobs: [Job(cfg, sweep_dir, num, overrides)], cfg without its hydra node
     main(jobs)   the same for launch.py: bad input is one line on stderr and exit status 2
 
-One impossible point refuses the whole sweep: points.ConfigError, in one line, naming the
+One impossible point refuses the whole sweep: ConfigError, in one line, naming the
 point, and nothing has run; a point that an `exclude` rule matches is skipped instead, with a
 line (launchers/plan/exclude.py). The suite's commit is looked up once per sweep.
 """
@@ -13,8 +13,9 @@ import sys
 from dataclasses import dataclass
 
 import launchers
-from launchers.backends import auto
+from launchers import auto, suite
 from launchers.plan import exclude, points
+from launchers.suite import ConfigError
 
 
 @dataclass
@@ -30,13 +31,13 @@ def make_points(jobs) -> list:
     job is refused (the first refusal, and how many there were)."""
     if any(job.cfg.launcher.get("name") == "auto" for job in jobs):
         auto.announce()
-    commit = points.suite_commit()
+    commit = suite.commit()
     made, refused, skipped = [], [], 0
     for job in jobs:
         try:
             rule = exclude.matching(job.cfg, exclude.rules(job.cfg))
         except exclude.RuleError as exc:
-            raise points.ConfigError(str(exc)) from None
+            raise ConfigError(str(exc)) from None
         if rule is not None:
             skipped += 1
             print(f"skipped sweep point {job.num} ({' '.join(job.overrides)}): excluded by "
@@ -45,21 +46,21 @@ def make_points(jobs) -> list:
         try:
             point = points.make_point(job.cfg, job.sweep_dir, job.num, job.overrides, commit=commit)
             launchers.get(point.launcher.name).check(point)
-        except points.ConfigError as exc:
+        except ConfigError as exc:
             refused.append((job, str(exc)))
             continue
         made.append((point, bool(job.cfg.get("dry_run"))))
     for note in dict.fromkeys(n for point, _ in made for n in point.notes):
         print(f"note: {note}")
     if refused and len(jobs) == 1:
-        raise points.ConfigError(refused[0][1])
+        raise ConfigError(refused[0][1])
     if refused:
         job, why = refused[0]
-        raise points.ConfigError(
+        raise ConfigError(
             f"{why} (sweep point {job.num}: {' '.join(job.overrides)}; {len(refused)} of "
             f"{len(jobs)} points refused, none was run)")
     if skipped and not made:
-        raise points.ConfigError(f"every point of the sweep is excluded ({skipped} of {len(jobs)})")
+        raise ConfigError(f"every point of the sweep is excluded ({skipped} of {len(jobs)})")
     return made
 
 
@@ -82,7 +83,7 @@ def fail(message: str):
 def main(jobs) -> list:
     try:
         return run(jobs)
-    except points.ConfigError as exc:
+    except ConfigError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write results under {jobs[0].sweep_dir}: {exc.strerror or exc}")

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from contract import records
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 HERE = Path(__file__).resolve().parent
 RECIPE = {

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import analysis
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 from launchers.plan.precheck import groups
 from tests.frameworks_env import FRAMEWORKS as TABLE
 

@@ -4,7 +4,7 @@ For each framework whose environment is built (`make env-<name>`; skips otherwis
 models' parameter counts equal PyTorch's; the smoke sweep of both models in fp32 and AMP
 (compile=false) trains, AMP where the capability check says it runs and `unsupported` with
 its one line where it does not; compile=true trains; the default, compile=auto, runs the
-framework's recommended mode (contract/modes.py); and two CPU ranks, each training
+framework's recommended mode (its adapter's modes); and two CPU ranks, each training
 on its own batch (seed + rank), end with equal parameter checksums in their records (the
 gradients were all-reduced) while their losses differ. Every trained record names its
 `mode`; every BERT one says that its MLM head gathered 20 positions per sequence and that
@@ -19,7 +19,7 @@ import time
 import pytest
 
 from frameworks.common import harness
-from contract import modes
+from frameworks import registry
 from frameworks.common.distenv import DistEnv
 from tests.frameworks_env import (  # noqa: F401  (sweeps: a fixture)
     COUNT_CASES, FRAMEWORKS, MODELS, assert_amp, assert_trained, auto_sweep, checksums,
@@ -177,7 +177,7 @@ def test_auto_is_the_recommended_mode(fw, sweeps):
     compiled = RECOMMENDED[fw.name] not in ("eager", "tf.function")
     assert name == f"{fw.name}-bert_base-fp32-1x1-bs4" + ("-compile" if compiled else "")
     (rec,) = assert_trained(fw.name, point)
-    assert rec["mode"] == RECOMMENDED[fw.name] == modes.recommended(fw.name)
+    assert rec["mode"] == RECOMMENDED[fw.name] == registry.get(fw.name).modes.recommended
     assert rec["spec"]["compile_setting"] == "auto" and rec["spec"]["compile"] is compiled
 
 
@@ -199,7 +199,9 @@ def test_a_trace_on_demand(fw, sweeps):
     import glob
     for name, point in two_ranks_sweep(sweeps, fw.name).items():
         r0, r1 = (r["profile"] for r in point.ranks)
-        if fw.name not in ("pytorch", "tensorflow", "jax"):
+        traced = fw.name in ("pytorch", "tensorflow", "jax")
+        assert traced == (registry.get(fw.name).tracer is not None)   # the adapter says so too
+        if not traced:
             assert r0["status"] == r1["status"] == "unsupported", r0
             assert f"no profiler hook for {fw.name}" in r0["error"]
             continue

@@ -10,11 +10,11 @@ import sys
 
 from healthchecks import nodechecks
 from contract import paths
-from launchers.plan import points
+from launchers.suite import ROOT
 
 
 def launch(*args, timeout=240):
-    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=points.ROOT,
+    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 

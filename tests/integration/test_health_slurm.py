@@ -20,7 +20,7 @@ import pytest
 
 from healthchecks import nodechecks
 from contract import paths
-from launchers.plan import points
+from launchers.suite import ROOT
 from tests.slurm_cluster import LocalSlurmCluster, config, skip_reason
 
 pytestmark = [pytest.mark.slurm, pytest.mark.quiet]   # link speeds: the machine to itself
@@ -66,7 +66,7 @@ def throttle(cluster):
 
 
 def launch(*args, timeout=240):
-    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=points.ROOT,
+    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 

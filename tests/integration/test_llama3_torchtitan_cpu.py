@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 pytest.importorskip("torchtitan.models.llama3", reason="torchtitan not installed: `make venv` installs "
                     "requirements-torchtitan.txt (pip install --no-deps)")

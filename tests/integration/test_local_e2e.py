@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import analysis
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 pytestmark = pytest.mark.e2e
 

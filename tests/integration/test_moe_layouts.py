@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 from tests.launching import analysis, launch, losses, rank_records
 
 pytestmark = pytest.mark.e2e

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 nbclient = pytest.importorskip("nbclient")
 nbformat = pytest.importorskip("nbformat")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 from tests.sweepfiles import write_point, write_repeat
 
 CHROMIUM = shutil.which("chromium")

@@ -8,7 +8,7 @@ import sys
 import pytest
 import sqlalchemy as sa
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 from tests import postgres_server
 from tests.store_scenario import DAY, T0, run, sweep, two_sweeps_one_deleted
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 DLBENCH = Path(sys.executable).parent / "dlbench"
 

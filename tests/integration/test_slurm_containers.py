@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from launchers.backends import containers
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 from tests.launching import analysis, launch
 
 pytestmark = pytest.mark.slurm

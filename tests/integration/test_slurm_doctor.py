@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from launchers.backends import containers
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 from tests.launching import launch
 
 pytestmark = pytest.mark.slurm

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import analysis
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 pytestmark = pytest.mark.slurm
 NODE = re.compile(r"node\d+")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 from tests.integration.test_slurm_launcher import (SMOKE, jload, launch, release_requeued, slurm,
                                                    status, status_lines, wait_for)
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from contract import paths, records
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 from tests import sweepfiles
 from tests.integration.test_slurm_launcher import (SMOKE, jload, launch, point_dirs, slurm,
                                                    status, status_lines, wait_for)

@@ -12,7 +12,7 @@ import pytest
 
 import analysis
 from analysis import metrics
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 pytestmark = pytest.mark.e2e
 

@@ -66,3 +66,19 @@ def test_require_raises_unsupported_and_the_environment_forces_flags(monkeypatch
         capability.require("mxnet", AMP)
     monkeypatch.setenv("DLBENCH_CPU_FLAGS", "avx2 amx_bf16")
     capability.require("mxnet", AMP)
+
+
+def test_the_rules_are_the_adapters(monkeypatch):
+    """capability.py holds no framework's name: each gap is its adapter's `precision`, in
+    this order on a CPU: any dtype, then eager mode, then the dtype, then oneDNN's bf16."""
+    from frameworks import registry
+    rules = registry.Precision(gpu={"fp16": "gpu fp16"}, cpu={"fp16": "cpu fp16"},
+                               cpu_eager="eager", onednn_bf16=True)
+    monkeypatch.setattr(registry, "get", {"site": registry.Adapter("site", {}, precision=rules)}.get)
+    gap = capability.precision_gap
+    assert gap("site", AMP.replace(amp_dtype="fp16"), gpu_capability=(9, 0)) == "gpu fp16"
+    assert gap("site", AMP, gpu_capability=(9, 0)) is None
+    assert gap("site", AMP, flags=BF16) == "eager"
+    assert gap("site", AMP.replace(amp_dtype="fp16", compile=True), flags=BF16) == "cpu fp16"
+    assert gap("site", AMP.replace(compile=True), flags=NO_BF16).startswith("bf16 AMP needs a CPU")
+    assert gap("site", AMP.replace(compile=True), flags=BF16) is None

@@ -8,7 +8,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf, open_dict, read_write
 
 from hydra_plugins.dlbench_launcher.compose import Compositions
-from launchers.plan import points
+from launchers.suite import ROOT
 
 JOBS = [
     ["preset=smoke", "seed=0"],
@@ -24,7 +24,7 @@ JOBS = [
 
 @pytest.fixture(scope="module")
 def hydra_loader():
-    with initialize_config_dir(config_dir=str(points.ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         master = compose("config", return_hydra_config=True)
         str(master.hydra.sweep.dir)  # as in a real sweep: ${now:} resolved, and cached, first
         yield GlobalHydra.instance().config_loader(), master

@@ -11,12 +11,15 @@ import subprocess
 import pytest
 
 from contract import paths
+from contract.point import CONTAINER_RUNTIMES
 from launchers.backends import containers
 from launchers.backends.slurm import srun
+from launchers.driver import run_spec
 from launchers.plan import points
+from launchers.suite import ROOT
 from tests.unit.test_points import cfg_of
 
-ROOT = str(points.ROOT)
+ROOT = str(ROOT)
 NGC = "nvcr.io#nvidia/pytorch:24.05-py3"
 SPEC = "/sweep/points/p/repeat-00/spec.json"
 
@@ -80,9 +83,11 @@ def test_the_health_step_runs_in_the_pytorch_image_with_the_same_runtime(tmp_pat
 
 # ---- refused in one line, before anything runs ------------------------------------------------
 def test_an_unknown_runtime_is_refused_when_the_point_is_made():
-    with pytest.raises(points.ConfigError, match=r"^cluster.container_runtime must be one of "
-                                                 r"pyxis, apptainer, charliecloud, got 'docker'$"):
+    with pytest.raises(points.ConfigError, match=r"^cluster.container_runtime must be pyxis, "
+                                                 r"apptainer or charliecloud, got 'docker'$"):
         make("cluster=example_site", "cluster.container_runtime=docker")
+    # the choices the point declares are the runtimes there are
+    assert tuple(containers.KINDS) == CONTAINER_RUNTIMES
 
 
 def test_an_image_left_to_the_user_must_be_given():
@@ -186,7 +191,7 @@ def test_stamped_hashes_each_image_once_and_the_spec_carries_it(monkeypatch, tmp
     pts = [make("cluster=example_site", f"seed={s}") for s in range(3)] + [make("cluster=localtest")]
     got = containers.stamped(pts)
     assert calls == [NGC] and [p.container for p in got] == [{"image": NGC}] * 3 + [None]
-    assert points.run_spec(got[0], 0).as_dict()["container"] == {"image": NGC}
+    assert run_spec.of(got[0], 0).as_dict()["container"] == {"image": NGC}
     assert paths.SPEC_SCHEMA  # the spec file keeps its schema: `container` is one more key
 
 

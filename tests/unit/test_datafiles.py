@@ -11,10 +11,12 @@ from hydra import compose, initialize_config_dir
 
 from frameworks import registry
 from frameworks.common import datafiles, distenv, harness
-from launchers.plan import points
+from launchers.driver.run_spec import of as spec_of
+from launchers.plan import checks, points
+from launchers.suite import ROOT
 from tests.runspecs import run_spec, stand_in
 
-CONF = str(points.ROOT / "conf")
+CONF = str(ROOT / "conf")
 
 
 def cfg_of(*overrides):
@@ -41,7 +43,7 @@ def test_files_point_is_named_and_its_path_made_absolute(images, tmp_path, monke
     point = points.make_point(cfg_of("data=files", "data.path=ds", "data.workers=3"), tmp_path, 1)
     assert point.name == "001-pytorch-resnet50-fp32-1x1-bs8-files-w3"
     assert point.config.data.path == str(images)
-    spec = points.run_spec(point, 0)  # a RunSpec, as the worker reads it from the file
+    spec = spec_of(point, 0)  # a RunSpec, as the worker reads it from the file
     assert datafiles.settings(spec)["workers"] == 3
 
 
@@ -65,14 +67,14 @@ def test_bad_data_settings(images, tmp_path, overrides, message):
         ((k, v) for k, v in fill.items() if k in o), ("", ""))]]
     message = message.replace("EMPTY", fill["EMPTY"]).replace("DS", fill["DS"])
     with pytest.raises(points.ConfigError) as e:
-        points.validate(cfg_of(*overrides))
+        checks.validate(cfg_of(*overrides))
     assert str(e.value) == message
 
 
 def test_an_empty_data_path_is_refused_in_one_line_before_anything_runs(tmp_path):
     (tmp_path / "empty").mkdir()
     p = subprocess.run([sys.executable, "-m", "launch", "data=files", f"data.path={tmp_path}/empty",
-                        f"hydra.run.dir={tmp_path}/sweep"], cwd=points.ROOT, capture_output=True,
+                        f"hydra.run.dir={tmp_path}/sweep"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr == (f"error: data.path '{tmp_path}/empty' holds nothing for resnet50 "

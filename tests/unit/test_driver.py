@@ -6,14 +6,15 @@ from types import SimpleNamespace
 
 from contract import spec as specs
 from contract import paths, records
-from launchers import repeats
+from launchers import sweepdir
+from launchers.driver import repeats
 from launchers.plan import points
 from tests.unit.test_points import cfg_of
 
 
 def make(tmp_path, repeats=3):
     point = points.make_point(cfg_of("preset=smoke", f"repeats={repeats}"), tmp_path, 0)
-    points.write_point(point)
+    sweepdir.write_point(point)
     return point
 
 

@@ -1,5 +1,6 @@
 """Bad `health.*` input is refused in one line before anything runs, by `launch health` and by
-a sweep alike (launchers/health/settings.py, through points.validate)."""
+a sweep alike (contract/point.py's declarations and launchers/health/settings.py, through
+launchers/plan/checks.py)."""
 import os
 import subprocess
 import sys
@@ -10,9 +11,10 @@ from hydra import compose, initialize_config_dir
 import launch
 from healthchecks import nodechecks
 from contract.point import Expect
-from launchers.plan import points
+from launchers.plan import checks, points
+from launchers.suite import ROOT
 
-CONF = str(points.ROOT / "conf")
+CONF = str(ROOT / "conf")
 BAD = [
     ("health.min_fraction=0", "health.min_fraction must be a number in (0, 1], got 0"),
     ("health.min_fraction=1.2", "health.min_fraction must be a number in (0, 1], got 1.2"),
@@ -46,7 +48,7 @@ def cfg_of(*overrides):
 @pytest.mark.parametrize("override,message", BAD)
 def test_a_point_with_bad_health_settings_is_refused(override, message):
     with pytest.raises(points.ConfigError) as err:
-        points.validate(cfg_of(override))
+        checks.validate(cfg_of(override))
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
@@ -90,7 +92,7 @@ def test_launch_health_refuses_in_one_line_and_exit_2(override, message, capsys,
 
 def test_a_sweep_with_bad_health_settings_runs_nothing(tmp_path):
     r = subprocess.run([sys.executable, "-m", "launch", "-m", "preset=smoke", "preflight=true,false",
-                        "health.retries=-2", f"hydra.sweep.dir={tmp_path / 's'}"], cwd=points.ROOT,
+                        "health.retries=-2", f"hydra.sweep.dir={tmp_path / 's'}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1].startswith(

@@ -1,6 +1,7 @@
 """No import circle anywhere in the suite: no module of analysis/, frameworks/, launchers/,
 hydra_plugins/, benchmarks/, tests/ or launch.py imports one that imports it back,
-directly or through others, counting imports inside functions (tests/import_graph.py)."""
+directly or through others, counting imports inside functions (tests/import_graph.py).
+And launchers/ one way: the planner decides, the backends and the driver execute."""
 import textwrap
 
 from tests import import_graph
@@ -56,3 +57,25 @@ def test_the_tree_has_no_import_circle():
     assert "frameworks.paddle.loader" in graph["frameworks.paddle.worker"]  # inside build
     circles = import_graph.cycles(graph)
     assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_a_crossing_is_found_through_other_modules():
+    graph = {"p.a": {"x"}, "x": {"y"}, "y": {"b.c"}, "b.c": set(), "p.d": set()}
+    assert import_graph.under(graph, "p") == {"p.a", "p.d"}
+    assert import_graph.crossing(graph, {"p.a", "p.d"}, {"b.c"}) == ["p.a", "x", "y", "b.c"]
+    assert import_graph.crossing(graph, {"p.d"}, {"b.c"}) is None
+
+
+def test_launchers_planner_and_backends_import_one_way():
+    """No module of launchers/backends/ or launchers/driver/ (what runs points) reaches
+    launchers/plan/ (what decides them), and no module of launchers/plan/ reaches a backend
+    or the driver: not directly, not through another module (the shared parts are
+    launchers/suite.py, sweepdir.py, auto.py and contract/)."""
+    graph = import_graph.graph()
+    plan = import_graph.under(graph, "launchers.plan")
+    execute = import_graph.under(graph, "launchers.backends") | import_graph.under(graph, "launchers.driver")
+    assert {"launchers.plan.points", "launchers.plan.sweep"} <= plan
+    assert {"launchers.backends.slurm.launcher", "launchers.driver.repeats"} <= execute
+    for sources, targets in ((execute, plan), (plan, execute)):
+        chain = import_graph.crossing(graph, sources, targets)
+        assert chain is None, "launchers/ imports the wrong way: " + " -> ".join(chain)

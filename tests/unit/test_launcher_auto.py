@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 NOWHERE = "/nonexistent/dlbench/slurm.conf"
 
@@ -40,7 +40,7 @@ def test_a_slurm_conf_that_names_no_file_runs_locally_at_once(tmp_path):
 
 def test_the_point_records_the_launcher_that_ran_it_and_why(tmp_path):
     from hydra import compose, initialize_config_dir
-    from launchers.backends import auto
+    from launchers import auto
     from launchers.plan import points
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=["preset=smoke"])

@@ -1,8 +1,10 @@
-"""contract/modes.py: each framework's modes, what compile=auto picks, and the
-recipe's switches (clipping, BERT's gathered positions) every adapter records."""
+"""contract/modes.py: the rule of compile, each framework's modes as its adapter declares
+them (frameworks/<name>/__init__.py), what compile=auto picks, and the recipe's switches
+(clipping, BERT's gathered positions) every adapter records."""
 import pytest
 
 from contract import modes
+from frameworks import registry
 
 # framework -> (compile=false, compile=true, compile=auto): each framework's official
 # benchmark or example scripts' way to train for throughput (docs/frameworks/<name>.md).
@@ -20,15 +22,16 @@ TABLE = {
 @pytest.mark.parametrize("framework", sorted(TABLE))
 def test_mode_defaults_per_framework(framework):
     off, on, auto = TABLE[framework]
-    assert modes.compiled(framework, False) is False and modes.compiled(framework, True) is True
-    assert modes.mode_name(framework, False) == off and modes.mode_name(framework, True) == on
-    assert modes.recommended(framework) == auto
-    assert modes.mode_name(framework, modes.compiled(framework, "auto")) == auto
+    fw = registry.get(framework).modes
+    assert fw.compiled(False) is False and fw.compiled(True) is True
+    assert fw.name(False) == off and fw.name(True) == on
+    assert fw.recommended == auto
+    assert fw.name(fw.compiled("auto")) == auto == fw.name(fw.compiled("AUTO"))
 
 
 def test_every_framework_of_the_suite_is_in_the_table():
     from tests.frameworks_env import FRAMEWORKS
-    assert set(modes.MODES) == set(FRAMEWORKS) == set(TABLE)
+    assert set(registry.names()) == set(FRAMEWORKS) == set(TABLE)
 
 
 @pytest.mark.parametrize("value,setting", [
@@ -44,9 +47,24 @@ def test_a_bad_setting_is_one_line(value):
         modes.setting(value)
 
 
-def test_a_framework_outside_the_table_runs_eager_under_auto():
-    assert modes.compiled("caffe", "auto") is False and modes.compiled("caffe", True) is True
-    assert (modes.mode_name("caffe", False), modes.mode_name("caffe", True)) == ("eager", "compiled")
+def test_an_adapter_that_declares_no_modes_runs_eager_under_auto():
+    site = modes.Modes()   # a site's own adapter's default
+    assert site.compiled("auto") is False and site.compiled(True) is True
+    assert (site.name(False), site.name(True), site.recommended) == ("eager", "compiled", "eager")
+
+
+@pytest.mark.parametrize("off,on", [("eagr", "jit"), ("eager", "XLA"), ("eager", "")])
+def test_a_mode_outside_the_vocabulary_is_one_line(off, on):
+    with pytest.raises(ValueError) as info:
+        modes.Modes(off, on)
+    bad = off if off not in modes.NAMES else on
+    assert str(info.value) == (f"unknown mode {bad!r}: a mode is one of {', '.join(modes.NAMES)} "
+                               "(contract/modes.py)")
+
+
+def test_a_bad_compile_setting_is_one_line_through_an_adapter_too():
+    with pytest.raises(ValueError, match=r"^compile must be auto, true or false, got 'yes'$"):
+        registry.get("jax").modes.compiled("yes")
 
 
 def test_clipping_and_the_recipe_environment():

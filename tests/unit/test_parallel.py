@@ -3,6 +3,7 @@ a point refused in one line that names each relation it breaks (launchers/plan/p
 import pytest
 
 from contract import parallel
+from launchers.driver import run_spec
 from launchers.plan import points
 from tests.unit.test_points import cfg_of
 
@@ -125,14 +126,14 @@ def test_a_layout_point_names_its_layout_and_pads_its_vocabulary():
     assert p.parallel.accumulation == 8 and p.parallel.global_batch_size == 16
     assert (p.model.vocab_size, p.model.data_vocab_size) == (1024, 1001)
     assert p.notes == ("vocabulary 1001 padded to 1024 (a multiple of 128 x tp = 256), as Megatron-LM pads it",)
-    spec = points.run_spec(p, 0)
+    spec = run_spec.of(p, 0)
     assert spec.parallel == p.parallel
     plain = points.make_point(cfg_of("model=resnet50", "gpus_per_node=2"), "/tmp/dlbench-test-sweep", 0, commit=None)
     assert plain.name == "000-pytorch-resnet50-fp32-1x2-bs8" and plain.parallel.global_batch_size == 16
 
 
 def test_a_batch_size_search_moves_the_layouts_micro_batch():
-    from launchers.plan import search
+    from launchers.driver import search
     base = points.make_point(cfg_of("model=gpt", "model.size=tiny", "gpus_per_node=2", "batch_size=max",
                                     "global_batch_size=32"), "/tmp/dlbench-test-sweep", 0, commit=None)
     assert base.parallel.accumulation == 2          # micro 8 (the search's start) x dp 2 x 2

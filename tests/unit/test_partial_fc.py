@@ -1,5 +1,6 @@
 """Partial FC (frameworks/pytorch/special.py) against an unsharded computation, on 1 and on
-2 gloo ranks; and the search for the largest size that trains (launchers/plan/search.py)."""
+2 gloo ranks; and the search for the largest size that trains (launchers/driver/search.py; its settings,
+launchers/plan/search.py)."""
 import os
 import socket
 
@@ -11,7 +12,9 @@ import torch.nn.functional as F
 
 from frameworks.pytorch.special import PartialFC, shard_rows
 from contract.point import Point
-from launchers.plan import points, search
+from launchers.driver import search
+from launchers.plan import points, search as search_settings
+from launchers.suite import ROOT
 
 EMB, CLASSES, BATCH, SCALE, MARGIN = 8, 7, 5, 16.0, 0.3   # 7 classes: uneven shards of 4 and 3
 
@@ -100,7 +103,7 @@ def test_two_ranks_match_the_unsharded_loss_and_gradients():
         torch.testing.assert_close(r["backbone_grad"], backbone.weight.grad, rtol=1e-5, atol=1e-6)
 
 
-# --- the search (launchers/plan/search.py) -------------------------------------------------
+# --- the search (launchers/driver/search.py) -----------------------------------------------
 
 def fits_up_to(limit, fail_at=None):
     tried = []
@@ -153,7 +156,7 @@ def test_bad_search_settings_are_one_line(setting, message):
                              "search": setting, "model": {"name": "insightface", "num_classes": 1000},
                              "batch_size": 8})
     with pytest.raises(points.ConfigError) as err:
-        search.settings(point)
+        search_settings.settings(point)
     assert message in str(err.value)
 
 
@@ -163,7 +166,7 @@ def test_each_try_is_a_point_of_its_own(tmp_path):
         "framework": {"name": "pytorch"}, "model": {"name": "insightface", "num_classes": 1000},
         "batch_size": 8, "config": {"model": {"num_classes": 1000}},
         "search": {"key": "model.num_classes"}})
-    s = search.settings(base)
+    s = search_settings.settings(base)
     assert (s["start"], s["max"], s["tolerance"]) == (1000, 1000 * 2**20, 0.05)
     p = search.try_point(base, s, 4096)
     assert p.name == "000-pytorch-insightface-fp32-1x2-bs8-num_classes=4096"
@@ -201,7 +204,7 @@ def test_memory_cap_makes_oom_reachable_and_is_lifted_after(mib, status):
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-c", CAPPED, str(mib)], capture_output=True, text=True,
-                         cwd=points.ROOT, timeout=120)
+                         cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1]) == [status, True]
 

@@ -5,9 +5,11 @@ from hydra import compose, initialize_config_dir
 from contract import spec as specs
 from contract.point import Framework, Point
 from launchers.backends import worker
-from launchers.plan import points
+from launchers.driver import run_spec
+from launchers.plan import checks, points
+from launchers.suite import ROOT
 
-CONF = str(points.ROOT / "conf")
+CONF = str(ROOT / "conf")
 
 
 def cfg_of(*overrides):
@@ -21,7 +23,7 @@ def test_point_and_spec(tmp_path):
     assert point.name == "007-pytorch-bert_base-amp-1x2-bs4"
     assert point.model.hidden == 128 and "sizes" not in point.model
     assert point.world_size == 2 and point.repeats == 2
-    spec = points.run_spec(point, 1).as_dict()
+    spec = run_spec.of(point, 1).as_dict()
     assert spec["repeat"] == 1 and spec["record_dir"].endswith("/repeat-01")
     assert all(k in spec for k in specs.REQUIRED)
 
@@ -40,10 +42,10 @@ def test_full_size_is_the_default():
 def test_validate(override, message):
     cfg = cfg_of(override)
     if message is None:
-        points.validate(cfg)
+        checks.validate(cfg)
     else:
         with pytest.raises(points.ConfigError, match=message):
-            points.validate(cfg)
+            checks.validate(cfg)
 
 
 def test_missing_interpreter_is_named(tmp_path):
@@ -74,7 +76,7 @@ def test_compile_auto_is_resolved_when_the_point_is_made(tmp_path, framework, co
     assert point.compile is compiled and point.compile_setting == setting
     assert point.mode == mode
     assert point.name == f"003-{framework}-resnet50-fp32-1x1-bs4" + ("-compile" if compiled else "")
-    spec = points.run_spec(point, 0).as_dict()
+    spec = run_spec.of(point, 0).as_dict()
     assert (spec["compile"], spec["compile_setting"], spec["mode"]) == (compiled, setting, mode)
 
 
@@ -86,7 +88,7 @@ def test_a_point_written_before_auto_still_makes_a_spec(tmp_path):
     point = points.make_point(cfg_of("framework=jax", "compile=true"), tmp_path, 0).as_dict()
     for key in ("compile_setting", "mode"):
         del point[key]
-    spec = points.run_spec(Point.from_dict(point), 0).as_dict()
+    spec = run_spec.of(Point.from_dict(point), 0).as_dict()
     assert (spec["compile_setting"], spec["mode"]) == (True, "jit")
 
 
@@ -100,7 +102,14 @@ def test_a_point_written_before_auto_still_makes_a_spec(tmp_path):
 def test_bad_compile_and_recipe_values_are_one_line(override, message):
     cfg = cfg_of("model=bert_base", override)
     with pytest.raises(points.ConfigError, match=message):
-        points.validate(cfg)
+        checks.validate(cfg)
+
+
+def test_a_framework_without_an_adapter_is_one_line(tmp_path):
+    with pytest.raises(points.ConfigError) as info:
+        points.make_point(cfg_of("preset=smoke", "framework.name=caffe"), tmp_path, 0)
+    assert str(info.value) == ("framework=caffe has no adapter (no frameworks/caffe/__init__.py; the "
+                               "suite's: jax, mindspore, mxnet, oneflow, paddle, pytorch, tensorflow)")
 
 
 @pytest.mark.parametrize("override,problem", [
@@ -121,9 +130,8 @@ def test_bert_clips_and_gathers_by_default():
 
 
 def test_batch_size_max_is_a_search_of_the_batch_from_8(tmp_path):
-    from launchers.plan import search
     point = points.make_point(cfg_of("preset=smoke", "batch_size=max"), tmp_path, 0)
-    assert point.batch_size == 8 and point.search == {"key": "batch_size"}
-    assert search.settings(point)["start"] == 8
+    assert point.batch_size == 8   # the search's settings, whole once the point is made
+    assert point.search == {"key": "batch_size", "start": 8, "max": 8 * 2**20, "tolerance": 0.05}
     with pytest.raises(points.ConfigError, match="batch_size=max is itself a search"):
         points.make_point(cfg_of("batch_size=max", "search={key:model.num_classes}"), tmp_path, 0)

@@ -1,12 +1,14 @@
 """profile=true (frameworks/common/profile.py): extra steps after the first repeat's timed
-window, traced on rank 0 only, never in a window; a framework without a profiler hook says
-so and runs no extra step; a profiler that fails costs only the trace. The report links each
-trace (analysis/traces.py). Real traces: tests/integration/test_frameworks.py."""
+window, traced on rank 0 only by the adapter's tracer, never in a window; a framework whose
+adapter declares no tracer says so and runs no extra step; a profiler that fails costs only
+the trace. The report links each trace (analysis/traces.py). Real traces:
+tests/integration/test_frameworks.py."""
 import json
 import os
 
 import analysis
 from analysis import report
+from frameworks import registry
 from frameworks.common import harness, profile
 from contract import paths
 from frameworks.common.distenv import DistEnv
@@ -15,29 +17,34 @@ from tests.runspecs import run_spec, stand_in
 from tests.unit.test_harness import SPEC, Counting
 
 
-def run(tmp_path, rank=0, repeat=0, on=True, framework="none"):
-    spec = run_spec(SPEC, repeat=repeat, framework=framework, record_dir=str(tmp_path),
+def run(tmp_path, monkeypatch, rank=0, repeat=0, on=True, tracer=None):
+    """A rank of the stand-in framework "none", whose adapter the registry holds while it
+    runs (profile.py asks the registry, as a real rank's harness does)."""
+    spec = run_spec(SPEC, repeat=repeat, framework="none", record_dir=str(tmp_path),
                     config={"profile": on})
     sessions = []
 
     def build(s, d):
         sessions.append(Counting(s, d))
         return sessions[-1]
-    rec = harness.run(stand_in(build), spec, DistEnv(rank, 2, rank, 2, "h", 1))[0]
+    adapter = stand_in(build, tracer=tracer)
+    monkeypatch.setattr(registry, "get", {"none": adapter}.__getitem__)
+    rec = harness.run(None, spec, DistEnv(rank, 2, rank, 2, "h", 1))[0]
     return rec, sessions[0].calls
 
 
-def test_off_or_a_later_repeat_runs_no_extra_step(tmp_path):
+def test_off_or_a_later_repeat_runs_no_extra_step(tmp_path, monkeypatch):
     for kw in ({"on": False}, {"repeat": 1}):
-        rec, calls = run(tmp_path, **kw)
+        rec, calls = run(tmp_path, monkeypatch, **kw)
         assert rec["status"] == "ok" and "profile" not in rec and calls == 2 + 5
 
 
-def test_a_framework_without_a_profiler_says_so_and_runs_no_extra_step(tmp_path):
-    rec, calls = run(tmp_path)
+def test_a_framework_without_a_profiler_says_so_and_runs_no_extra_step(tmp_path, monkeypatch):
+    rec, calls = run(tmp_path, monkeypatch)
     assert rec["status"] == "ok" and calls == 2 + 5
     assert rec["profile"]["status"] == "unsupported"
-    assert "no profiler hook for none" in rec["profile"]["error"]
+    assert rec["profile"]["error"] == ("no profiler hook for none in the suite yet (its adapter, "
+                                       "frameworks/none/__init__.py, declares no tracer)")
 
 
 def test_steps_after_the_window_traced_on_rank_0_only(tmp_path, monkeypatch):
@@ -49,14 +56,13 @@ def test_steps_after_the_window_traced_on_rank_0_only(tmp_path, monkeypatch):
         path = os.path.join(folder, "t.json")
         open(path, "w").write("{}")
         return {"tool": "t", "format": "f", "path": path, "traced_steps": profile.STEPS}
-    monkeypatch.setitem(profile.TRACERS, "none", tracer)
-    rec, calls = run(tmp_path)
+    rec, calls = run(tmp_path, monkeypatch, tracer=tracer)
     assert calls == 2 + 5 + profile.STEPS and rec["status"] == "ok"
     assert rec["profile"]["status"] == "ok" and seen == [paths.profile_dir(tmp_path, 0)]
     assert rec["profile"]["path"] == os.path.relpath(os.path.join(seen[0], "t.json"), tmp_path)
     # the timed window and the step list are the measured steps', the trace's are not in them
     assert len(rec["steps"]) == 2 + 5
-    rec1, calls1 = run(tmp_path, rank=1)
+    rec1, calls1 = run(tmp_path, monkeypatch, rank=1, tracer=tracer)
     assert calls1 == calls and rec1["profile"]["status"] == "untraced" and len(seen) == 1
 
 
@@ -64,8 +70,7 @@ def test_a_profiler_that_fails_costs_only_the_trace(tmp_path, monkeypatch):
     def tracer(folder, steps, session):
         steps(2)
         raise RuntimeError("profiler broke")
-    monkeypatch.setitem(profile.TRACERS, "none", tracer)
-    rec, calls = run(tmp_path)
+    rec, calls = run(tmp_path, monkeypatch, tracer=tracer)
     assert rec["status"] == "ok" and calls == 2 + 5 + profile.STEPS  # the ranks stay in step
     assert rec["profile"]["status"] == "failed" and "profiler broke" in rec["profile"]["error"]
 
@@ -92,8 +97,8 @@ def test_the_report_links_each_trace(tmp_path):
     assert f'<a href="{trace}">{os.path.relpath(trace, s)}</a>' in page
 
 
-def test_a_value_other_than_true_or_false_is_said_not_guessed(tmp_path):
-    rec, calls = run(tmp_path, on="yes")
+def test_a_value_other_than_true_or_false_is_said_not_guessed(tmp_path, monkeypatch):
+    rec, calls = run(tmp_path, monkeypatch, on="yes")
     assert rec["status"] == "ok" and calls == 2 + 5
     assert rec["profile"] == {"status": "failed",
                               "error": "profile must be true or false, got 'yes'"}
@@ -102,6 +107,5 @@ def test_a_value_other_than_true_or_false_is_said_not_guessed(tmp_path):
 def test_a_cancel_while_tracing_ends_the_rank(tmp_path, monkeypatch):
     def tracer(folder, steps, session):
         raise harness.Cancelled("terminated by SIGTERM")
-    monkeypatch.setitem(profile.TRACERS, "none", tracer)
-    rec, calls = run(tmp_path)
+    rec, calls = run(tmp_path, monkeypatch, tracer=tracer)
     assert rec["status"] == "cancelled" and calls == 2 + 5

@@ -1,22 +1,25 @@
-"""The framework registry (frameworks/registry.py): each framework declares one adapter, read
-without importing the framework, whose references all name something that exists."""
+"""The framework registry (frameworks/registry.py): each framework declares one adapter, every
+field of it in the same order, read without importing the framework (nor the workers' runtime,
+frameworks/common), whose references all name something that exists."""
 import ast
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 
-from contract import modes
+from contract.statuses import Unsupported
 from frameworks import registry
-from frameworks.common.capability import Unsupported
-from launchers.plan import points
+from launchers.suite import ROOT
 
 FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "paddle", "mxnet", "mindspore", "oneflow",
                      "numpy")
 
 
 def test_every_framework_declares_an_adapter_and_its_benches():
-    for name in modes.MODES:
+    assert registry.names() == ["jax", "mindspore", "mxnet", "oneflow", "paddle", "pytorch",
+                                "tensorflow"]
+    for name in registry.names():
         adapter = registry.get(name)
         assert adapter.name == name and adapter.package == f"frameworks.{name}"
         assert {"train", "input"} <= set(adapter.benches), name
@@ -31,12 +34,41 @@ def test_every_framework_declares_an_adapter_and_its_benches():
 def test_reading_the_adapters_imports_no_framework():
     """What lets a framework that cannot import still leave a record that says why."""
     code = ("import sys; from frameworks import registry; "
-            f"[registry.get(n) for n in {sorted(modes.MODES)!r}]; "
-            f"print(sorted(m for m in {FRAMEWORK_MODULES!r} if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=points.ROOT, capture_output=True,
+            "[registry.get(n) for n in registry.names()]; "
+            f"print(sorted(m for m in {FRAMEWORK_MODULES!r} if m in sys.modules)); "
+            "print(sorted(m for m in sys.modules if m.startswith('frameworks.common')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.split("\n")[:2] == ["[]", "[]"]
+
+
+FIELDS = [f.name for f in dataclasses.fields(registry.Adapter)]
+
+
+def test_every_adapter_declares_every_field_in_the_same_order():
+    """The same small surface in each frameworks/<name>/__init__.py: the name and benches,
+    then every other field by keyword, none left to its default, in the dataclass's order."""
+    for name in registry.names():
+        tree = ast.parse((ROOT / "frameworks" / name / "__init__.py").read_text())
+        (call,) = [n.value for n in tree.body if isinstance(n, ast.Assign)
+                   and [t.id for t in n.targets] == ["ADAPTER"]]
+        assert len(call.args) == 2, name   # name, benches
+        assert [k.arg for k in call.keywords] == FIELDS[2:], name
+
+
+def test_the_facts_each_adapter_declares():
+    get = registry.get
+    assert {n: get(n).import_name for n in registry.names()} == {
+        "jax": "jax", "mindspore": "mindspore", "mxnet": "mxnet", "oneflow": "oneflow",
+        "paddle": "paddle", "pytorch": "torch", "tensorflow": "tensorflow"}
+    assert registry.which("layouts") == registry.which("checkpoints") == ["pytorch"]
+    assert [n for n in registry.names() if get(n).tracer] == ["jax", "pytorch", "tensorflow"]
+    assert [n for n in registry.names() if get(n).precision.onednn_bf16] == ["mxnet", "paddle"]
+    # a site's own adapter: its name is its module, eager under auto, no gaps, no layouts
+    site = registry.Adapter("caffe", {})
+    assert (site.import_name, site.modes.recommended, site.precision, site.tracer, site.layouts,
+            site.checkpoints) == ("caffe", "eager", registry.Precision(), None, False, False)
 
 
 def _defines(path, dotted: str) -> bool:
@@ -52,13 +84,15 @@ def _defines(path, dotted: str) -> bool:
 
 
 def test_every_reference_names_what_its_module_defines():
-    for name in modes.MODES:
+    for name in registry.names():
         adapter = registry.get(name)
-        refs = [adapter.oom] + [r for b in adapter.benches.values() for r in (b.session, b.files) if r]
+        refs = [adapter.oom, adapter.tracer] + [r for b in adapter.benches.values()
+                                                for r in (b.session, b.files)]
+        refs = [r for r in refs if r]
         for ref in refs:
             module, _, attr = ref.partition(":")
             assert module.startswith("."), ref   # relative to the framework's package
-            path = points.ROOT / "frameworks" / name / (module[1:].replace(".", "/") + ".py")
+            path = ROOT / "frameworks" / name / (module[1:].replace(".", "/") + ".py")
             assert path.exists() and _defines(path, attr), (name, ref)
 
 

@@ -1,4 +1,4 @@
-"""The search's ledger is its memory (launchers/plan/search.py): run again, as after a requeue on
+"""The search's ledger is its memory (launchers/driver/search.py, ledger.py): run again, as after a requeue on
 Slurm, it tries no value twice; a try cut short resumes at its first unrecorded repeat;
 max_tries bounds every search (it sizes a Slurm search's allocation); a search on Slurm is
 refused only for a key that changes the allocation (launchers/backends/slurm/launcher.py)."""
@@ -12,7 +12,8 @@ from contract import spec as specs
 from contract import paths, records
 from contract.frozen import Settings
 from launchers.backends.slurm.launcher import SlurmLauncher
-from launchers.plan import points, search
+from launchers.driver import ledger, search
+from launchers.plan import points
 from tests.unit.test_points import cfg_of
 
 FITS = 40  # the largest batch the fake worker below "trains"
@@ -66,8 +67,8 @@ def test_a_requeued_search_resumes_the_try_it_was_cut_short_in(tmp_path):
         return fake_start(tried).start_repeat(point, spec_path, rdir)
     with pytest.raises(KeyboardInterrupt):
         search.run(base, launcher(start), log=lambda m: None)
-    ledger = json.load(open(search.ledger_path(base)))
-    assert [t["value"] for t in ledger["tries"]] == [8, 16] and not ledger["done"]
+    kept = json.load(open(ledger.path(base)))
+    assert [t["value"] for t in kept["tries"]] == [8, 16] and not kept["done"]
     resumed = []
     done = search.run(base, fake_start(resumed), log=lambda m: None)
     # the values before the cut are not run again; the cut try runs only its missing repeat
@@ -78,16 +79,16 @@ def test_a_requeued_search_resumes_the_try_it_was_cut_short_in(tmp_path):
 def test_another_memory_cap_is_another_search(tmp_path):
     base = base_point(tmp_path)
     search.run(base, fake_start([]), log=lambda m: None)
-    assert search.read_ledger(base) is not None
-    assert search.read_ledger(base.replace(memory_limit_mb=300)) is None  # remembers nothing of it
-    assert search.read_ledger(base.replace(search=base.search.replace(tolerance=0.1))) is not None
+    assert ledger.read(base) is not None
+    assert ledger.read(base.replace(memory_limit_mb=300)) is None  # remembers nothing of it
+    assert ledger.read(base.replace(search=base.search.replace(tolerance=0.1))) is not None
 
 
 def test_begin_writes_the_ledger_a_queued_search_shows(tmp_path):
     base = base_point(tmp_path)
-    ledger = search.begin(base)
-    assert ledger["tries"] == [] and not ledger["done"]
-    assert json.load(open(search.ledger_path(base)))["key"] == "batch_size"
+    kept = ledger.begin(base)
+    assert kept["tries"] == [] and not kept["done"]
+    assert json.load(open(ledger.path(base)))["key"] == "batch_size"
 
 
 @pytest.mark.parametrize("start,maximum,tolerance", [(8, 1024, 0.25), (1, 2**20, 0.05),
@@ -121,7 +122,7 @@ def test_a_search_on_slurm_is_one_job_sized_for_its_tries(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "on Slurm one allocation, each try's repeats srun steps in it" in out
     assert out.count("#SBATCH --requeue") == 1 and "#SBATCH --nodes=1" in out
-    tries = search.max_tries(search.settings(point))  # 8 doublings at most, then 2 bisections
+    tries = search.max_tries(point.search)  # 8 doublings at most, then 2 bisections
     assert tries == 10
     per_repeat_s = point.timeout_s + point.launcher.step_overhead_s
     assert f"#SBATCH --time={-(-(tries * point.repeats * per_repeat_s + 120) // 60)}" in out

@@ -17,6 +17,7 @@ from launchers.backends.slurm import job as slurm_job, sacct, srun as srun_step
 from launchers.backends.slurm.launcher import SlurmLauncher
 from launchers.commands import status
 from launchers.plan import points
+from launchers.suite import ROOT
 from tests import sweepfiles
 from tests.unit.test_points import cfg_of
 
@@ -28,13 +29,13 @@ def dry_run(tmp_path, *overrides, multirun=False):
     where = f"hydra.sweep.dir={out}" if multirun else f"hydra.run.dir={out}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_"))}
     res = subprocess.run([sys.executable, "-m", "launch", *(["-m"] if multirun else []), *overrides,
-                          "launcher=slurm", "dry_run=true", where], cwd=points.ROOT,
+                          "launcher=slurm", "dry_run=true", where], cwd=ROOT,
                          capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (out / "points").exists(), "a dry run writes no point"
     # Stable across machines: the sweep folder, the interpreter, the checkout.
     text = res.stdout.replace(str(out), "<SWEEP>").replace(sys.executable, "<PYTHON>")
-    return text.replace(str(points.ROOT), "<ROOT>")
+    return text.replace(str(ROOT), "<ROOT>")
 
 
 def check_golden(name: str, text: str):
@@ -153,7 +154,7 @@ def test_step_env_drops_stale_rank_and_step_variables():
     assert env["SLURM_JOB_ID"] == "7" and env["SLURM_CONF"] == "/etc/slurm.conf"
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("node1", "20071")
     assert env["NCCL_DEBUG"] == "INFO" and env["OMP_NUM_THREADS"] == "1"
-    assert env["PYTHONPATH"] == str(points.ROOT)
+    assert env["PYTHONPATH"] == str(ROOT)
 
 
 def test_submission_environment_has_no_outer_job(monkeypatch):

@@ -143,7 +143,7 @@ def preflight(p, outcome, excluded, error=None):
 
 
 def test_a_point_without_healthy_nodes_is_unhealthy_and_says_which_were_left_out(tmp_path):
-    """preflight=true (launchers/health/preflight.py): the left-out nodes and why, on every line; a
+    """preflight=true (launchers/driver/preflight.py): the left-out nodes and why, on every line; a
     point that found too few healthy nodes is UNHEALTHY, not a failed training run."""
     gone = slurm_point(tmp_path, "000-a", "41")
     preflight(gone, "unhealthy", {"node1": ["devices: 1 GPU(s), 2 requested"]},

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from launchers.plan.points import ROOT
+from launchers.suite import ROOT
 
 
 def launch(*args):

@@ -16,8 +16,8 @@ import os
 import signal
 import time
 
-from launchers import repeats
 from launchers.backends.slurm import nodes
+from launchers.driver import repeats
 
 POLL_S = 1.0  # how often the wait for Slurm to end a job with a lost node looks
 

@@ -6,8 +6,8 @@ import os
 
 from contract import paths
 from launchers.backends.slurm import job, nodes, sacct
-from launchers.health import preflight
-from launchers.plan import points
+from launchers import sweepdir
+from launchers.driver import preflight
 
 
 def shapes(pts: list) -> list:
@@ -46,9 +46,9 @@ def to_queue(pts: list) -> list:
             print(f"{point.name}: already queued as Slurm job {prev['job_id']}")
             continue
         fresh = not os.path.exists(os.path.join(point.dir, paths.POINT_FILE))
-        points.write_point(point)
+        sweepdir.write_point(point)
         preflight.new_round(point.dir)  # exclusions of an earlier submission do not carry over
-        if points.recorded(point) == point.repeats:
+        if sweepdir.recorded(point) == point.repeats:
             print(f"{point.name}: every repeat is recorded; nothing to submit")
             continue
         out.append((point, prev, fresh))

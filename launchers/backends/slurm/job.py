@@ -17,7 +17,7 @@ from launchers.backends import containers
 from launchers.backends.slurm import srun
 from launchers.backends.worker import WorkerUnavailable, worker_argv
 from launchers.health import step as health_step
-from launchers.plan import points
+from launchers.suite import ROOT, ConfigError
 
 # Variables of an outer job or step that must not reach a nested submission (sbatch exports
 # the submitting environment into the job, and srun/sbatch read these as defaults).
@@ -51,7 +51,7 @@ def executor_parameters(point) -> dict:
         # The requeue-before-the-time-limit signal goes to the batch shell only (the driver,
         # see `python` below), never to the job steps: the ranks would die of it.
         "signal": f"B:{_usr_sig()}@{params['signal_delay_s']}",
-        "chdir": str(points.ROOT),        # the driver unpickles launchers.* from here
+        "chdir": str(ROOT),        # the driver unpickles launchers.* from here
     }
     extra.update({str(k): v for k, v in cl.sbatch_args.as_dict().items()})
     params["additional_parameters"] = extra
@@ -123,21 +123,21 @@ def preflight(pts: list) -> None:
             try:
                 worker_argv(point, paths.SPEC_FILE, sys.executable)
             except WorkerUnavailable as exc:
-                raise points.ConfigError(str(exc)) from None
+                raise ConfigError(str(exc)) from None
     if shutil.which("sbatch") is None or shutil.which("srun") is None:
-        raise points.ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
+        raise ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
 
 
 def submit(executor, drivers: list, what: str) -> list:
     """One sbatch: a job array of the drivers (a plain job for one) -> submitit's jobs.
-    sbatch refusing it is points.ConfigError, in one line that names `what`."""
+    sbatch refusing it is ConfigError, in one line that names `what`."""
     try:
         with submission_environ():
             with executor.batch():
                 return [executor.submit(driver) for driver in drivers]
     except Exception as exc:  # sbatch refused: say why in one line
         message = " ".join(str(exc).split())
-        raise points.ConfigError(f"sbatch refused {what}: {message[-400:]}") from None
+        raise ConfigError(f"sbatch refused {what}: {message[-400:]}") from None
 
 
 def record(point, job, previous=None, time_min=None, **more) -> dict:
@@ -164,7 +164,7 @@ def submit_group(group: list, driver, job_name: str = None, exclude=()) -> list:
     names = first.name + (f" and {len(group) - 1} more" if len(group) > 1 else "")
     try:
         jobs = submit(executor, [driver(p.dir) for p, _, _ in group], names)
-    except points.ConfigError:
+    except ConfigError:
         for p, _, fresh in group:
             if fresh:  # leave no point that looks submitted
                 shutil.rmtree(p.dir, ignore_errors=True)

@@ -15,7 +15,7 @@ Python (submitit with use_srun=False): `PointDriver`, `SearchDriver` or `HealthD
 below, each with a SlurmLauncher of that allocation (allocation.py). Its `start_repeat` runs
 each repeat as one `srun` step (srun.py), watched and stopped by the step runner
 (launchers/backends/step.py, step_watch.SrunRanks):
-- its ranks end: run.json from their records (launchers/repeats.py);
+- its ranks end: run.json from their records (launchers/driver/repeats.py);
 - a rank ends badly: the others get launcher.failure_grace_s, then the step gets SIGTERM,
   then SIGKILL; run.json names the first cause and the ranks that left no record
   (docs/slurm.md, "How a repeat ends on Slurm");
@@ -25,7 +25,7 @@ each repeat as one `srun` step (srun.py), watched and stopped by the step runner
 - it lost ranks without any exit status: their nodes are probed before the next step
   (allocation.py, leave_lost_nodes).
 
-A search (`search=`, launchers/plan/search.py) is ONE allocation, each try's repeats srun
+A search (`search=`, launchers/driver/search.py) is ONE allocation, each try's repeats srun
 steps in it: the allocation is sized for the most tries the search can take, and the tries
 are points of their own with the search's job record. Requeue (preemption, `scontrol
 requeue`, the time-limit signal): the drivers are submitit Checkpointables; a requeued job
@@ -42,14 +42,14 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 
 from contract import spec as specs
 from contract import paths, records
-from launchers import repeats
 from launchers.backends import containers
 from launchers.backends.base import Launcher, NoVerdict
 from launchers.backends.slurm import arrays, job, nodes, preview, sacct, srun, srun_output
 from launchers.backends.slurm.allocation import Allocation, AllocationEnding, log
 from launchers.backends.slurm.step_watch import SrunRanks
-from launchers.health import preflight, step as health_step
-from launchers.plan import points, search
+from launchers.driver import ledger, preflight, repeats, search
+from launchers.health import step as health_step
+from launchers.suite import ROOT, ConfigError
 
 SHAPE = ("nodes", "gpus_per_node", "world_size")  # an allocation's: the same for every try
 HEALTH_POLL_S = 0.5
@@ -68,14 +68,14 @@ class SlurmLauncher(Launcher):
     # ---- on the submitting host ----------------------------------------------------------
     def check(self, point) -> None:
         super().check(point)
-        if point.search is not None and search.settings(point)["key"] in SHAPE:
-            raise points.ConfigError(f"search key {point.search['key']} changes the allocation; on "
+        if point.search is not None and point.search["key"] in SHAPE:
+            raise ConfigError(f"search key {point.search['key']} changes the allocation; on "
                                      "Slurm a search runs inside one allocation (sweep it instead: "
                                      "-m nodes=1,2,4)")
         containers.check_settings(point)
         most = point.cluster.max_gpus_per_node
         if point.cluster.gpus and most and point.gpus_per_node > int(most):
-            raise points.ConfigError(f"gpus_per_node={point.gpus_per_node} is more than cluster "
+            raise ConfigError(f"gpus_per_node={point.gpus_per_node} is more than cluster "
                                      f"{point.cluster.name} has per node ({most})")
 
     def submit(self, pts: list, dry_run: bool = False) -> None:
@@ -104,7 +104,7 @@ class SlurmLauncher(Launcher):
     def submit_search(self, base, dry_run: bool = False) -> None:
         """One job for the whole search, sized for its tries, its driver a SearchDriver (the
         base point travels with it: only the tries are points on disk)."""
-        s = search.settings(base)
+        s = base.search  # checked and whole (launchers/plan/search.py)
         sized = base.replace(repeats=base.repeats * search.max_tries(s))  # the allocation's time
         if dry_run:
             print(f"{search.describe(base)}; on Slurm one allocation, each try's repeats srun steps in it")
@@ -117,14 +117,14 @@ class SlurmLauncher(Launcher):
         if queued and sacct.squeue_states([queued]).get(queued) in ("PENDING", "RUNNING"):
             print(f"{base.name}: search already queued as Slurm job {queued}")  # leave it be
             return
-        done = search.read_ledger(base)
+        done = ledger.read(base)
         if done and done["done"] and all(done[k] == s[k] for k in ("start", "max", "tolerance")):
-            print(f"{base.name}: search {s['key']} is done (see {search.ledger_path(base)}); "
+            print(f"{base.name}: search {s['key']} is done (see {ledger.path(base)}); "
                   "nothing to submit")
             return
         os.makedirs(base.dir, exist_ok=True)
         (queued,) = job.submit(job.make_executor(sized), [SearchDriver(base)], base.name)
-        search.begin(base)  # the ledger, so that `launch status` shows the search before its first try
+        ledger.begin(base)  # the ledger, so that `launch status` shows the search before its first try
         job.record(base, queued, previous, time_min=srun.time_limit_min(sized), search=base.name)
         print(f"{base.name}: search {s['key']} queued as Slurm job {queued.job_id} "
               f"(one allocation; at most {search.max_tries(s)} tries, each an srun step)")
@@ -149,7 +149,7 @@ class SlurmLauncher(Launcher):
             unknown = unknown + 1 if state is None else 0  # neither squeue nor sacct knows it
             if state == "PENDING" and (info.get("reason") or "").startswith(NEVER):
                 subprocess.run(["scancel", str(queued.job_id)], capture_output=True, timeout=30)
-                raise points.ConfigError(f"Slurm will not start the health job of {point.nodes} "
+                raise ConfigError(f"Slurm will not start the health job of {point.nodes} "
                                          f"node(s): {info['reason']} (the job is cancelled)")
             if state == "PENDING" and said != state:
                 print(f"health: waiting for an allocation ({info.get('reason') or 'queued'})", flush=True)
@@ -169,7 +169,7 @@ class SlurmLauncher(Launcher):
         return {"job_id": self.allocation.job_id, "nodes": self.allocation.hosts}
 
     def start_repeat(self, point, spec_path: str, rdir: str):
-        """One repeat as one srun step -> (rank_ends, ended_by) (launchers/repeats.py)."""
+        """One repeat as one srun step -> (rank_ends, ended_by) (launchers/driver/repeats.py)."""
         alloc = self.allocation
         if alloc.ending:
             repeats.set_aside(rdir)
@@ -219,7 +219,7 @@ class SlurmLauncher(Launcher):
                 "started_unix": time.time()})
         self.log(f"{what}: {shlex.join(argv)}")
         with open(os.path.join(folder, paths.SRUN_LOG), "w") as out:
-            proc = subprocess.Popen(argv, cwd=points.ROOT, env=srun.step_env(point, alloc.master, port),
+            proc = subprocess.Popen(argv, cwd=ROOT, env=srun.step_env(point, alloc.master, port),
                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         return SrunRanks(proc, folder, point, alloc, self.log)
 
@@ -242,7 +242,7 @@ class SlurmLauncher(Launcher):
         try:
             (queued,) = job.submit_group([(point, job.read_slurm_json(point.dir), False)],
                                          PointDriver, exclude=sorted(state["excluded"]))
-        except points.ConfigError as exc:  # sbatch refused the exclusion: no node left to run on
+        except ConfigError as exc:  # sbatch refused the exclusion: no node left to run on
             raise preflight.Unhealthy(f"{exc}; left out: {preflight.left_out(state)}") from None
         return str(queued.job_id)
 
@@ -297,7 +297,7 @@ class PointDriver(Driver, Checkpointable):
     def run(self, launcher):
         got = repeats.run_point(self.point_dir, launcher, log)
         if got is None:
-            return "preflight: this allocation is given back (launchers/health/preflight.py)"
+            return "preflight: this allocation is given back (launchers/driver/preflight.py)"
         bad = [f"repeat {r}: {s}" for r, s in enumerate(got) if s != "ok"]
         if bad:  # the job's own state then says the point did not complete ok
             raise RuntimeError(f"{len(bad)} of {len(got)} repeat(s) not ok ({', '.join(bad)}); "
@@ -306,7 +306,7 @@ class PointDriver(Driver, Checkpointable):
 
 
 class SearchDriver(PointDriver):
-    """One search's driver: the search loop (launchers/plan/search.py) in place of the
+    """One search's driver: the search loop (launchers/driver/search.py) in place of the
     repeat loop. The base point travels with it (it is written nowhere else)."""
 
     def __init__(self, base):
@@ -317,10 +317,10 @@ class SearchDriver(PointDriver):
         return SlurmLauncher(Allocation.here(), search_base=self.base, log=log)
 
     def run(self, launcher):
-        ledger = search.run(self.base, launcher, log)
-        if ledger["stopped"]:  # a try neither ok nor oom: Slurm's own state says FAILED too
-            raise RuntimeError(f"search {ledger['key']} stopped at {ledger['stopped']}")
-        return ledger
+        done = search.run(self.base, launcher, log)
+        if done["stopped"]:  # a try neither ok nor oom: Slurm's own state says FAILED too
+            raise RuntimeError(f"search {done['key']} stopped at {done['stopped']}")
+        return done
 
 
 class HealthDriver(Driver):

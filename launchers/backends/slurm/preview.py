@@ -8,7 +8,7 @@ import sys
 from contract import paths
 from launchers.backends.slurm import job, srun
 from launchers.backends.worker import WorkerUnavailable
-from launchers.plan import points
+from launchers.suite import ROOT
 
 
 def point_text(point, script: bool = True) -> str:
@@ -24,7 +24,7 @@ def point_text(point, script: bool = True) -> str:
             "and per-step SLURM_* variables):"]
     adds = srun.step_env_additions(point, "<first host of `scontrol show hostnames $SLURM_JOB_NODELIST`>",
                                    srun.port_rule_text(point))
-    adds["PYTHONPATH"] = f"{points.ROOT}:$PYTHONPATH"
+    adds["PYTHONPATH"] = f"{ROOT}:$PYTHONPATH"
     out += [f"#   {k}={v}" for k, v in adds.items()]
     if point.preflight:
         hdir = paths.health_attempt_dir(point.dir, 0)

@@ -13,7 +13,7 @@ import subprocess
 from contract import paths
 from launchers.backends import containers, ports, worker
 from launchers.health import step as health_step
-from launchers.plan import points
+from launchers.suite import ROOT
 
 # Per-rank variables a worker prefers over Slurm's (frameworks/common/distenv.py): a stale
 # RANK in the driver's environment would give every task the same rank.
@@ -81,7 +81,7 @@ def srun_argv(point, rdir: str, command: list, time_min: int) -> list:
     gpn = point.gpus_per_node
     argv = ["srun", f"--nodes={point.nodes}", f"--ntasks={point.world_size}",
             f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=0", f"--time={time_min}",
-            f"--output={os.path.join(rdir, paths.RANK_LOG_SRUN)}", f"--chdir={points.ROOT}"]
+            f"--output={os.path.join(rdir, paths.RANK_LOG_SRUN)}", f"--chdir={ROOT}"]
     if cl.cpus_per_task:
         argv.append(f"--cpus-per-task={int(cl.cpus_per_task)}")
     if cl.gpus:

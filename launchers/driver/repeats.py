@@ -13,21 +13,9 @@ import shutil
 import time
 
 from contract import paths, records, statuses
+from launchers import sweepdir
 from launchers.backends.worker import WorkerUnavailable
-from launchers.health import preflight
-from launchers.plan import points
-
-
-def read_rank_records(rdir: str, world_size: int) -> dict:
-    """rank -> record, None where a rank wrote none (or one that cannot be read)."""
-    out = {}
-    for rank in range(world_size):
-        try:
-            with open(os.path.join(rdir, paths.rank_record_name(rank))) as f:
-                out[rank] = json.load(f)
-        except (OSError, ValueError):
-            out[rank] = None
-    return out
+from launchers.driver import preflight, run_spec
 
 
 def set_aside(rdir: str) -> None:
@@ -65,14 +53,13 @@ def run_repeat(point, repeat: int, launcher) -> dict:
     (statuses.run_outcome)."""
     rdir = point.repeat_dir(repeat)
     _fresh(rdir)
-    spec_path = os.path.join(rdir, paths.SPEC_FILE)
-    records.write_json_atomic(spec_path, points.run_spec(point, repeat).as_dict())
+    spec_path = sweepdir.write_spec(rdir, run_spec.of(point, repeat))
     started = time.time()
     world = point.world_size
     rank_ends, cause, lost = {}, None, []
     try:
         rank_ends, ended_by = launcher.start_repeat(point, spec_path, rdir)
-        out = statuses.run_outcome(read_rank_records(rdir, world), world, ended_by, rank_ends)
+        out = statuses.run_outcome(sweepdir.read_rank_records(rdir, world), world, ended_by, rank_ends)
         status, error, cause, lost = out["status"], out["error"], out["cause"], out["lost"]
     except WorkerUnavailable as exc:
         status, error = "failed", str(exc)
@@ -110,9 +97,9 @@ def _not_run(point, repeat: int, because: dict) -> dict:
 
 def run_point(point_dir: str, launcher, log=print):
     """Run every repeat of the point not yet recorded, with `launcher` (the backend's object,
-    in its allocation), once the point's preflight passes (launchers/health/preflight.py);
+    in its allocation), once the point's preflight passes (launchers/driver/preflight.py);
     return the statuses of all, or None when the preflight gave the allocation up."""
-    point = points.read_point(point_dir)
+    point = sweepdir.read_point(point_dir)
     if not preflight.passes(point, launcher, log):
         return None
     ended, unsupported = [], None

@@ -1,7 +1,7 @@
 """preflight=true: the health checks in a point's allocation before its first repeat
 (docs/health.md, "Preflight").
 
-The repeat loop (launchers/repeats.py) calls `passes(point, launcher)` in each allocation it
+The repeat loop (launchers/driver/repeats.py) calls `passes(point, launcher)` in each allocation it
 gets while repeats are unrecorded, with the backend's launcher object in that allocation:
 one health step (`launcher.health_step`, launchers/health/step.py). All healthy: the
 repeats run there. A node sick, or the sending end of a slow link
@@ -22,8 +22,8 @@ import os
 import time
 
 from contract import paths, records, statuses
+from launchers import sweepdir
 from launchers.health import verdict as health_verdict
-from launchers.plan import points
 
 
 class Unhealthy(Exception):
@@ -85,7 +85,7 @@ def left_out(state: dict) -> str:
 def passes(point, launcher, log=print) -> bool:
     """The point's preflight in `launcher`'s allocation. True: run the repeats here. False:
     this allocation is done with (the point resubmitted, or unhealthy)."""
-    if not point.preflight or points.recorded(point) == point.repeats:
+    if not point.preflight or sweepdir.recorded(point) == point.repeats:
         return True
     state = read(point.dir) or _fresh(point)
     verdict = _attempt(point, state, launcher)

@@ -1,0 +1,49 @@
+"""A sweep folder's files as launchers/ writes and reads them (the layout itself is
+contract/paths.py): a point's point.json, how many of its repeats are recorded, a step's
+spec.json, a step's rank records. The planner's points are written by the backends at
+submission and read back by the driver in the allocation; both import this, not each other.
+
+    SWEEP/points/000-pytorch-resnet50-fp32-1x2-bs8/point.json
+    SWEEP/points/000-.../repeat-00/{spec.json, rank-00000.json, ..., run.json}
+"""
+import json
+import os
+
+from contract import paths, records
+from contract.point import Point
+
+
+def write_point(point: Point) -> None:
+    os.makedirs(point.dir, exist_ok=True)
+    records.write_json_atomic(os.path.join(point.dir, paths.POINT_FILE), point.as_dict())
+
+
+def read_point(point_dir) -> Point:
+    with open(os.path.join(point_dir, paths.POINT_FILE)) as f:
+        return Point.from_dict(json.load(f))
+
+
+def recorded(point: Point) -> int:
+    """How many of the point's repeats are recorded (their run.json exists)."""
+    return sum(os.path.exists(os.path.join(rdir, paths.RUN_FILE)) for rdir in point.repeat_dirs)
+
+
+def write_spec(folder: str, spec) -> str:
+    """A step's spec.json (a RunSpec or a HealthSpec) in `folder`, whole -> its path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, paths.SPEC_FILE)
+    records.write_json_atomic(path, spec.as_dict())
+    return path
+
+
+def read_rank_records(folder: str, world_size: int) -> dict:
+    """rank -> record of a step's folder, None where a rank wrote none (or one that cannot
+    be read)."""
+    out = {}
+    for rank in range(world_size):
+        try:
+            with open(os.path.join(folder, paths.rank_record_name(rank))) as f:
+                out[rank] = json.load(f)
+        except (OSError, ValueError):
+            out[rank] = None
+    return out
