@@ -52,7 +52,7 @@ from analysis import images, load, matching, published, tables
 from analysis.record_file import RecordError
 from analysis.metrics import MODEL_KEYS, metrics
 from analysis.terminal import say
-from contract import paths, values
+from contract import models, paths, values
 
 SCHEMA = paths.REFERENCE_SCHEMA
 # metric -> (column of analysis.metrics.metrics, unit, lower is better)
@@ -65,10 +65,6 @@ METRICS = {
     "peak_memory_gib": ("peak_memory_gib", "GiB", True),
     "largest_ok": ("largest_ok", "value of the searched key", False),
 }
-DEFAULT_METRIC = {"wide_deep": "latency_ms", "gpt": "tokens_per_s"}  # else throughput
-# The model setting that tells a special model's points apart in a reference made by `reference`.
-MODEL_KEY = {"wide_deep": ("deep_vocab_size", "embedding"), "gpt": ("seq_len",),
-             "insightface": ("num_classes",)}
 STORE = "store"   # --reference store[:SWEEP]: a stored point as the baseline
 CONFIG_KEYS = {"framework": "framework", "model": "model", "size": "model_size",
                "precision": "precision", "amp_dtype": "amp_dtype", "batch_size": "batch_size",
@@ -328,11 +324,12 @@ def entry_of(r: dict, device: bool = False):
         config["search"] = r["search"]
         metric = "largest_ok"
     else:
-        for k in MODEL_KEY.get(r["model"], ()):
+        spec = models.find(r["model"])   # its default metric and the settings that tell its points apart
+        for k in spec.compare_keys if spec else ():
             v = r.get(k)
             if v is not None and v == v:
                 config[f"model.{k}"] = v if isinstance(v, str) else int(v)
-        metric = DEFAULT_METRIC.get(r["model"], "throughput")
+        metric = spec.metric if spec else "throughput"
     value = r.get(METRICS[metric][0])
     if tables.missing(value):
         return None

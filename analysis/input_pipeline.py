@@ -14,7 +14,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import method, tables
-from analysis.special import OWN_SECTIONS
+from contract import models
 
 INPUT_BOUND = 0.10
 # What must match for two points to differ only in `data` (and bench: train or input).
@@ -45,7 +45,8 @@ def training_points(results) -> pd.DataFrame:
     Training from files is compared with them here, in its own table; training with
     checkpoint.every in the checkpoint section (analysis/checkpoint.py)."""
     p = results.points
-    train = p[(p.bench == "train") & ~p.model.isin(OWN_SECTIONS)] if len(p) else p
+    own = models.named(lambda s: not s.tables)   # in their own sections only (analysis/special.py)
+    train = p[(p.bench == "train") & ~p.model.isin(own)] if len(p) else p
     if "checkpoint" in train:
         train = train[train.checkpoint.isna()]
     if train.empty:

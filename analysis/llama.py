@@ -4,7 +4,7 @@ it the published figures of the same configuration (analysis/published/, `figure
 dgxc-benchmarking's and torchtitan's Llama 3.1) as published, so that a cluster's run reads
 against NVIDIA's and the PyTorch team's.
 
-FLOPs: 6 N + 12 l h s per token (analysis/flops.py), the count dgxc-benchmarking's MFU and
+FLOPs: 6 N + 12 l h s per token (contract/models/llama3.py), the count dgxc-benchmarking's MFU and
 torchtitan's use, so the MFU columns are the same ratio. A point is set beside a published row
 when analysis/published_layouts.py's `matches` says its layout is the row's: the grid, the
 micro and global batch, the shape, the sequence, the precision, and the device where the
@@ -16,9 +16,6 @@ from tabulate import tabulate
 
 from analysis import published, published_layouts, tables
 from analysis.metrics import memory_cell, memory_kinds, memory_note
-
-MODEL = "llama3"
-
 
 def point_layout(manifest: dict, device=None) -> dict:
     """The point as analysis/published_layouts.py's `matches` reads it (its module says)."""
@@ -103,7 +100,7 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     if rows is None:
         rows, error = published.rows_or_error(published_layouts.rows)
     notes = [f"- published layouts skipped: {error}"] if error else []
-    rows = [r for r in rows if str(r.get("model", "")).startswith("llama3")]   # not DLPerf's GPT
+    rows = published_layouts.of_section(rows, "llama")   # Llama 3's (contract/models/llama3.py), not DLPerf's GPT
     ours, beside = [], []
     kinds = memory_kinds(m)
     for r in m.sort_values("point").itertuples():
@@ -114,7 +111,7 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     text = ("## llama3: tokens/s, TFLOP/s per device and MFU, by layout\n"
             "FLOPs per token 6 N + 12 l h s (N: parameters less the embedding; the attention term "
             "without causal halving, as torchtitan and dgxc-benchmarking count it; no recompute "
-            f"term: analysis/flops.py, docs/flops.md); MFU against the device's dense peak {peak_note(m)}; "
+            f"term: contract/models/llama3.py, docs/flops.md); MFU against the device's dense peak {peak_note(m)}; "
             "latency: one iteration (the global batch); tokens/s: the global batch's; memory: "
             f"the largest rank's peak of {memory_note(kinds)}\n\n"
             + tabulate(ours, headers=HEADERS, tablefmt="github", disable_numparse=True))

@@ -7,9 +7,10 @@ imports no module of the report, so every consumer imports it without a circle.
 import pandas as pd
 
 from analysis import flops, method, tables
-from contract import parallel
+from contract import models, parallel
 
-MODEL_KEYS = ("deep_vocab_size", "embedding", "seq_len", "num_classes")  # what tells a special point apart
+# What tells a model's points apart in a reference (its spec's compare_keys), every model's
+MODEL_KEYS = tuple(dict.fromkeys(k for n in models.names() for k in models.get(n).compare_keys))
 SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
 # A rank's peak memory in the record, in the order the figure is taken: device memory (the
 # GPU allocator's max_memory_allocated), a CPU rank's live tensors (what that counts, counted
@@ -45,7 +46,6 @@ def memory_cell(gib: str, kind, kinds) -> str:
     return f"{gib} {kind[0]}" if len({k for k in kinds if k}) > 1 and kind else gib
 LAYOUT_KEYS = ("dp", "tp", "pp", "fsdp", "schedule", "virtual_stages", "sequence_parallel",
                "micro_batch_size", "accumulation", "cp", "ep")
-LANGUAGE_MODELS = ("gpt", "llama3", "deepseek_v3", "qwen3_moe")   # samples are sequences: tokens/s = samples/s x seq_len
 
 
 def _value(p, column):
@@ -62,9 +62,9 @@ def metrics(results) -> pd.DataFrame:
     recorded (memory_kind, MEMORY_KINDS): device memory (a GPU's allocator), else a CPU
     rank's live tensors (PyTorch's layouts), else host memory (peak RSS).
     tflops_per_device, peak_tflops, mfu: model FLOPs (analysis/flops.py) for every model
-    with a count (resnet50, bert_base, gpt), as analysis.load put them in the points;
+    with a count (its spec's, contract/models/), as analysis.load put them in the points;
     pflops: tflops_per_device x devices / 1000 (aggregate);
-    tokens_per_s: a language model's samples/s x seq_len.
+    tokens_per_s: a language model's (its spec says) samples/s x seq_len.
     A layout's point (contract/parallel.py) adds its grid and batch sizes
     (LAYOUT_KEYS, global_batch_size: the samples of one iteration, whose latency is
     latency_ms), its shape (SHAPE_KEYS), its case, and a pipeline's bubble: the ideal one
@@ -112,12 +112,18 @@ def metrics(results) -> pd.DataFrame:
             row["peak_tflops"] = flops.peak_tflops(device, p.precision, p.amp_dtype,
                                                    (point.get("config") or {}).get("peak_tflops"))
             row["mfu"] = flops.mfu(row["tflops_per_device"], row["peak_tflops"])
-        if p.model in LANGUAGE_MODELS and has_tp and model.get("seq_len"):
+        if _language_model(p.model) and has_tp and model.get("seq_len"):
             row["tokens_per_s"] = p.throughput * model["seq_len"]
         row["pflops"] = (row["tflops_per_device"] * p.devices / 1e3
                          if row["tflops_per_device"] is not None else None)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _language_model(name) -> bool:
+    """Whether a model's samples are sequences (its spec; a name none declares: no)."""
+    spec = models.find(name)
+    return bool(spec and spec.language_model)
 
 
 def _peak_memory(ok) -> tuple:

@@ -5,7 +5,7 @@ share of a step; under it the published figures of DeepSeek-V3 (analysis/publish
 dgxc-benchmarking's), each with the points of the sweep that have its layout.
 
 Figures of a point, from its ok repeats' rank records (their `moe`, frameworks/pytorch/moe.py):
-- FLOPs: dgxc-benchmarking's count on the activated parameters (analysis/flops.py), so that
+- FLOPs: dgxc-benchmarking's count on the activated parameters (contract/models/deepseek_v3.py), so that
   our MFU and its published MFU are the same ratio (its count adds one MTP layer: module text);
 - expert load: max over mean tokens per expert of a step's global counts (the worst MoE layer
   of a stage), the mean over the timed steps; the worst stage (rank) of a repeat; the median
@@ -24,9 +24,6 @@ from tabulate import tabulate
 
 from analysis import llama, published, published_layouts, tables
 from analysis.metrics import memory_cell, memory_kinds, memory_note
-
-MODELS = ("deepseek_v3", "qwen3_moe")
-
 
 def expert_figures(results, sweep, point) -> dict:
     """{load, a2a_share} of a point (module docstring), None where no record says."""
@@ -103,7 +100,7 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     if rows is None:
         rows, error = published.rows_or_error(published_layouts.rows)
     notes = [f"- published layouts skipped: {error}"] if error else []
-    rows = [r for r in rows if r.get("model") in MODELS]
+    rows = published_layouts.of_section(rows, "moe")
     ours, matched = [], {}
     kinds = memory_kinds(m)
     for r in m.sort_values("point").itertuples():
@@ -114,7 +111,7 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     text = ("## Mixture of experts: tokens/s, activated TFLOP/s and MFU, expert load, all-to-all\n"
             "FLOPs per token on the activated parameters, dgxc-benchmarking's (NeMo's) count of "
             "DeepSeek-V3 (Qwen3's MoE alike): 6 x the attention, dense, shared and top-k routed "
-            "experts' and output weights + the attention's scores, causal-halved (analysis/flops.py, docs/flops.md); MFU against the device's dense "
+            "experts' and output weights + the attention's scores, causal-halved (contract/models/, docs/flops.md); MFU against the device's dense "
             f"peak {llama.peak_note(m)}; "
             "expert load: max over mean tokens per expert, per step, the worst MoE layer, mean over the "
             "timed steps; all-to-all share: the dispatch and combine all-to-alls' seconds over the timed "

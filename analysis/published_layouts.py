@@ -7,14 +7,21 @@ A file gives its defaults once (any of FILE_KEYS), `implementations` (name -> it
 implementation, software, url) and `cases`: each a layout (LAYOUT and SETTINGS keys, `case`,
 `group`, `size`) with one mapping of figures (FIGURES) per implementation that measured it.
 A row is one case by one implementation (`impl`, its name in the file): the file's defaults,
-then the implementation's, then the case's own keys, then its figures. What a source leaves to arithmetic is derived
-and named in the row's `derived`: cp and ep 1 where they are not given; dp = devices / (tp x pp x cp);
-accumulation = global / (micro x dp); tokens/s per GPU = a job's tokens/s / devices; the
-padded vocabulary (vocab_size up to a multiple of vocab_multiple x tp, Megatron's rule).
+then the implementation's, then the case's own keys, then its figures. What a source leaves to
+arithmetic is derived and named in the row's `derived`: cp and ep 1 where they are not given;
+dp = devices / (tp x pp x cp); accumulation = global / (micro x dp); tokens/s per GPU = a job's
+tokens/s / devices; the padded vocabulary (contract/parallel.py's padded_vocab: up to a multiple
+of vocab_multiple x tp where the file gives vocab_multiple, Megatron's rule, as the suite's
+point of the same case pads it).
 
-A file whose arithmetic does not hold (dp x tp x pp x cp = devices, micro x dp x accumulation
-= global, local x dp = global, hidden % heads, heads % tp, ep dividing dp x cp x tp) or whose fields are not of their
+A row's arithmetic is checked by contract/parallel.py's relations, the ones every point of the
+suite is checked by (dp x tp x pp x cp = devices, micro x dp x accumulation = global, local x
+dp = global, ep dividing dp x cp x tp, hidden % heads and what its model's spec says tp
+divides); the suite's own limits (layers % stages, the schedules' rules) are not asked of
+other software's runs. A file whose arithmetic does not hold or whose fields are not of their
 kind is refused in one line (published.PublishedError). Figures are never changed here.
+A row's `model` is one model's (its spec's `published`, contract/models/): `of_section` gives
+the rows of a report section's models.
 
 A point (a mapping, framework-agnostic: nodes, gpus_per_node, dp, tp, pp, cp, ep,
 micro_batch_size, global_batch_size, hidden, heads, layers, seq_len, precision, and optionally
@@ -28,7 +35,7 @@ import os
 
 from analysis import matching
 from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, names, positive
-from contract import values
+from contract import models, parallel, values
 
 FIGURE = "layouts"
 LAYOUT = ("nodes", "gpus_per_node", "dp", "tp", "pp", "cp", "ep", "micro_batch_size",
@@ -50,41 +57,36 @@ IMPLEMENTATION_KEYS = ("implementation", "software", "url")
 
 
 def _derive(row: dict, where: str) -> dict:
-    """The derived fields of a row, and the checks of its arithmetic."""
+    """The derived fields of a row, and its arithmetic checked by the layout's own relations
+    (contract/parallel.py: the grid, the batches, the experts' mesh, the shape against tp;
+    the padded vocabulary by padded_vocab), every broken one in one line."""
     derived = []
     for key in ("cp", "ep"):
         if row.get(key) is None:
             row[key], derived = 1, derived + [key]
     devices = row["nodes"] * row["gpus_per_node"]
-    grid = row["tp"] * row["pp"] * row["cp"]
+    dp, bad = parallel.data_parallel(devices, row["tp"], row["pp"], row["cp"], row.get("dp"))
     if row.get("dp") is None:
-        if devices % grid:
-            raise PublishedError(f"{where}: {devices} devices do not split into tp x pp x cp = {grid}")
-        row["dp"], derived = devices // grid, derived + ["dp"]
-    if row["dp"] * grid != devices:
-        raise PublishedError(f"{where}: dp x tp x pp x cp = {row['dp'] * grid}, not nodes x "
-                             f"gpus_per_node = {devices}")
-    if (row["dp"] * row["cp"] * row["tp"]) % row["ep"]:
-        raise PublishedError(f"{where}: ep {row['ep']} does not divide dp x cp x tp = "
-                             f"{row['dp'] * row['cp'] * row['tp']}")
+        row["dp"], derived = dp, derived + ["dp"]
     mbs, gbs = row.get("micro_batch_size"), row.get("global_batch_size")
-    if mbs and gbs and row.get("accumulation") is None and gbs % (mbs * row["dp"]) == 0:
-        row["accumulation"], derived = gbs // (mbs * row["dp"]), derived + ["accumulation"]
-    if mbs and gbs and row.get("accumulation") and mbs * row["dp"] * row["accumulation"] != gbs:
-        raise PublishedError(f"{where}: micro x dp x accumulation = "
-                             f"{mbs * row['dp'] * row['accumulation']}, not the global batch {gbs}")
-    if gbs and row.get("local_batch_size") and row["local_batch_size"] * row["dp"] != gbs:
-        raise PublishedError(f"{where}: local batch x dp = {row['local_batch_size'] * row['dp']}, "
-                             f"not the global batch {gbs}")
-    if row["hidden"] % row["heads"] or row["heads"] % row["tp"]:
-        raise PublishedError(f"{where}: hidden {row['hidden']}, heads {row['heads']} and tp "
-                             f"{row['tp']} do not divide (hidden % heads, heads % tp)")
+    if mbs and gbs:
+        accumulation, more = parallel.accumulation_of(mbs, dp, gbs, row.get("accumulation"))
+        bad += more
+        if row.get("accumulation") is None and not more:
+            row["accumulation"], derived = accumulation, derived + ["accumulation"]
+    if gbs and row.get("local_batch_size"):
+        bad += parallel.replica_violations(row["local_batch_size"], dp, gbs)
+    bad += parallel.expert_grid_violations(dp, row["cp"], row["tp"], row["ep"])
+    spec = models.published(row.get("model"))
+    bad += parallel.shape_violations({**row, "name": spec.name if spec else None}, row["tp"])
+    if bad:
+        raise PublishedError(f"{where}: {'; '.join(bad)}")
     if row.get("tokens_per_s_total") and row.get("tokens_per_s_per_gpu") is None:
         row["tokens_per_s_per_gpu"] = row["tokens_per_s_total"] / devices
         derived.append("tokens_per_s_per_gpu")
-    if row.get("vocab_size") and row.get("vocab_multiple"):
-        step = row["vocab_multiple"] * row["tp"]
-        row["padded_vocab_size"], derived = -(-row["vocab_size"] // step) * step, derived + ["padded_vocab_size"]
+    if row.get("vocab_size"):
+        row["padded_vocab_size"] = parallel.padded_vocab(row["vocab_size"], row["tp"], row.get("vocab_multiple"))
+        derived.append("padded_vocab_size")
     row["devices"] = devices
     row["derived"] = derived
     return row
@@ -165,3 +167,13 @@ def matches(point: dict, row: dict) -> bool:
 def find(point: dict, published: list = None) -> list:
     """The published rows whose layout is the point's, in the files' order."""
     return [r for r in (rows() if published is None else published) if matches(point, r)]
+
+
+def of_section(rows: list, section: str) -> list:
+    """The rows whose model reports in `section` (its spec's `report`, contract/models/)."""
+    out = []
+    for r in rows:
+        spec = models.published(r.get("model"))
+        if spec and spec.report == section:
+            out.append(r)
+    return out

@@ -10,18 +10,21 @@
 - InsightFace: the largest num_classes that trains per ranks x batch (launchers/plan/search.py),
   with every size tried and its outcome.
 
-The per-point figures these sections show are analysis/metrics.py's `metrics(results)`,
+Which section a model's points go to is its spec's `report` (contract/models/): SECTIONS
+below, in the report's order. The per-point figures these sections show are
+analysis/metrics.py's `metrics(results)`,
 which the regression gate (analysis/compare.py) reads too. Everything here is a function
 of what analysis.load read (the points' settings: Results.manifests; the searches:
 Results.searches).
 """
+from collections import namedtuple
+
 import pandas as pd
 from tabulate import tabulate
 
 from analysis import llama, moe, published, published_layouts, tables
 from analysis.metrics import memory_cell, memory_kinds, memory_note, metrics
-
-OWN_SECTIONS = ("wide_deep", "insightface")  # left out of the generic tables: see render()
+from contract import models
 
 
 def _count(n) -> str:
@@ -131,7 +134,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
             "(sequences an iteration); latency: one iteration (the timed window / its iterations, median "
             f"of ok repeats); memory: the largest rank's peak of {memory_note(kinds)}; TFLOP/s: "
             "Narayanan et al.'s 72 B s l h^2 (1 + s/6h + V/12lh) per iteration, 96 B s l h^2 (1 + s/6h + "
-            "V/16lh) with recompute (rc: model.recompute), analysis/flops.py; % of peak: against the "
+            "V/16lh) with recompute (rc: model.recompute), contract/models/gpt.py; % of peak: against the "
             f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}); "
             "PFLOP/s: all devices; bubble: the pipeline's idle fraction, ideal (pp-1)/(v m + pp-1) / "
             "measured (1 - a stage's forward and backward of its micro-batches alone / the iteration)\n\n"
@@ -162,7 +165,7 @@ def gpt_published_section(m: pd.DataFrame, published_rows=None, error=None) -> s
         published_rows, error = published.rows_or_error(published_layouts.rows)
     if error:
         return f"- published GPT figures skipped: {error}"
-    gpt_rows, rows = [p for p in published_rows if p.get("model") == "gpt"], []
+    gpt_rows, rows = published_layouts.of_section(published_rows, "gpt"), []
     for r in m.itertuples():
         if tables.missing(r.dp):
             continue
@@ -202,7 +205,7 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
                      + tabulate(rows, headers=["model", "framework", "precision", "nodes x dev", "batch/dev",
                                                "key", "largest ok", "smallest OOM", "tries in order"],
                                 tablefmt="github", disable_numparse=True))
-    plain = m[(m.model == "insightface") & m.search.isna()]
+    plain = m[m.search.isna()]
     if len(plain):
         classes = sorted(int(v) for v in plain.num_classes.dropna().unique())
         grid = {}
@@ -220,30 +223,48 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
     return "\n\n".join(parts)
 
 
+def _wide_deep(m, results, layouts, error) -> str:
+    wdl, wdl_error = published.rows_or_error(published.wide_deep_rows)
+    skipped = [f"- published W&D figures skipped: {wdl_error}"] if wdl_error else []
+    return "\n\n".join(skipped + [wide_deep_section(m, wdl)])
+
+
+# A report section (a model spec's `report`): its function of (metrics of its points, results,
+# published layouts, why they could not be read), whether it reads the published layouts, and
+# whether it shows the sweep's searches (of any model: the largest size that trains).
+Section = namedtuple("Section", "render layouts searches")
+SECTIONS = {  # in the report's order
+    "wide_deep": Section(_wide_deep, False, False),
+    "gpt": Section(lambda m, results, layouts, error: gpt_section(m, layouts, error), True, False),
+    "llama": Section(llama.section, True, False),
+    "moe": Section(moe.section, True, False),
+    "insightface": Section(lambda m, results, layouts, error: insightface_section(m, results.searches),
+                           False, True)}
+
+
+def section_of(name):
+    """A model's report section (its spec's `report`), None for none or a name no spec has."""
+    spec = models.find(name)
+    return spec.report if spec else None
+
+
 def render_special(results) -> str:
-    """The special cases' sections of the report; empty when the results have none."""
+    """The special cases' sections of the report; empty when the results have none. A search
+    of any model is InsightFace's section's (the largest size that trains)."""
     p = results.points
-    special = p[(p.bench == "train") & p.model.isin(("wide_deep", "gpt", "insightface", "llama3", *moe.MODELS))]
+    special = p[(p.bench == "train") & p.model.map(section_of).notna()] if len(p) else p
     searches = results.searches
     if special.empty and not searches:
         return ""
     m = metrics(results.with_points(special))
-    parts = []
-    if len(m) and (m.model == "wide_deep").any():
-        wdl, error = published.rows_or_error(published.wide_deep_rows)
-        if error:
-            parts.append(f"- published W&D figures skipped: {error}")
-        parts.append(wide_deep_section(m[m.model == "wide_deep"], wdl))
-    layouts, error = [], None   # read once for the GPT and the Llama 3 sections
-    if len(m) and m.model.isin(("gpt", "llama3", *moe.MODELS)).any():
+    sections = m.model.map(section_of) if len(m) else pd.Series(dtype=object)
+    layouts, error = [], None   # read once for every section that sets them beside its points
+    if any(SECTIONS[s].layouts for s in set(sections)):
         layouts, error = published.rows_or_error(published_layouts.rows)
-    if len(m) and (m.model == "gpt").any():
-        parts.append(gpt_section(m[m.model == "gpt"], layouts, error))
-    if len(m) and (m.model == "llama3").any():   # a section of its own: analysis/llama.py
-        parts.append(llama.section(m[m.model == "llama3"], results, layouts, error))
-    if len(m) and m.model.isin(moe.MODELS).any():   # mixtures of experts: analysis/moe.py
-        parts.append(moe.section(m[m.model.isin(moe.MODELS)], results, layouts, error))
-    if searches or (len(m) and (m.model == "insightface").any()):
-        parts.append(insightface_section(m if len(m) else pd.DataFrame(columns=["model", "search"]),
-                                         searches))
+    parts = []
+    for name, section in SECTIONS.items():
+        mine = m[sections == name] if len(m) else m
+        if len(mine) or (section.searches and searches):
+            parts.append(section.render(mine if len(mine) else pd.DataFrame(columns=["model", "search"]),
+                                        results, layouts, error))
     return "\n\n".join(p for p in parts if p)

@@ -39,8 +39,10 @@ def main(settings: dict, global_batch: int, model: str = "llama3") -> dict:
                     rendezvous_timeout_s=60)
     dist = DistEnv(rank, world, rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
     if model in ("deepseek_v3", "qwen3_moe"):
+        import importlib
+
         from frameworks.pytorch import titan_moe
-        session = titan_moe.TitanMoESession(spec, dist)
+        session = titan_moe.session_of(importlib.import_module(f"frameworks.pytorch.{model}"))(spec, dist)
     else:
         session = titan.TitanSession(spec, dist)
     out = {"rank": rank, "record": session.parallel_record(), "samples": session.samples_per_step,

@@ -36,7 +36,7 @@ from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from contract import checkpoint as settings_of
-from contract import paths, statuses
+from contract import models, paths, statuses
 from frameworks.common import bare_io, capability
 from frameworks.pytorch.parallelize import local
 
@@ -263,15 +263,14 @@ class Checkpointer:
             self.stager.close()
 
 
-# The models whose whole state is their session's model (or stages) and optimizer. Wide & Deep
-# and InsightFace keep shards as plain tensors of one name on every rank: DCP would keep one.
-MODELS = ("gpt", "llama3", "resnet50", "bert_base")
-
-
 def check_model(spec) -> None:
-    if spec.model.name not in MODELS:
+    """Checkpoints are built for the models whose whole state is their session's model (or
+    stages) and optimizer (their spec's `checkpoint`). Wide & Deep and InsightFace keep shards
+    as plain tensors of one name on every rank: DCP would keep one."""
+    if not models.get(spec.model.name).checkpoint:
+        built = models.named(lambda s: s.checkpoint)
         raise capability.Unsupported(
-            f"checkpoints are built for model={', '.join(MODELS)}, not model={spec.model.name} "
+            f"checkpoints are built for model={', '.join(built)}, not model={spec.model.name} "
             "(its shards are plain tensors of one name on every rank)")
 
 

@@ -45,7 +45,7 @@ class CheckpointSession(harness.Session):
     def __init__(self, spec, dist):
         check_model(spec)
         self.opts = settings_of.bench_options(spec.bench_options)
-        self.train = worker.SESSIONS[spec.model.name](spec, dist)   # its layout, no checkpoint.every
+        self.train = worker.session_of(spec.model.name)(spec, dist)   # its layout, no checkpoint.every
         self.saves = Saves(self.train, spec)
         self.ckpt, self.rank = self.saves.ckpt, dist.rank
 

@@ -23,7 +23,7 @@ feed-forward, a final RMSNorm and an untied output layer.
   layer of frameworks/pytorch/moe.py (routed experts, shared experts, load balancing).
 
 As frameworks/pytorch/llama3.py, the model knows nothing of parallelism: its parts are named
-for the tensor-parallel plan (parallelize.py's PLANS["deepseek_v3"]), head counts are read from
+for the tensor-parallel plan (`tp_plan`, at the end of this module), head counts are read from
 the projections' outputs, a pipeline stage is the model with other stages' parts dropped
 (`keep`), and each layer's attention core (`layers.<i>.attention.core`) is what context
 parallelism replaces. Initial values: torchtitan's (normal in place of its truncated normal),
@@ -32,18 +32,24 @@ name (`...experts.w1.<e>`), so that an expert-parallel rank's experts hold exact
 single-device model's values.
 """
 import math
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import Replicate
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-from frameworks.pytorch import llama3, models, moe
+from frameworks.pytorch import llama3, models, moe, parallelize
 from frameworks.pytorch.gpt import loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
 from frameworks.pytorch.gpt import seeded_normal
 from frameworks.pytorch.llama3 import FeedForward, rotate
 
 IMPLEMENTATION = "dlbench deepseek_v3 (frameworks/pytorch/deepseek_v3.py, scaled-dot-product attention)"
-EXPERTS = True        # a mixture of experts: lm_session balances and records its experts
+# its GPU path: torchtitan's sharding declarations and parallelize function, its flavours
+TITAN_SHARDING = "torchtitan.models.deepseek_v3.sharding:set_deepseek_v3_sharding_config"
+TITAN_PARALLELIZE = "torchtitan.models.deepseek_v3:parallelize_deepseekv3"
+TITAN_FLAVOURS = {"16b": "16B", "671b": "671B"}   # our size -> torchtitan's flavour
 
 
 def tied(cfg: dict) -> dict:
@@ -196,3 +202,66 @@ def full_value(name: str, shape, seed: int, rows=None) -> torch.Tensor:
         ids = range(shape[0]) if rows is None else rows
         return torch.stack([seeded_normal(shape[1:], std, seed, f"{name}.{e}") for e in ids])
     return seeded_normal(shape, std, seed, name)
+
+
+# ---- its split, its session and its GPU path ----------------------------------------------------
+def tp_plan(model, sequence_parallel: bool) -> dict:
+    """torchtitan's tensor-parallel plan of DeepSeek-V3 (its deepseek_v3 sharding): the
+    attention's up-projections (wq or wq_b, wkv_b) by columns, wo by rows, the low-rank
+    down-projections and their norms replicated; the dense and the shared experts' SwiGLU as
+    Llama 3's; embedding and output as Llama 3's. The routed experts and the router are
+    expert_parallel.py's. No sequence-parallel plan (contract/parallel.py refuses it)."""
+    plan = {}
+    if model.embed is not None:
+        plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
+    for i, layer in model.layers.items():
+        p = f"layers.{i}"
+        plan.update({f"{p}.attention.{'wq_b' if layer.attention.q_lora_rank else 'wq'}": ColwiseParallel(),
+                     f"{p}.attention.wkv_b": ColwiseParallel(), f"{p}.attention.wo": RowwiseParallel()})
+        ffn = f"{p}.feed_forward" if hasattr(layer, "feed_forward") else f"{p}.moe.shared_experts"
+        if hasattr(layer, "feed_forward") or layer.moe.shared_experts is not None:
+            plan.update({f"{ffn}.w1": ColwiseParallel(), f"{ffn}.w3": ColwiseParallel(),
+                         f"{ffn}.w2": RowwiseParallel()})
+    return {**plan, **parallelize.head_plan(model, "head.norm", False)}
+
+
+def session(spec, dist):
+    """torchtitan's model on GPUs, this definition on the CPU (frameworks/pytorch/titan_moe.py)."""
+    from frameworks.pytorch import titan_moe
+    return titan_moe.session(sys.modules[__name__], spec, dist)
+
+
+def titan_config(cfg: dict, attn_backend: str):
+    """torchtitan's model config of this shape (its builders; frameworks/pytorch/titan_moe.py)."""
+    from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
+    from torchtitan.models.deepseek_v3 import (_EMBEDDING_INIT, _NORM_INIT, _build_dsv3_layers,
+                                               _output_linear_init)
+    from torchtitan.models.deepseek_v3.model import DeepSeekV3Model
+
+    dim, vocab, yarn = cfg["hidden"], cfg["vocab_size"], cfg.get("rope_scaling") or {}
+    rope = ComplexRoPE.Config(
+        dim=cfg["qk_rope_head_dim"], max_seq_len=max(16384, cfg["seq_len"]), theta=cfg["rope_theta"],
+        scaling="yarn" if yarn else "none", rope_factor=yarn.get("factor", 1.0),
+        beta_fast=yarn.get("beta_fast", 32.0), beta_slow=yarn.get("beta_slow", 1.0),
+        original_seq_len=yarn.get("original_seq_len", 4096))
+    layers = _build_dsv3_layers(
+        n_layers=cfg["layers"], n_dense_layers=cfg["dense_layers"], dim=dim, n_heads=cfg["heads"],
+        q_lora_rank=cfg["q_lora_rank"], kv_lora_rank=cfg["kv_lora_rank"],
+        qk_nope_head_dim=cfg["qk_nope_head_dim"], qk_rope_head_dim=cfg["qk_rope_head_dim"],
+        v_head_dim=cfg["v_head_dim"], mscale=cfg["mscale"], dense_hidden_dim=cfg["ffn_hidden"],
+        moe_hidden_dim=cfg["moe_hidden"], num_experts=cfg["experts"],
+        num_shared_experts=cfg["shared_experts"], router_top_k=cfg["top_k"],
+        router_score_func=cfg["score_func"], router_num_expert_groups=cfg.get("expert_groups"),
+        router_num_limited_groups=cfg.get("limited_groups"),
+        router_route_scale=cfg.get("route_scale", 1.0), router_route_norm=bool(cfg.get("route_norm")),
+        attn_backend=attn_backend, moe_comm_backend=cfg.get("dispatch", "standard"),
+        non_blocking_capacity_factor=None, rope=rope)
+    eps = cfg.get("norm_eps", 1e-5)
+    for layer in layers:
+        for norm in (layer.attention_norm, layer.ffn_norm, layer.attention.kv_norm, layer.attention.q_norm):
+            norm.eps = eps
+    return DeepSeekV3Model.Config(
+        vocab_size=vocab, dim=dim, layers=layers, mtp_layers=[],
+        tok_embeddings=Embedding.Config(num_embeddings=vocab, embedding_dim=dim, param_init=_EMBEDDING_INIT),
+        norm=RMSNorm.Config(normalized_shape=dim, eps=eps, param_init=_NORM_INIT),
+        lm_head=Linear.Config(in_features=dim, out_features=vocab, param_init=_output_linear_init(dim)))

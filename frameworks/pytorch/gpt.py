@@ -4,7 +4,8 @@ Learned token and position embeddings, `layers` pre-LayerNorm blocks (causal sel
 with fused QKV, a GELU MLP of 4 x hidden, dropout as Megatron's), a final LayerNorm and an
 output layer tied to the token embedding; causal LM loss on `seq_len + 1` tokens.
 
-The model knows nothing of parallelism (frameworks/pytorch/parallelize.py splits it):
+The model's definition knows nothing of parallelism (frameworks/pytorch/parallelize.py splits
+it, by the plan `tp_plan` at the end of this module):
 - its parts are named so that a tensor-parallel plan can address them (`embed.word`,
   `layers.<i>.qkv`, `head.output`, ...), and the fused QKV is laid out head by head
   ([head, q|k|v, head_dim]), as Megatron lays it out, so that splitting its output features
@@ -17,17 +18,22 @@ The model knows nothing of parallelism (frameworks/pytorch/parallelize.py splits
   of any layout holds exactly the values the single-device model holds there.
 
 This module is a model family of frameworks/pytorch/lm_session.py: `Model`, `tied(cfg)`,
-`loss_fn`, `full_value`, `parameter_count`, `synthetic_tokens` (and the plan in
-frameworks/pytorch/parallelize.py's PLANS).
+`loss_fn`, `full_value`, `parameter_count`, `synthetic_tokens`, its tensor-parallel plan
+`tp_plan` (the names of its parts and how each splits; parallelize.py applies it) and its
+`session`, the one its spec names (contract/models/gpt.py).
 """
+import sys
 import zlib
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleOutput, RowwiseParallel,
+                                               SequenceParallel)
 from torch.utils.checkpoint import checkpoint
 
-from frameworks.pytorch import models
+from frameworks.pytorch import models, parallelize
 
 IMPLEMENTATION = "dlbench gpt (frameworks/pytorch/gpt.py)"
 INIT_STD = 0.02                  # Megatron's init_method_std
@@ -165,3 +171,28 @@ def synthetic_tokens(cfg: dict, rows: int, seed: int) -> torch.Tensor:
     Ids come from `data_vocab_size` (the vocabulary before any tensor-parallel padding)."""
     vocab = cfg.get("data_vocab_size") or cfg["vocab_size"]
     return torch.randint(0, vocab, (rows, cfg["seq_len"] + 1), generator=torch.Generator().manual_seed(seed))
+
+
+# ---- its split and its session ---------------------------------------------------------------
+def tp_plan(model, sequence_parallel: bool) -> dict:
+    """Megatron's splits of the GPT, as a parallelize_module plan (frameworks/pytorch/parallelize.py)."""
+    seq = Shard(1) if sequence_parallel else Replicate()
+    plan = {}
+    if model.embed is not None:
+        plan["embed.word"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
+        if sequence_parallel:  # the positions are added whole, then each rank keeps its part
+            plan["embed"] = PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=seq)
+    for i in model.layers:
+        plan.update({f"layers.{i}.qkv": ColwiseParallel(input_layouts=seq),
+                     f"layers.{i}.out": RowwiseParallel(output_layouts=seq),
+                     f"layers.{i}.fc1": ColwiseParallel(input_layouts=seq),
+                     f"layers.{i}.fc2": RowwiseParallel(output_layouts=seq)})
+        if sequence_parallel:
+            plan.update({f"layers.{i}.ln1": SequenceParallel(), f"layers.{i}.ln2": SequenceParallel()})
+    return {**plan, **parallelize.head_plan(model, "head.ln_f", sequence_parallel)}
+
+
+def session(spec, dist):
+    """A GPT point's training session at its layout (frameworks/pytorch/lm_session.py)."""
+    from frameworks.pytorch import lm_session
+    return lm_session.session_of(sys.modules[__name__])(spec, dist)

@@ -16,7 +16,7 @@ no dropout. The output layer is the token embedding only where `tie_embeddings` 
 Llama 3.2); Llama 3 and 3.1 are untied.
 
 As frameworks/pytorch/gpt.py, the model knows nothing of parallelism: its parts are named for
-the tensor-parallel plan (`embed`, `layers.<i>.attention.wq|wk|wv|wo`,
+the tensor-parallel plan (`tp_plan`, at the end of this module, with the `session`: `embed`, `layers.<i>.attention.wq|wk|wv|wo`,
 `layers.<i>.feed_forward.w1|w2|w3`, `head.output`), head counts are read from the projections'
 outputs (a tensor-parallel rank holds heads / tp of them), a pipeline stage is the model with
 other stages' parts dropped (`keep`), and each layer's attention core is a module of its own
@@ -26,13 +26,17 @@ the tokens a rank holds. Initial values: torchtitan's (normal in place of its tr
 normal), from a generator seeded by the seed and the parameter's name (`full_value`).
 """
 import math
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                               SequenceParallel)
 from torch.utils.checkpoint import checkpoint
 
-from frameworks.pytorch import models
+from frameworks.pytorch import models, parallelize
 from frameworks.pytorch.gpt import keep_stage, loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
 from frameworks.pytorch.gpt import seeded_normal
 
@@ -204,3 +208,39 @@ def init_std(name: str, shape, depth_scaled=("wo", "w2", "w3")):
     if parts[-2] in depth_scaled or parts[-1] in depth_scaled:
         return INIT_STD / math.sqrt(2 * (int(parts[1]) + 1))
     return INIT_STD
+
+
+# ---- its split and its session ---------------------------------------------------------------
+def tp_plan(model, sequence_parallel: bool) -> dict:
+    """torchtitan's tensor-parallel plan of Llama 3 (parallelize_llama): the embedding by
+    vocabulary rows, wq/wk/wv and w1/w3 by columns, wo and w2 by rows, the output layer by
+    vocabulary columns for loss_parallel; with sequence parallelism the RMSNorms run on a
+    rank's part of the sequence and each block's input is gathered once before its
+    projections."""
+    seq = Shard(1) if sequence_parallel else Replicate()
+    plan = {}
+    if model.embed is not None:
+        plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
+    for i in model.layers:
+        p = f"layers.{i}"
+        plan.update({f"{p}.attention.wq": ColwiseParallel(), f"{p}.attention.wk": ColwiseParallel(),
+                     f"{p}.attention.wv": ColwiseParallel(),
+                     f"{p}.attention.wo": RowwiseParallel(output_layouts=seq),
+                     f"{p}.feed_forward.w1": ColwiseParallel(), f"{p}.feed_forward.w3": ColwiseParallel(),
+                     f"{p}.feed_forward.w2": RowwiseParallel(output_layouts=seq)})
+        if sequence_parallel:
+            plan.update({f"{p}.attention_norm": SequenceParallel(), f"{p}.ffn_norm": SequenceParallel(),
+                         f"{p}.attention": PrepareModuleInput(input_layouts=(seq, None),
+                                                              desired_input_layouts=(Replicate(), None)),
+                         f"{p}.feed_forward": PrepareModuleInput(input_layouts=(seq,),
+                                                                 desired_input_layouts=(Replicate(),))})
+    return {**plan, **parallelize.head_plan(model, "head.norm", sequence_parallel)}
+
+
+def session(spec, dist):
+    """torchtitan's Llama 3 on GPUs; on the CPU this definition with scaled dot-product
+    attention (docs/llama3.md)."""
+    from frameworks.pytorch import lm_session, titan
+    if titan.uses_torchtitan(spec):
+        return titan.TitanSession(spec, dist)
+    return lm_session.session_of(sys.modules[__name__])(spec, dist)

@@ -12,7 +12,7 @@ on one rank of each data-parallel replica (tp 0 and cp 0 of the last stage) and 
 elsewhere, so that the method's throughput (the sum over ranks, over the longest window) is the
 global batch's. With context parallelism a rank trains on its part of each sequence
 (frameworks/pytorch/context_parallel.py) and the loss is averaged over dp x cp. A mixture of
-experts (a family with EXPERTS) has its experts split over ep ranks
+experts (its spec's `experts`, contract/models/) has its experts split over ep ranks
 (frameworks/pytorch/expert_parallel.py), its load balanced before each optimizer step, and
 its load and all-to-all seconds per step in the record's `moe` (frameworks/pytorch/moe.py).
 Standard library + torch only.
@@ -27,6 +27,7 @@ from torch.distributed.tensor.parallel import loss_parallel
 
 from frameworks.common import accelerator, capability
 from contract import modes, parallel
+from contract.models import get as spec_of
 from frameworks.pytorch import context_parallel, expert_parallel, models, moe, parallelize, tensor_memory
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
@@ -40,7 +41,7 @@ def layout_gap(layout: parallel.Layout, amp_dtype):
 
 
 class LMSession(TorchSession):
-    family = None  # the model family module (frameworks/pytorch/worker.py makes one per family)
+    family = None  # the model family module (session_of makes one class per family)
 
     def __init__(self, spec, dist):
         self.dist, self.layout = dist, spec.parallel
@@ -76,7 +77,7 @@ class LMSession(TorchSession):
         """This rank's parts of the model (parallelize.py), its stages and parameter counts."""
         cfg, layout = spec.model, self.layout
         self.tied = self.family.tied(cfg)
-        experts = getattr(self.family, "EXPERTS", False)
+        experts = spec_of(cfg["name"]).experts   # a mixture of experts (its spec)
         if experts and cfg.get("dispatch", "standard") != "standard":
             raise capability.Unsupported(
                 f"model.dispatch={cfg['dispatch']} (DeepEP's kernels) needs GPUs: the CPU "
@@ -252,5 +253,5 @@ class LMSession(TorchSession):
 
 
 def session_of(family) -> type:
-    """The session class of a model family module (frameworks/pytorch/worker.py's)."""
+    """The session class of a model family module (its module's `session` asks for it)."""
     return type(f"{family.__name__.rsplit('.', 1)[-1].capitalize()}Session", (LMSession,), {"family": family})

@@ -7,7 +7,8 @@ first and last pipeline stages sum that weight's gradient (`tie_stages`).
 
 The model comes as a family module (frameworks/pytorch/gpt.py, frameworks/pytorch/llama3.py):
 its `Model` with `embed`, `layers` (a ModuleDict) and `head`, `keep` and `tie`; `tied(cfg)`,
-`full_value`; its tensor-parallel plan is PLANS[family name] here.
+`full_value`, and its tensor-parallel plan `tp_plan(model, sequence_parallel)`, which names its
+parts and how each splits (the family's last stage reuses `head_plan` here).
 
 - DeviceMesh holds the grid (pp, dp, cp, tp), tensor parallel innermost
   (contract/parallel.py says why and checks the sizes).
@@ -41,10 +42,9 @@ from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleG
                                           ScheduleInterleaved1F1B)
 from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
-                                               PrepareModuleOutput, RowwiseParallel,
-                                               SequenceParallel, parallelize_module)
+from torch.distributed.tensor.parallel import ColwiseParallel, SequenceParallel, parallelize_module
 
+from contract import models
 from frameworks.pytorch import context_parallel, expert_parallel
 
 MESH_DIMS = ("pp", "dp", "cp", "tp")
@@ -79,24 +79,6 @@ def stage_layers(layers: int, stages: int, stage: int) -> range:
     return range(stage * per, (stage + 1) * per)
 
 
-def gpt_plan(model, sequence_parallel: bool) -> dict:
-    """Megatron's splits of the GPT, as a parallelize_module plan (module docstring)."""
-    seq = Shard(1) if sequence_parallel else Replicate()
-    plan = {}
-    if model.embed is not None:
-        plan["embed.word"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
-        if sequence_parallel:  # the positions are added whole, then each rank keeps its part
-            plan["embed"] = PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=seq)
-    for i in model.layers:
-        plan.update({f"layers.{i}.qkv": ColwiseParallel(input_layouts=seq),
-                     f"layers.{i}.out": RowwiseParallel(output_layouts=seq),
-                     f"layers.{i}.fc1": ColwiseParallel(input_layouts=seq),
-                     f"layers.{i}.fc2": RowwiseParallel(output_layouts=seq)})
-        if sequence_parallel:
-            plan.update({f"layers.{i}.ln1": SequenceParallel(), f"layers.{i}.ln2": SequenceParallel()})
-    return {**plan, **head_plan(model, "head.ln_f", sequence_parallel)}
-
-
 def head_plan(model, norm: str, sequence_parallel: bool) -> dict:
     """The last stage's final norm (sequence-parallel as an option) and the output layer by
     vocabulary columns, its logits left sharded for loss_parallel."""
@@ -109,70 +91,9 @@ def head_plan(model, norm: str, sequence_parallel: bool) -> dict:
     return plan
 
 
-def llama3_plan(model, sequence_parallel: bool) -> dict:
-    """torchtitan's tensor-parallel plan of Llama 3 (parallelize_llama): the embedding by
-    vocabulary rows, wq/wk/wv and w1/w3 by columns, wo and w2 by rows, the output layer by
-    vocabulary columns for loss_parallel; with sequence parallelism the RMSNorms run on a
-    rank's part of the sequence and each block's input is gathered once before its
-    projections."""
-    seq = Shard(1) if sequence_parallel else Replicate()
-    plan = {}
-    if model.embed is not None:
-        plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
-    for i in model.layers:
-        p = f"layers.{i}"
-        plan.update({f"{p}.attention.wq": ColwiseParallel(), f"{p}.attention.wk": ColwiseParallel(),
-                     f"{p}.attention.wv": ColwiseParallel(),
-                     f"{p}.attention.wo": RowwiseParallel(output_layouts=seq),
-                     f"{p}.feed_forward.w1": ColwiseParallel(), f"{p}.feed_forward.w3": ColwiseParallel(),
-                     f"{p}.feed_forward.w2": RowwiseParallel(output_layouts=seq)})
-        if sequence_parallel:
-            plan.update({f"{p}.attention_norm": SequenceParallel(), f"{p}.ffn_norm": SequenceParallel(),
-                         f"{p}.attention": PrepareModuleInput(input_layouts=(seq, None),
-                                                              desired_input_layouts=(Replicate(), None)),
-                         f"{p}.feed_forward": PrepareModuleInput(input_layouts=(seq,),
-                                                                 desired_input_layouts=(Replicate(),))})
-    return {**plan, **head_plan(model, "head.norm", sequence_parallel)}
-
-
-def deepseek_v3_plan(model, sequence_parallel: bool) -> dict:
-    """torchtitan's tensor-parallel plan of DeepSeek-V3 (its deepseek_v3 sharding): the
-    attention's up-projections (wq or wq_b, wkv_b) by columns, wo by rows, the low-rank
-    down-projections and their norms replicated; the dense and the shared experts' SwiGLU as
-    Llama 3's; embedding and output as Llama 3's. The routed experts and the router are
-    expert_parallel.py's. No sequence-parallel plan (contract/parallel.py refuses it)."""
-    plan = {}
-    if model.embed is not None:
-        plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
-    for i, layer in model.layers.items():
-        p = f"layers.{i}"
-        plan.update({f"{p}.attention.{'wq_b' if layer.attention.q_lora_rank else 'wq'}": ColwiseParallel(),
-                     f"{p}.attention.wkv_b": ColwiseParallel(), f"{p}.attention.wo": RowwiseParallel()})
-        ffn = f"{p}.feed_forward" if hasattr(layer, "feed_forward") else f"{p}.moe.shared_experts"
-        if hasattr(layer, "feed_forward") or layer.moe.shared_experts is not None:
-            plan.update({f"{ffn}.w1": ColwiseParallel(), f"{ffn}.w3": ColwiseParallel(),
-                         f"{ffn}.w2": RowwiseParallel()})
-    return {**plan, **head_plan(model, "head.norm", False)}
-
-
-def qwen3_moe_plan(model, sequence_parallel: bool) -> dict:
-    """torchtitan's plan of Qwen3's attention (wq, wk, wv by columns, wo by rows; the per-head
-    norms replicated), embedding and output as Llama 3's; the experts are expert_parallel.py's."""
-    plan = {"embed": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())} \
-        if model.embed is not None else {}
-    for i in model.layers:
-        p = f"layers.{i}.attention"
-        plan.update({f"{p}.wq": ColwiseParallel(), f"{p}.wk": ColwiseParallel(), f"{p}.wv": ColwiseParallel(),
-                     f"{p}.wo": RowwiseParallel()})
-    return {**plan, **head_plan(model, "head.norm", False)}
-
-
-PLANS = {"gpt": gpt_plan, "llama3": llama3_plan, "deepseek_v3": deepseek_v3_plan,
-         "qwen3_moe": qwen3_moe_plan}
-
-
-def tensor_parallel(model, name: str, tp_mesh, sequence_parallel: bool) -> None:
-    parallelize_module(model, tp_mesh, PLANS[name](model, sequence_parallel))
+def tensor_parallel(model, family, tp_mesh, sequence_parallel: bool) -> None:
+    """The family's tensor-parallel plan (its module's `tp_plan`) applied over tp."""
+    parallelize_module(model, tp_mesh, family.tp_plan(model, sequence_parallel))
     model.tie()  # a tied embedding and output are both Shard(0) over vocabulary rows: one again
     if hasattr(model, "tensor_parallel"):   # what a family splits beyond the plan's modules
         model.tensor_parallel(tp_mesh)
@@ -316,7 +237,7 @@ def build(family, cfg: dict, layout, mesh, device, seed: int, pp_rank: int, comp
     ids = stage_ids(layout, pp_rank) if layout.pp > 1 else [0]
     modules = []
     grads = layout.dp * layout.cp    # the ranks that average the gradients
-    experts = getattr(family, "EXPERTS", False)
+    experts = models.get(cfg["name"]).experts   # a mixture of experts (its spec)
     for s in ids:
         with torch.device("meta"):
             m = family.Model(**cfg)
@@ -325,7 +246,7 @@ def build(family, cfg: dict, layout, mesh, device, seed: int, pp_rank: int, comp
         if layout.cp > 1:
             context_parallel.apply(m, mesh["cp"], layout, cfg["seq_len"], device)
         if layout.tp > 1:
-            tensor_parallel(m, cfg["name"], mesh["tp"], layout.sequence_parallel)
+            tensor_parallel(m, family, mesh["tp"], layout.sequence_parallel)
         if experts and mesh is not None:
             expert_parallel.apply(m, mesh, sparse, layout, rank)
         if compile:

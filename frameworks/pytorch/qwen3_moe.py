@@ -17,17 +17,26 @@ feed-forward, a final RMSNorm and an untied output layer.
 Initial values: torchtitan's qwen3 (normal): N(0, 0.02) everywhere, but the attention's output
 and the experts' w2 N(0, 0.02 / sqrt(2 layers)) (Megatron's scaled init), norms at one.
 """
+import sys
+
 import torch
 from torch import nn
+from torch.distributed.tensor import Replicate
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-from frameworks.pytorch import llama3, models, moe
+from frameworks.pytorch import llama3, models, moe, parallelize
 from frameworks.pytorch.gpt import loss_fn, seeded_normal, synthetic_tokens  # noqa: F401 (the family's surface)
 from frameworks.pytorch.llama3 import CausalAttention, FeedForward
 
 IMPLEMENTATION = "dlbench qwen3_moe (frameworks/pytorch/qwen3_moe.py, scaled-dot-product attention)"
-EXPERTS = True
 EPS = 1e-6
 INIT_STD = 0.02
+
+# its GPU path: torchtitan's sharding declarations and parallelize function, its flavours
+TITAN_SHARDING = "torchtitan.models.qwen3.sharding:set_qwen3_sharding_config"
+TITAN_PARALLELIZE = "torchtitan.models.qwen3:parallelize_qwen3"
+TITAN_FLAVOURS = {"30b_a3b": "30B-A3B", "235b_a22b": "235B-A22B"}   # our size -> torchtitan's flavour
+TITAN_FUSED_QKV = True    # its attention's wq, wk, wv one projection there (titan_moe.torchtitan_name)
 
 
 def tied(cfg: dict) -> dict:
@@ -129,3 +138,40 @@ def full_value(name: str, shape, seed: int, rows=None, layers=None) -> torch.Ten
         ids = range(shape[0]) if rows is None else rows
         return torch.stack([seeded_normal(shape[1:], std, seed, f"{name}.{e}") for e in ids])
     return seeded_normal(shape, std, seed, name)
+
+
+# ---- its split, its session and its GPU path ----------------------------------------------------
+def tp_plan(model, sequence_parallel: bool) -> dict:
+    """torchtitan's plan of Qwen3's attention (wq, wk, wv by columns, wo by rows; the per-head
+    norms replicated), embedding and output as Llama 3's; the experts are expert_parallel.py's."""
+    plan = {"embed": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())} \
+        if model.embed is not None else {}
+    for i in model.layers:
+        p = f"layers.{i}.attention"
+        plan.update({f"{p}.wq": ColwiseParallel(), f"{p}.wk": ColwiseParallel(), f"{p}.wv": ColwiseParallel(),
+                     f"{p}.wo": RowwiseParallel()})
+    return {**plan, **parallelize.head_plan(model, "head.norm", False)}
+
+
+def session(spec, dist):
+    """torchtitan's model on GPUs, this definition on the CPU (frameworks/pytorch/titan_moe.py)."""
+    from frameworks.pytorch import titan_moe
+    return titan_moe.session(sys.modules[__name__], spec, dist)
+
+
+def titan_config(cfg: dict, attn_backend: str):
+    """torchtitan's model config of this shape (its builders; frameworks/pytorch/titan_moe.py)."""
+    from torchtitan.models.common import CosSinRoPE, Embedding, Linear
+    from torchtitan.models.qwen3 import _EMBEDDING_INIT, _LINEAR_INIT, _build_qwen3_moe_layers, _qwen3_norm
+    from torchtitan.models.qwen3.model import Qwen3Model
+
+    dim, vocab, head_dim = cfg["hidden"], cfg["vocab_size"], cfg["head_dim"]
+    layers = _build_qwen3_moe_layers(
+        n_layers=cfg["layers"], dim=dim, n_heads=cfg["heads"], n_kv_heads=cfg["kv_heads"], head_dim=head_dim,
+        moe_hidden_dim=cfg["moe_hidden"], num_experts=cfg["experts"], top_k=cfg["top_k"], fuse_qkv=True,
+        attn_backend=attn_backend, moe_comm_backend=cfg.get("dispatch", "standard"),
+        rope=CosSinRoPE.Config(dim=head_dim, max_seq_len=max(40960, cfg["seq_len"]), theta=cfg["rope_theta"]))
+    return Qwen3Model.Config(
+        vocab_size=vocab, dim=dim, norm=_qwen3_norm(dim), layers=layers,
+        tok_embeddings=Embedding.Config(num_embeddings=vocab, embedding_dim=dim, param_init=_EMBEDDING_INIT),
+        lm_head=Linear.Config(in_features=dim, out_features=vocab, param_init=_LINEAR_INIT))

@@ -3,7 +3,7 @@ by rows over the ranks: sharded_embedding.py) and InsightFace-style face classif
 very large softmax is sharded across ranks (partial FC, model parallel). The GPT has its own
 modules: gpt.py, parallelize.py and lm_session.py.
 
-frameworks/pytorch/worker.py maps these models to the sessions here. They are
+Their specs (contract/models/wide_deep.py, insightface.py) name the sessions here. They are
 session.TorchSession with other models, batches and optimizers (its three hooks); device,
 DDP, compile, AMP, step, timer and memory figures are TorchSession's own.
 Standard library + torch only: this runs in the framework's Python.
@@ -141,21 +141,20 @@ class FaceModel(nn.Module):
 
 # --- synthetic data and optimizers ---------------------------------------------------
 
-def synthetic_batch(cfg, batch_size, device, gen):
-    """Fixed random inputs made once on the device, as DLPerf's synthetic-data runs."""
-    name = cfg["name"]
-    if name == "wide_deep":
-        dense = torch.rand(batch_size, cfg["dense_fields"], generator=gen)
-        deep = torch.randint(0, cfg["deep_vocab_size"], (batch_size, cfg["sparse_fields"]), generator=gen)
-        wide = torch.randint(0, cfg["wide_vocab_size"], (batch_size, cfg["sparse_fields"]), generator=gen)
-        clicks = torch.randint(0, 2, (batch_size,), generator=gen).float()
-        return tuple(t.to(device) for t in (dense, deep, wide)), (clicks.to(device),)
-    if name == "insightface":
-        n = cfg["image_size"]
-        images = torch.randn(batch_size, 3, n, n, generator=gen)
-        labels = torch.randint(0, cfg["num_classes"], (batch_size,), generator=gen)
-        return (images.to(device),), (labels.to(device),)
-    raise ValueError(f"unknown model {name!r}")
+def clicks_batch(cfg, batch_size, gen):
+    """Wide & Deep's: dense features, deep and wide ids of each sparse field, a click each."""
+    dense = torch.rand(batch_size, cfg["dense_fields"], generator=gen)
+    deep = torch.randint(0, cfg["deep_vocab_size"], (batch_size, cfg["sparse_fields"]), generator=gen)
+    wide = torch.randint(0, cfg["wide_vocab_size"], (batch_size, cfg["sparse_fields"]), generator=gen)
+    clicks = torch.randint(0, 2, (batch_size,), generator=gen).float()
+    return (dense, deep, wide), (clicks,)
+
+
+def faces_batch(cfg, batch_size, gen):
+    """InsightFace's: images and their class ids."""
+    n = cfg["image_size"]
+    images = torch.randn(batch_size, 3, n, n, generator=gen)
+    return (images,), (torch.randint(0, cfg["num_classes"], (batch_size,), generator=gen),)
 
 
 def build_optimizer(cfg, params):
@@ -173,10 +172,14 @@ def build_optimizer(cfg, params):
 
 class SpecialSession(TorchSession):
     """TorchSession with a special model: made on the device itself (a table of 10^8 rows
-    never visits the host), its own synthetic batch and optimizer."""
+    never visits the host), its own synthetic batch (`host_batch`: fixed random inputs made once,
+    as DLPerf's synthetic-data runs) and optimizer."""
+
+    host_batch = None   # (cfg, batch_size, generator) -> (inputs, labels) on the host
 
     def synthetic_batch(self, cfg, batch_size, seed):
-        return synthetic_batch(cfg, batch_size, self.device, torch.Generator().manual_seed(seed))
+        inputs, labels = type(self).host_batch(cfg, batch_size, torch.Generator().manual_seed(seed))
+        return tuple(t.to(self.device) for t in inputs), tuple(t.to(self.device) for t in labels)
 
     def build_optimizer(self, cfg, params):
         return build_optimizer(cfg, params)
@@ -189,6 +192,7 @@ class WideDeepSession(SpecialSession):
     updates only its own rows; on one rank both are the same model."""
 
     EMBEDDINGS = ("sharded", "replicated")
+    host_batch = clicks_batch
 
     def build_model(self, cfg):
         self.embedding = cfg.get("embedding", "replicated")  # specs from before the switch
@@ -227,6 +231,8 @@ class WideDeepSession(SpecialSession):
 class FaceSession(SpecialSession):
     """The backbone is data parallel (DDP); the classifier shard is this rank's alone."""
 
+    host_batch = faces_batch
+
     def build_model(self, cfg):
         with self.device:
             backbone = FaceModel(**cfg)
@@ -234,7 +240,3 @@ class FaceSession(SpecialSession):
                              self.dist.world_size, cfg["scale"], cfg["margin"])
         self.head = head
         return backbone, head, list(backbone.parameters()) + list(head.parameters())
-
-
-SESSIONS = {"wide_deep": WideDeepSession, "insightface": FaceSession}
-
