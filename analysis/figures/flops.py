@@ -11,7 +11,7 @@ BERT's gathered MLM head, Megatron's GPT formula, Llama 3's 6 N + 12 l h s, Deep
 Qwen3's on their activated parameters), with its derivation; `flops_per_sample` asks it.
 
 Peaks: analysis/peaks.yaml (dense datasheet figures, each with its source), keyed by the
-device's normalised name (analysis/matching.py) and the dtype the math ran in
+device's normalised name (analysis/figures/matching.py) and the dtype the math ran in
 (`math_dtype`): AMP against its bf16 or fp16 peak; fp32 against the TF32 peak on devices
 that have TF32 (Ampere and newer, where every framework here runs fp32 matrix maths as
 TF32 by default: PyTorch's session sets it), else against the fp32 peak.
@@ -21,10 +21,11 @@ import os
 
 import yaml
 
-from analysis import matching
+from analysis.figures import matching
 from contract import models, paths, values
 
-PEAKS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peaks.yaml")
+# the site's own file to edit, named by the report: analysis/peaks.yaml
+PEAKS_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "peaks.yaml")
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml's where the wheel has it
 
@@ -67,7 +68,7 @@ def peaks(path: str = PEAKS_FILE) -> tuple:
 
 
 def peak_entry(device):
-    """The peaks.yaml entry of a device name, or None (analysis/matching.py's rule)."""
+    """The peaks.yaml entry of a device name, or None (analysis/figures/matching.py's rule)."""
     key = matching.device_key(device)
     if key.family is None:
         return None

@@ -1,5 +1,5 @@
 """What matches what, written once: a point's settings against a reference entry's
-(analysis/compare.py) or a published row's (analysis/published.py, published_layouts.py),
+(analysis/gate/compare.py) or a published row's (analysis/published/sources.py, layouts.py),
 and a device name against a peak's (analysis/peaks.yaml) or a published figure's. So a
 point matches a row in every table or in none.
 

@@ -2,11 +2,11 @@
 docs/method.md), tested against hand-computed figures (tests/unit/test_method.py).
 
 - Throughput of one repeat (`repeat_throughput`, of each rank's `rank_timing`): the
-  global samples of its timed steps divided by the longest rank's timed window (the
-  record's `window`). Never a mean of per-step rates: that mean weights a fast step as
-  much as a slow one and overstates throughput whenever step times vary. A training
-  repeat's (analysis/figures.py) and the input pipeline's (analysis/input_pipeline.py)
-  both come from here.
+  global samples of its timed steps divided by the longest rank's timed window (the record's
+  `window`). Never a mean of per-step rates: that mean weights a fast step as much as a slow one
+  and overstates throughput whenever step times vary. A training repeat's
+  (analysis/figures/points.py) and the input pipeline's (analysis/sections/input_pipeline.py) both
+  come from here.
 - A point's figure is the median over its ok repeats, with min, max and the
   coefficient of variation as its spread.
 - The median's 95% confidence interval is distribution-free: the order statistics
@@ -35,6 +35,7 @@ import statistics
 
 import numpy as np
 
+PHASES = ("warmup", "measure")   # a step's phase, only "measure" timed; its code in the columns: its index
 CI_LEVEL = 0.95
 MAX_CV = 0.05
 MIN_OK_REPEATS = 3

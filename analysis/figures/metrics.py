@@ -1,12 +1,13 @@
 """Each point's figures as one table, for every model: what the report's special sections
-(analysis/special.py) and the regression gate (analysis/compare.py) both read.
+(analysis/sections/special.py) and the regression gate (analysis/gate/compare.py) both read.
 
 A function of what analysis.load read (the points' settings: Results.manifests); it
 imports no module of the report, so every consumer imports it without a circle.
 """
 import pandas as pd
 
-from analysis import flops, method, tables
+from analysis import tables
+from analysis.figures import flops, method
 from contract import models, parallel
 
 # What tells a model's points apart in a reference (its spec's compare_keys), every model's
@@ -61,7 +62,7 @@ def metrics(results) -> pd.DataFrame:
     peak_memory_bytes = the largest rank's peak over ok repeats, of the first kind the ranks
     recorded (memory_kind, MEMORY_KINDS): device memory (a GPU's allocator), else a CPU
     rank's live tensors (PyTorch's layouts), else host memory (peak RSS).
-    tflops_per_device, peak_tflops, mfu: model FLOPs (analysis/flops.py) for every model
+    tflops_per_device, peak_tflops, mfu: model FLOPs (analysis/figures/flops.py) for every model
     with a count (its spec's, contract/models/), as analysis.load put them in the points;
     pflops: tflops_per_device x devices / 1000 (aggregate);
     tokens_per_s: a language model's (its spec says) samples/s x seq_len.

@@ -1,19 +1,26 @@
-"""The figures of the runs and points tables, by the method (analysis/method.py): a
+"""The figures of the runs and points tables, by the method (analysis/figures/method.py): a
 repeat's from its ranks' step columns (throughput, straggler ratio and host, drift), a
 point's from its repeats' (the median, its interval, flags, step-time percentiles), then
 each point's speedup over its 1-device baseline and its model FLOPs and MFU
-(analysis/flops.py).
+(analysis/figures/flops.py).
 
-Functions of rows and columns only: analysis/load.py reads the files and calls them.
+Functions of rows and columns only: analysis/read/load.py reads the files and calls them.
 """
 import numpy as np
 import pandas as pd
 
-from analysis import flops, method, record_file, tables
-from analysis.results import CONFIG_COLUMNS, FLOP_COLUMNS
+from analysis import tables
+from analysis.figures import flops, method
 from contract import statuses
 
-MEASURE = record_file.PHASE_CODE["measure"]
+# What a point is of: its configuration (the points table's first columns, analysis/read/
+# results.py); its speedup's baseline differs only in nodes, gpus_per_node and devices.
+CONFIG_COLUMNS = ["bench", "framework", "model", "model_size", "precision", "amp_dtype",
+                  "compile", "batch_size", "nodes", "gpus_per_node", "devices"]
+# Model FLOPs and MFU (analysis/figures/flops.py): added once the points are known (add_flops).
+FLOP_COLUMNS = ["flops_per_sample", "tflops_per_device", "peak_tflops", "math_dtype",
+                "peak_source", "mfu"]
+MEASURE = method.PHASES.index("measure")   # a timed step's phase code in the step columns
 
 
 def repeat_figures(ranks: dict, cols: dict):
@@ -45,12 +52,12 @@ def repeat_figures(ranks: dict, cols: dict):
 
 def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.MAX_CV,
                     max_drift: float = method.MAX_DRIFT, preflight: dict = None) -> dict:
-    """A point's row: the method's figures over its ok repeats (analysis/method.py), its
+    """A point's row: the method's figures over its ok repeats (analysis/figures/method.py), its
     status and first error, its device; `durations`: the timed steps' durations of each ok
     repeat (numpy arrays, reordered here), for the step-time percentiles; `preflight`: its preflight record
     (an `unhealthy` point ran no repeat, and says why)."""
     ok = [r for r in runs if r["status"] == "ok" and r["throughput"] is not None]
-    # comm repeats have no training throughput: their figures are analysis/comm.py's
+    # comm repeats have no training throughput: their figures are analysis/figures/comm.py's
     s = method.summarize(r["throughput"] for r in ok)
     row.update(throughput=s["median"], tp_min=s["min"], tp_max=s["max"], tp_cv=s["cv"],
                n_ok=sum(r["status"] == "ok" for r in runs), n_recorded=len(runs),
@@ -115,7 +122,7 @@ def add_speedup(points: pd.DataFrame) -> pd.DataFrame:
 
 def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     """Model FLOPs per sample, achieved TFLOP/s per device, the peak of the dtype the math
-    ran in and MFU, for every point whose model has a count (analysis/flops.py)."""
+    ran in and MFU, for every point whose model has a count (analysis/figures/flops.py)."""
     rows = []
     for p in points.itertuples(index=False):
         point = manifests.get((str(p.sweep), p.point)) or {}

@@ -1,12 +1,13 @@
 """The report's checkpoint plot (docs/checkpoint.md): checkpoint.png, GB/s in all against
-nodes, a line per model, layout, mode and ranks per node (solid: the checkpoint's durable
-write; dashed, the same colour: the bare write of the same bytes by the same ranks), from
-analysis.checkpoint's table. Drawn by analysis/plot.py with the report's other figures.
+nodes, a line per model, layout, mode and ranks per node (solid: the checkpoint's durable write;
+dashed, the same colour: the bare write of the same bytes by the same ranks), from
+analysis/figures/checkpoint.py's table. Drawn by analysis/plots/draw.py with the report's other
+figures.
 """
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from analysis import plot_style as style
-from analysis.plot_data import numeric
+from analysis.plots import style
+from analysis.plots.data import numeric
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
 MARKERS = {"sync": "o", "async": "s"}

@@ -3,8 +3,8 @@ the training points (one row each), each model's step-time spread per rank (one 
 rank, never the steps themselves), the comm table and the checkpoint table; and what comes
 back (Plot).
 
-Small on purpose: analysis/plot.py draws from it, in a second process while the tables are
-written (analysis/plot_process.py), so it travels between processes whole. At a million
+Small on purpose: analysis/plots/draw.py draws from it, in a second process while the tables are
+written (analysis/plots/process.py), so it travels between processes whole. At a million
 step records it is the points, plus one row per rank of one point per model.
 """
 import os
@@ -13,9 +13,12 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis import checkpoint, input_pipeline, tables   # input_pipeline: the main tables' points
+from analysis import tables
+from analysis.figures.checkpoint import checkpoint_table
+from analysis.figures.training import training_points
 
-# The figures (analysis/plot.py's titles) drawn from `spreads`; the others need the points only.
+# The figures (analysis/plots/draw.py's titles) drawn from `spreads`; the others need the points
+# only.
 FROM_STEPS = ("step time per rank",)
 FROM_POINTS = ("throughput", "scaling", "AMP over FP32", "bus bandwidth", "checkpoint")
 WHIS = 1.5        # whiskers at the furthest step within 1.5 IQR of the box (matplotlib's)
@@ -23,7 +26,7 @@ MAX_BOXES = 64    # more ranks than this: a box each would be a black band; quan
 
 
 class Plot(NamedTuple):
-    """A drawn plot (analysis/plot.py): its file name in the report folder, its PNG."""
+    """A drawn plot (analysis/plots/draw.py): its file name in the report folder, its PNG."""
     name: str
     png: bytes
 
@@ -50,8 +53,8 @@ class RankSpread(NamedTuple):
 class PlotData(NamedTuple):
     points: pd.DataFrame  # the training points of the main tables, with mode and allocation
     spreads: list         # a RankSpread per model that has timed steps of an ok repeat
-    comm: pd.DataFrame    # analysis.comm.comm_table(results), or None
-    checkpoint: pd.DataFrame = None  # analysis.checkpoint.checkpoint_table(results), or None
+    comm: pd.DataFrame    # analysis.figures.comm.comm_table(results), or None
+    checkpoint: pd.DataFrame = None  # figures.checkpoint.checkpoint_table(results), or None
 
 
 def numeric(series) -> pd.Series:
@@ -60,8 +63,8 @@ def numeric(series) -> pd.Series:
 
 def train_points(results) -> pd.DataFrame:
     """The training points the figures draw, those of the report's main tables
-    (analysis/input_pipeline.py), with their mode and allocation ("NxG")."""
-    train = input_pipeline.training_points(results)
+    (analysis/figures/training.py), with their mode and allocation ("NxG")."""
+    train = training_points(results)
     if not len(train):
         return train
     return train.assign(mode=[tables.mode_of(r) for r in train.itertuples()],
@@ -146,8 +149,8 @@ def rank_spreads(results, train: pd.DataFrame) -> list:
 
 
 def of(results, comm=None, spreads: bool = True) -> PlotData:
-    """The plots' data of `results`; `comm`: analysis.comm.comm_table(results); without
+    """The plots' data of `results`; `comm`: analysis.figures.comm.comm_table(results); without
     `spreads`, only what the FROM_POINTS figures need."""
     train = train_points(results)
     return PlotData(train, rank_spreads(results, train) if spreads else [], comm,
-                    checkpoint.checkpoint_table(results))
+                    checkpoint_table(results))

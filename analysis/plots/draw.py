@@ -11,13 +11,13 @@
 - busbw.png                bus bandwidth against message size, log-log, a panel per node
                            count, a line per collective and ranks per node (bench=comm)
 - checkpoint.png           checkpoint GB/s against nodes, with the bare write's line
-                           (bench=checkpoint; analysis/plot_checkpoint.py)
+                           (bench=checkpoint; analysis/plots/checkpoint.py)
 
-`render` makes them all in memory from analysis/plot_data.py's PlotData (the points and
+`render` makes them all in memory from analysis/plots/data.py's PlotData (the points and
 per-rank summaries, never the step records): the report writes the PNGs and embeds them in
 its page. A figure without its data is skipped with one line that says what is missing.
 The look of every figure (sizes, colours per framework, markers per precision) is
-analysis/plot_style.py's.
+analysis/plots/style.py's.
 """
 import math
 import os
@@ -25,12 +25,12 @@ import os
 import pandas as pd
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from analysis import plot_style as style
 from analysis import tables
-from analysis.figures import amp_ratios
-from analysis.plot_checkpoint import checkpoint_figures
-from analysis.plot_data import MAX_BOXES, Plot
-from analysis.plot_data import numeric as _num
+from analysis.figures.points import amp_ratios
+from analysis.plots import style
+from analysis.plots.checkpoint import checkpoint_figures
+from analysis.plots.data import MAX_BOXES, Plot
+from analysis.plots.data import numeric as _num
 from contract import busbw
 
 
@@ -55,7 +55,7 @@ def _series(pts: pd.DataFrame):
 # ---- throughput ------------------------------------------------------------------------------
 def _interval(rows):
     """(lo, hi) of each point's whisker: the median's 95% interval where there is one
-    (6+ repeats, analysis/method.py), else min..max of its repeats."""
+    (6+ repeats, analysis/figures/method.py), else min..max of its repeats."""
     lo, hi = _num(rows.tp_min), _num(rows.tp_max)
     if "ci_lo" in rows:
         lo, hi = _num(rows.ci_lo).fillna(lo), _num(rows.ci_hi).fillna(hi)
@@ -148,7 +148,7 @@ def scaling_figures(data):
 def _rank_spread(ax, stats: pd.DataFrame, colour) -> None:
     """Each rank's timed step durations (ms) at x = 1, 2, ...: a box per rank, or beyond
     MAX_BOXES ranks its p10..p90 as a bar, its median as a dot and its slowest step as a x
-    (analysis/plot_data.py's per-rank summary: the steps themselves never come here)."""
+    (analysis/plots/data.py's per-rank summary: the steps themselves never come here)."""
     if len(stats) <= MAX_BOXES:
         box = ax.bxp([{"med": r.med, "q1": r.q1, "q3": r.q3, "whislo": r.whislo,
                        "whishi": r.whishi, "fliers": r.fliers} for r in stats.itertuples()],
@@ -263,7 +263,7 @@ FIGURES = (("throughput", throughput_figures), ("scaling", scaling_figures),
 
 
 def render(data, only=None):
-    """(plots, skipped): every figure `data` (analysis.plot_data.of(results, comm)) has the
+    """(plots, skipped): every figure `data` (analysis.plots.data.of(results, comm)) has the
     data for, as PNG bytes, and one line per figure skipped, saying what it lacks; `only`:
     the titles of the figures to draw (default: all)."""
     plots, skipped = [], []

@@ -1,7 +1,7 @@
 """How every plot of the report looks, in one place: sizes, fonts, a colour per framework,
 a marker, line and hatch per precision, a colour per collective, and PNG output.
 
-analysis/plot.py draws; it takes every visual choice from here, so that a framework has
+analysis/plots/draw.py draws; it takes every visual choice from here, so that a framework has
 the same colour in each figure and a figure restyled is restyled everywhere.
 """
 import io

@@ -28,13 +28,14 @@ micro_batch_size, global_batch_size, hidden, heads, layers, seq_len, precision, 
 the SETTINGS and device; `virtual_stages` for vp, as the suite's Layout names it) matches a row
 when it states every LAYOUT key the row states, with the same value (cp and ep are 1 where the
 point does not say), and agrees with the row on every SETTINGS key and on the
-device (analysis/matching.py) wherever both state them; values match by
-analysis/matching.py's rule, as the regression gate's and the throughput table's do.
+device (analysis/figures/matching.py) wherever both state them; values match by
+analysis/figures/matching.py's rule, as the regression gate's and the throughput table's do.
 """
 import os
 
-from analysis import matching
-from analysis.published import DEFAULTS, PUBLISHED_DIR, PublishedError, _load, names, positive
+from analysis.figures import matching
+from analysis.published.sources import (DEFAULTS, PUBLISHED_DIR, PublishedError, _load, names,
+                                        positive)
 from contract import models, parallel, values
 
 FIGURE = "layouts"

@@ -12,34 +12,36 @@ throughput / speedup: `rows()` adds it, marked `derived` (with the arithmetic in
 A point matches a row (`matches`) when
 - the point finished (ok or partial) with a throughput, of a full-size model (published
   figures are of the full models: a `tiny` point matches nothing);
-- its device is the row's (analysis/matching.py: same family, and form factor and memory
+- its device is the row's (analysis/figures/matching.py: same family, and form factor and memory
   where both names state them: "NVIDIA A100-SXM4-40GB" matches "A100 40GB");
 - framework, model and precision are the row's, its device count is the row's `devices`,
   and its batch per device is the row's batch_size where the row names one (values by
-  analysis/matching.py's rule, the regression gate's and the layouts' too);
+  analysis/figures/matching.py's rule, the regression gate's and the layouts' too);
 - a row with `mode: xla` matches compiled points only, `mode: tf.function` uncompiled ones.
 
-The report's section "Published figures beside ours" lists every match with ours /
-published (`beside`); a point that no row matches at its batch is set beside the rows that
-match it at another batch, marked so (published figures are often at the largest batch
-that fits: Lambda's ResNet-50 at 1280 per GPU); `reference_entries(name)` turns a file into regression-gate entries for
-`python -m analysis compare SWEEP --reference published:NAME`.
+The report's section "Published figures beside ours" (analysis/sections/published.py) lists
+every match with ours / published (`beside`); a point that no row matches at its batch is set
+beside the rows that match it at another batch, marked so (published figures are often at the
+largest batch that fits: Lambda's ResNet-50 at 1280 per GPU); `reference_entries(name)` turns
+a file into regression-gate entries for `python -m analysis compare SWEEP --reference
+published:NAME`.
 
 A file with `figure: wide_deep` holds DLPerf's Wide & Deep table instead (latency per
 iteration and memory per device by vocabulary size): `wide_deep_rows()` reads it for the
-report's wide_deep section; the throughput readers above leave it out.
+report's wide_deep section; one with `figure: checkpoint`, published checkpoint times
+(`checkpoint_rows()`); the throughput readers above leave both out.
 """
 import glob
 import os
 
 import pandas as pd
 import yaml
-from tabulate import tabulate
 
-from analysis import flops, matching, tables
+from analysis import tables
+from analysis.figures import flops, matching
 from contract import values
 
-PUBLISHED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published")
+PUBLISHED_DIR = os.path.dirname(os.path.abspath(__file__))   # the files sit beside their readers
 # What a file may say once for all of its rows (a row's own value wins).
 DEFAULTS = ("source", "url", "date", "data", "nodes_of", "device", "framework",
             "implementation", "software", "model", "mode")
@@ -199,48 +201,8 @@ def describe(row: dict) -> str:
     return f"{row['file']} ({row.get('date') or 'undated'}): " + ", ".join(words)
 
 
-def section(results, folder: str = PUBLISHED_DIR) -> str:
-    """The report's "Published figures beside ours"; empty when no point matches a row."""
-    p = results.points
-    if not len(p) or "device" not in p:
-        return ""
-    train = p[(p.bench == "train") & p.throughput.notna()]
-    # published figures are of GPUs: no file is read for points whose device has no family
-    train = train[[matching.device_key(d).family is not None for d in train.device]]
-    if not len(train):
-        return ""
-    lines, published = [], []
-    for name in names(folder):
-        try:
-            published += read_source(os.path.join(folder, f"{name}.yaml"))["rows"]
-        except PublishedError as exc:
-            lines.append(f"- skipped: {exc}")
-    found = beside(train, published)
-    if not found:
-        return ""
-    body = []
-    for pt, row, ratio in found:
-        body.append([pt.model, pt.framework, pt.precision + (" compile" if pt.compile else ""),
-                     str(pt.batch_size), tables.allocation(pt.nodes, pt.gpus_per_node), str(pt.device),
-                     f"{pt.throughput:.1f}" + ("*" if pt.status == "partial" else ""),
-                     f"{row['throughput']:.1f}" + (" (derived)" if row["derived"] else "")
-                     + (f" (bs {row['batch_size']})" if row.get("other_batch") else ""),
-                     f"{ratio:.2f}", describe(row)])
-    text = ["## Published figures beside ours",
-            "Each published row (analysis/published/) whose device, framework, model, precision, "
-            "device count and batch per device (where the row names one) match a point of a "
-            "full-size model; ratio = ours / published. A point with no row at its batch is set "
-            "beside the rows at another batch, whose batch is given: (bs N). (derived): the "
-            "1-device figure the row's stated speedup implies (its throughput / speedup). Ours: "
-            "synthetic data, no input pipeline; published rows say their data.", "",
-            tabulate(body, headers=["model", "framework", "precision", "batch/dev", "nodes x dev",
-                                    "our device", "ours (samples/s)", "published", "ours/published",
-                                    "source"], tablefmt="github", disable_numparse=True)]
-    return "\n".join(text + lines)
-
-
 def reference_entries(name: str, folder: str = PUBLISHED_DIR) -> tuple:
-    """(system, entries) of the regression gate (analysis/compare.py) from one published
+    """(system, entries) of the regression gate (analysis/gate/compare.py) from one published
     file: one throughput entry per row, derived rows included, each matching by device,
     framework, model (full size), precision, device count and batch where the row names
     one; entries are `published`: a row no point of the run matches is not run, not failed."""
@@ -293,3 +255,17 @@ def wide_deep_rows(folder: str = PUBLISHED_DIR) -> list:
                     raise PublishedError(f"published file {path}: row {n}: {key} {row[key]!r}")
             out.append(row)
     return out
+
+
+CHECKPOINT = "checkpoint"
+
+
+def checkpoint_rows(folder: str = PUBLISHED_DIR) -> list:
+    """The published checkpoint figures (the files whose `figure` is checkpoint), as their
+    files give them, each with its source."""
+    rows = []
+    for name in names(folder, CHECKPOINT):
+        data = _load(os.path.join(folder, f"{name}.yaml"))
+        for row in data.get("rows") or ():
+            rows.append({**{k: data.get(k) for k in ("source", "url", "date")}, **row})
+    return rows

@@ -1,4 +1,4 @@
-"""A sweep's rank records read by two processes: analysis/load.py asks for them in its own
+"""A sweep's rank records read by two processes: analysis/read/load.py asks for them in its own
 order, and a second process, forked for it, reads ahead of it.
 
 The records are dealt in chunks of CHUNK, in order, to whichever process claims the next
@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from analysis import record_file
-from analysis.record_file import CorruptFile
+from analysis.read import record_file
+from analysis.read.record_file import CorruptFile
 from contract import paths as sweep_paths
 
 MIN_BYTES = 16 << 20   # less than this is read faster than a second process starts and pays back
@@ -47,7 +47,7 @@ def worth(total_bytes: int) -> bool:
 
 
 def rank_records(point_files) -> tuple:
-    """(every rank record path under the points, in the order analysis/load.py reads them;
+    """(every rank record path under the points, in the order analysis/read/load.py reads them;
     their bytes in all)."""
     out, size = [], 0
     for pfile in point_files:
@@ -102,7 +102,7 @@ def start_early(argv) -> None:
 
 
 def reader(records: list, size: int):
-    """A reader of `records` for analysis/load.py: the one started early, where it reads the
+    """A reader of `records` for analysis/read/load.py: the one started early, where it reads the
     same records, else a new one where it is worth it, else None."""
     global _early
     early, _early = _early, None

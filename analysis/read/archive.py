@@ -9,7 +9,7 @@ a skippable frame at the end listing every frame's compressed and decompressed s
 where each frame lies. So a byte flipped anywhere costs the one file it lands in, not the
 rest of the stream: that frame does not decompress (or decompresses to bytes whose sha256
 is not the manifest's), and the file is named. analysis.load reads an archive as it reads a
-folder (analysis/load.py `opened`: unpacked into a temporary folder, checked against the
+folder (analysis/read/load.py `opened`: unpacked into a temporary folder, checked against the
 manifest, the names shown as ARCHIVE/...), and a damaged file costs its repeat, as a torn
 record does.
 """
@@ -27,7 +27,7 @@ import time
 
 import zstandard
 
-from analysis.record_file import RecordError
+from analysis.read.record_file import RecordError
 from contract import paths, records
 
 SUFFIX = paths.ARCHIVE_SUFFIX

@@ -1,10 +1,10 @@
-"""A sweep's files -> `Results` (analysis/results.py): the one reader.
+"""A sweep's files -> `Results` (analysis/read/results.py): the one reader.
 
 This module is the only code of the analysis that walks a sweep's files, and it opens
-each once (one file at a time: analysis/record_file.py); every other module of the
+each once (one file at a time: analysis/read/record_file.py); every other module of the
 analysis is a function of the `Results` it returns. The layout and schema names are
 contract/paths.py's; the figures of each repeat and point are
-analysis/figures.py's.
+analysis/figures/points.py's.
 
 Works on partial sweeps: a point with fewer recorded repeats than asked is `partial` or
 `missing`, never dropped.
@@ -22,7 +22,7 @@ copied into columns sized once from the files' bytes as it is read (no record's 
 outlive it), each step's point, repeat, rank and host derived from a row per record when
 asked; the steps DataFrame is built when first asked for (`Results.steps`); the report
 writes them as Parquet from the columns. With `ahead_ok` (the report's command) a second
-process reads part of the rank records (analysis/read_ahead.py). Memory grows linearly with
+process reads part of the rank records (analysis/read/ahead.py). Memory grows linearly with
 the number of steps: about 41 bytes a step of columns (benchmarks/analysis_scale.md).
 """
 import contextlib
@@ -32,9 +32,13 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis import archive, figures, method, read_ahead, record_file
-from analysis.record_file import CorruptFile, RecordError
-from analysis.results import COMM_COLUMNS, FLOP_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
+from analysis.figures import method
+from analysis.figures.points import (FLOP_COLUMNS, add_flops, add_speedup, repeat_figures,
+                                     summarize_point)
+from analysis.read import ahead as read_ahead
+from analysis.read import archive, record_file
+from analysis.read.record_file import CorruptFile, RecordError
+from analysis.read.results import COMM_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
 from contract import paths, statuses
 
 __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
@@ -84,7 +88,7 @@ class _Reader:
                     durations.append(timed)
         pre = self.preflight(pdir, sweep, row["point"]) if paths.PREFLIGHT_FILE in names else None
         self.run_rows += runs
-        self.point_rows.append(figures.summarize_point(row, runs, durations, preflight=pre, **self.limits))
+        self.point_rows.append(summarize_point(row, runs, durations, preflight=pre, **self.limits))
 
     def preflight(self, pdir: str, sweep: str, point: str):
         """The point's preflight record (docs/health.md), or None; a bad one costs only itself."""
@@ -153,12 +157,12 @@ class _Reader:
             row["status"], row["error"] = statuses.run_status(ranks, world)
         else:
             row.update(status="incomplete", error=f"repeat not finished (no {paths.RUN_FILE})")
-        if row["status"] == "ok" and prow["bench"] == "train":  # comm: analysis/comm.py
+        if row["status"] == "ok" and prow["bench"] == "train":  # comm: analysis/figures/comm.py
             try:
                 if len(ranks) != world:
                     raise ValueError(f"it says ok, but {world - len(ranks)} of {world} rank "
                                      "records are missing")
-                figs, timed = figures.repeat_figures(ranks, cols)
+                figs, timed = repeat_figures(ranks, cols)
                 row.update(figs)
             except record_file.MALFORMED as exc:  # an ok repeat whose records give no throughput
                 bad.append(CorruptFile(run_path if run is not None else rdir,
@@ -193,7 +197,8 @@ class _Reader:
                                   "parallel": _dict_or_none(rec.get("parallel")),
                                   "pipeline": _dict_or_none(rec.get("pipeline")),
                                   "moe": _dict_or_none(rec.get("moe")),
-                                  # bench=checkpoint's or checkpoint.every's (analysis/checkpoint.py)
+                                  # bench=checkpoint's or checkpoint.every's
+                                  # (analysis/figures/checkpoint.py)
                                   "checkpoint": _dict_or_none(rec.get("checkpoint"))})
         return [{**c, "sweep": sweep, "point": point, "repeat": repeat, "rank": rec["rank"]}
                 for c in rec.get("comm") or ()]
@@ -226,7 +231,7 @@ class _Reader:
             columns=[c for c in POINT_COLUMNS if c not in added])
         runs = pd.DataFrame(self.run_rows) if self.run_rows else pd.DataFrame(columns=RUN_COLUMNS)
         comm = pd.DataFrame(self.comm, columns=COMM_COLUMNS) if self.comm else None
-        points = figures.add_flops(figures.add_speedup(points), self.manifests)
+        points = add_flops(add_speedup(points), self.manifests)
         points = points[[c for c in POINT_COLUMNS if c in points]
                         + [c for c in points if c not in POINT_COLUMNS]]
         return Results(points, runs, root=self.root, comm=comm,
@@ -238,7 +243,8 @@ class _Reader:
 
 def _from_ranks(ranks: dict) -> dict:
     """What a repeat's row takes from any of its rank records: versions, device, hosts and
-    the largest rank's peaks of memory (device, host RSS, live tensors: analysis/metrics.py)."""
+    the largest rank's peaks of memory (device, host RSS, live tensors:
+    analysis/figures/metrics.py)."""
     any_rank = next(iter(ranks.values()), None)
     if not any_rank:
         return {}
@@ -273,10 +279,10 @@ def find_points(root) -> list:
 def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT,
          ahead_ok: bool = False) -> Results:
     """Every sweep point under `path` (a sweep folder, a folder of sweeps, or a sweep's
-    archive: analysis/archive.py), each file read once. Bad record files cost their repeats
+    archive: analysis/read/archive.py), each file read once. Bad record files cost their repeats
     (Results.corrupt lists them). `max_cv` and `max_drift`: the flags' thresholds
-    (analysis/method.py). `ahead_ok`: a second process may read part of the rank records,
-    forked for it (analysis/read_ahead.py; the report's command asks for it, a notebook's
+    (analysis/figures/method.py). `ahead_ok`: a second process may read part of the rank records,
+    forked for it (analysis/read/ahead.py; the report's command asks for it, a notebook's
     kernel had better not fork)."""
     if archive.is_archive(path):
         with opened(path, max_cv=max_cv, max_drift=max_drift, ahead_ok=ahead_ok) as (results, _):

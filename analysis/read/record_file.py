@@ -2,7 +2,7 @@
 ledger (their schemas: contract/paths.py, docs/contract.md).
 
 A file that cannot be used is a CorruptFile that says why (torn, garbage, of a foreign
-schema, malformed, or of a newer schema version than this analysis): analysis/load.py
+schema, malformed, or of a newer schema version than this analysis): analysis/read/load.py
 charges it to its repeat (or point, or search) alone. RecordError is the other kind: input
 with no sweep in it at all, or a report that cannot be written.
 
@@ -13,6 +13,7 @@ import operator
 
 import numpy as np
 
+from analysis.figures.method import PHASES
 from contract import paths, values
 
 try:
@@ -20,8 +21,7 @@ try:
 except ImportError:  # the standard library's parser: the same results, slower
     from json import loads as _loads
 
-PHASES = ("warmup", "measure")   # a step's phase; its code in the step columns: its index
-PHASE_CODE = {p: i for i, p in enumerate(PHASES)}
+PHASE_CODE = {p: i for i, p in enumerate(PHASES)}   # a step's phase in the step columns
 # Steps are read column by column: one pass per field, straight into a numpy array.
 STEP_DTYPES = {"step": np.int64, "phase": np.int8, "start": np.float64, "end": np.float64,
                "samples": np.int64, "loss": np.float64}

@@ -1,27 +1,22 @@
 """What a sweep's records say, as analysis.load returns it: `Results`, its DataFrames'
 columns, and the steps kept as numpy columns until a notebook asks for their DataFrame.
 
-A leaf of the reading side: it opens no file (analysis/load.py reads them) and computes
-no figure (analysis/figures.py); notebooks import `Results` from `analysis`.
+A leaf of the reading side: it opens no file (analysis/read/load.py reads them) and computes
+no figure (analysis/figures/points.py); notebooks import `Results` from `analysis`.
 """
 import copy
 
 import numpy as np
 import pandas as pd
 
-from analysis import method
-from analysis.record_file import PHASES
+from analysis.figures import method
+from analysis.figures.points import CONFIG_COLUMNS, FLOP_COLUMNS
 
-CONFIG_COLUMNS = ["bench", "framework", "model", "model_size", "precision", "amp_dtype",
-                  "compile", "batch_size", "nodes", "gpus_per_node", "devices"]
-# The method's figures of a point (analysis/method.py): the median and its spread, the
+# The method's figures of a point (analysis/figures/method.py): the median and its spread, the
 # median's 95% interval, the steps' percentiles, straggler ratio (and the slowest rank's
 # host, when past method.STRAGGLER_LIMIT, in how many ok repeats) and drift, the flags.
 STAT_COLUMNS = ["ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p99",
                 "straggler", "straggler_host", "straggler_host_repeats", "drift", "marks", "flag_spread", "flag_few_repeats", "flag_drift"]
-# Model FLOPs and MFU (analysis/flops.py): added once the points are known (add_flops).
-FLOP_COLUMNS = ["flops_per_sample", "tflops_per_device", "peak_tflops", "math_dtype",
-                "peak_source", "mfu"]
 POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "mode", "throughput", "tp_min", "tp_max",
                  "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes", "device",
                  *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",
@@ -32,7 +27,8 @@ STEP_COLUMNS = ["point", "repeat", "rank", "host", "step", "phase", "start", "en
                 "loss", "duration"]
 # Rows of steps.parquet written at a time, one row group: pyarrow's own row group size
 ROW_GROUP = 1024 * 1024
-# A row of the step columns' `owners` (analysis/load.py): one per rank record, its steps' count last.
+# A row of the step columns' `owners` (analysis/read/load.py): one per rank record, its steps'
+# count last.
 OWNER_FIELDS = ("point", "repeat", "rank", "host", "steps")
 COMM_COLUMNS = ["sweep", "point", "repeat", "rank", "op", "bytes", "count", "dtype", "inplace",
                 "iters", "time_s", "algbw_gbps", "busbw_gbps", "wrong", "imbalance"]
@@ -137,7 +133,7 @@ class Results:
             "point": pd.Categorical.from_codes(self._owners("point"), categories=c["point_names"]),
             "repeat": self._owners("repeat"), "rank": self._owners("rank"),
             "host": pd.Categorical.from_codes(self._owners("host"), categories=c["host_names"]),
-            "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=PHASES),
+            "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=method.PHASES),
             "start": c["start"], "end": c["end"], "samples": c["samples"], "loss": c["loss"],
             "duration": c["end"] - c["start"]}, copy=False)
 
@@ -165,7 +161,7 @@ class Results:
         def joined(column):
             return (np.concatenate([column[r] for r in runs]) if len(runs) != 1 else column[runs[0]])
 
-        keep = joined(c["phase"]) == PHASES.index("measure")
+        keep = joined(c["phase"]) == method.PHASES.index("measure")
         duration = joined(c["end"])[keep]
         duration -= joined(c["start"])[keep]
         return pd.DataFrame({"rank": self._owners("rank", rows)[keep], "duration": duration,
@@ -194,7 +190,7 @@ class Results:
             "point": dictionary(owners("point"), c["point_names"]),
             "repeat": owners("repeat"), "rank": owners("rank"),
             "host": dictionary(owners("host"), c["host_names"]), "step": c["step"][steps],
-            "phase": dictionary(c["phase"][steps], list(PHASES)), "start": start, "end": end,
+            "phase": dictionary(c["phase"][steps], list(method.PHASES)), "start": start, "end": end,
             "samples": c["samples"][steps], "loss": c["loss"][steps], "duration": end - start})
 
     def write_steps(self, path) -> None:

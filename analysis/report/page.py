@@ -22,7 +22,9 @@ import os
 
 import markdown
 
-from analysis import method, summary, tables
+from analysis import tables
+from analysis.figures import method
+from analysis.sections import summary
 from contract import paths
 
 STYLE = """
@@ -76,7 +78,7 @@ def _e(text) -> str:
 
 
 def _figure(plot, first: bool = False) -> str:
-    """One plot (analysis/plot.py's Plot: its name and PNG bytes) as an inline figure;
+    """One plot (analysis/plots/draw.py's Plot: its name and PNG bytes) as an inline figure;
     `first`: it starts a row (a model's first plot)."""
     data = base64.b64encode(plot.png).decode("ascii")
     row = ' class="model-first"' if first else ""
@@ -204,7 +206,7 @@ def one_table_html(model: str, pts, limits: dict) -> str:
 
 # ---- the page --------------------------------------------------------------------------------
 def page(title: str, sections, plots=(), skipped=(), limits=None) -> str:
-    """The whole page, from report.sections(...) in order, analysis/plot.py's plots and the
+    """The whole page, from report.sections(...) in order, analysis/plots/draw.py's plots and the
     lines saying which plots were skipped and why; `title`: the sweep's path."""
     limits = {"max_cv": method.MAX_CV, "max_drift": method.MAX_DRIFT, **(limits or {})}
     by_name = {p.name: p for p in plots}

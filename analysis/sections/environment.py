@@ -5,12 +5,13 @@ A system is what the rank records say a host ran on (frameworks/common/environme
 the adapter's environment()): device x count, driver / CUDA / cuDNN / NCCL, CPU, memory,
 interconnect (`nvidia-smi topo -m` of local rank 0, InfiniBand ports). Hosts with the
 same facts are one system. Where points ran in container images, each image follows, with its
-points (analysis/images.py). From the first recorded repeat of each point, as analysis.load
+points (analysis/read/images.py). From the first recorded repeat of each point, as analysis.load
 read it (Results.environments; this module reads no file).
 """
 import re
 
-from analysis import images, tables
+from analysis import tables
+from analysis.read import images
 
 VERSIONS = (("nvidia_driver", "driver"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("nccl", "NCCL"))
 

@@ -13,8 +13,9 @@ longest rank's timed window, the median over ok repeats.
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import method, tables
-from contract import models
+from analysis import tables
+from analysis.figures import method
+from analysis.figures.training import with_data
 
 INPUT_BOUND = 0.10
 # What must match for two points to differ only in `data` (and bench: train or input).
@@ -23,35 +24,6 @@ KEY = ["framework", "model", "model_size", "precision", "batch_size", "mode", "n
 # The pipeline alone has no precision or mode; it matches on what it reads, and how.
 PIPELINE_KEY = ["framework", "model", "model_size", "batch_size", "nodes", "gpus_per_node",
                 "workers"]
-
-
-def data_of(results, row) -> dict:
-    """The point's data settings; a point written before `data` existed is synthetic."""
-    config = (results.manifests.get((row.sweep, row.point)) or {}).get("config") or {}
-    return config.get("data") or {"source": "synthetic"}
-
-
-def with_data(results, points: pd.DataFrame) -> pd.DataFrame:
-    data = [data_of(results, r) for r in points.itertuples()]
-    workers = [d.get("workers") for d in data]
-    return points.assign(data=[d.get("source", "synthetic") for d in data],
-                         workers=["auto" if w is None else str(w) for w in workers],
-                         mode=[tables.mode_of(r) for r in points.itertuples()])
-
-
-def training_points(results) -> pd.DataFrame:
-    """The points of the report's main tables and of its plots: training on synthetic data,
-    of the models without a section of their own (analysis/special.py), without checkpoints.
-    Training from files is compared with them here, in its own table; training with
-    checkpoint.every in the checkpoint section (analysis/checkpoint.py)."""
-    p = results.points
-    own = models.named(lambda s: not s.tables)   # in their own sections only (analysis/special.py)
-    train = p[(p.bench == "train") & ~p.model.isin(own)] if len(p) else p
-    if "checkpoint" in train:
-        train = train[train.checkpoint.isna()]
-    if train.empty:
-        return train
-    return train[with_data(results, train).data.values == "synthetic"]
 
 
 def pipeline_rates(results, points: pd.DataFrame) -> dict:

@@ -6,7 +6,7 @@ against NVIDIA's and the PyTorch team's.
 
 FLOPs: 6 N + 12 l h s per token (contract/models/llama3.py), the count dgxc-benchmarking's MFU and
 torchtitan's use, so the MFU columns are the same ratio. A point is set beside a published row
-when analysis/published_layouts.py's `matches` says its layout is the row's: the grid, the
+when analysis/published/layouts.py's `matches` says its layout is the row's: the grid, the
 micro and global batch, the shape, the sequence, the precision, and the device where the
 record names one; a published setting the point does not state (recompute, compile, fsdp)
 is no obstacle when the point leaves it unsaid, and an obstacle when it differs.
@@ -14,11 +14,13 @@ is no obstacle when the point leaves it unsaid, and an obstacle when it differs.
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import published, published_layouts, tables
-from analysis.metrics import memory_cell, memory_kinds, memory_note
+from analysis import tables
+from analysis.figures.metrics import memory_cell, memory_kinds, memory_note
+from analysis.published import layouts as published_layouts
+from analysis.published import sources as published
 
 def point_layout(manifest: dict, device=None) -> dict:
-    """The point as analysis/published_layouts.py's `matches` reads it (its module says)."""
+    """The point as analysis/published/layouts.py's `matches` reads it (its module says)."""
     lay, model = manifest.get("parallel") or {}, manifest.get("model") or {}
     point = {k: manifest.get(k) for k in ("nodes", "gpus_per_node", "precision", "amp_dtype")}
     point.update({k: lay.get(k) for k in ("dp", "tp", "pp", "micro_batch_size", "global_batch_size",
@@ -35,26 +37,16 @@ def point_layout(manifest: dict, device=None) -> dict:
     return {k: v for k, v in point.items() if v is not None}
 
 
-def layout_label(lay: dict) -> str:
-    """'dp4 x cp2, fsdp' : the grid's sizes above 1 (dp always; ep, which borrows a stage's
-    ranks, last), then fsdp and the schedule."""
-    sizes = [f"dp{lay.get('dp', 1)}"] + [f"{k}{lay[k]}" for k in ("tp", "pp", "cp", "ep") if lay.get(k, 1) > 1]
-    extra = ["fsdp"] * bool(lay.get("fsdp")) + ["sp"] * bool(lay.get("sequence_parallel") and lay.get("tp", 1) > 1)
-    if lay.get("pp", 1) > 1:
-        extra.append(lay.get("schedule", "") + (f" v{lay['virtual_stages']}" if lay.get("schedule") == "interleaved_1f1b" else ""))
-    return " x ".join(sizes) + (", " + ", ".join(extra) if extra else "")
-
-
 def _ours(r, manifest, kinds=()) -> list:
     lay, model = manifest.get("parallel") or {}, manifest.get("model") or {}
     ok = r.status in ("ok", "partial")
     per_device = r.tokens_per_s / r.devices if ok and r.tokens_per_s else None
     batches = f"{lay.get('micro_batch_size', r.batch_size)} / {lay.get('accumulation', 1)} / {r.global_batch_size}"
-    latency = r.latency_ms if ok else None   # one iteration of the global batch (analysis/metrics.py)
+    latency = r.latency_ms if ok else None   # one iteration of the global batch (figures/metrics.py)
     memory = tables.gib(r.peak_memory_bytes) if ok and not tables.missing(r.peak_memory_bytes) else None
     status = "" if r.status == "ok" else f" ({tables.label(r.status)})"
     return [r.point + status, f"{model.get('size', '?')}, seq {model.get('seq_len', '?')}",
-            layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node), batches,
+            tables.layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node), batches,
             r.precision + (f" {r.amp_dtype}" if r.precision == "amp" and r.amp_dtype else "")
             + (", recompute" if model.get("recompute") else ""),
             tables.number(latency, ",.1f"), memory_cell(tables.number(memory, ".2f"), r.memory_kind, kinds),
@@ -94,8 +86,8 @@ PUBLISHED_HEADERS = ["source", "case", "implementation", "device", "nodes x gpus
 
 
 def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
-    """The Llama 3 section of the metrics `m` (analysis/metrics.py) of llama3 points; `rows`:
-    the published layouts (default: analysis/published/'s, read here), `error`: why they
+    """The Llama 3 section of the metrics `m` (analysis/figures/metrics.py) of llama3 points;
+    `rows`: the published layouts (default: analysis/published/'s, read here), `error`: why they
     could not be read (published.rows_or_error)."""
     if rows is None:
         rows, error = published.rows_or_error(published_layouts.rows)

@@ -15,15 +15,18 @@ Figures of a point, from its ok repeats' rank records (their `moe`, frameworks/p
   gloo's collectives return when done, so the seconds include waiting for the slowest rank of
   the expert group, as NCCL's kernels do on GPUs;
 - memory: the largest rank's peak, of device memory, else a CPU rank's live tensors, else host
-  RSS (analysis/metrics.py), the table saying which.
+  RSS (analysis/figures/metrics.py), the table saying which.
 """
 import statistics
 
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import llama, published, published_layouts, tables
-from analysis.metrics import memory_cell, memory_kinds, memory_note
+from analysis import tables
+from analysis.figures.metrics import memory_cell, memory_kinds, memory_note
+from analysis.published import layouts as published_layouts
+from analysis.published import sources as published
+from analysis.sections import llama
 
 def expert_figures(results, sweep, point) -> dict:
     """{load, a2a_share} of a point (module docstring), None where no record says."""
@@ -55,7 +58,7 @@ def _ours(r, manifest, figures, kinds) -> list:
     status = "" if r.status == "ok" else f" ({tables.label(r.status)})"
     return [r.point + status,
             f"{model.get('size', '?')}, {model.get('experts', '?')} experts, top {model.get('top_k', '?')}",
-            llama.layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node),
+            tables.layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node),
             f"{lay.get('micro_batch_size', r.batch_size)} / {lay.get('accumulation', 1)} / {r.global_batch_size}",
             r.precision + (f" {r.amp_dtype}" if r.precision == "amp" and r.amp_dtype else ""),
             tables.number(r.latency_ms if ok else None, ",.1f"),
@@ -95,7 +98,7 @@ NO_FIGURE = ("No public figure, so none is shown: torchtitan's MoE training (its
 
 
 def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
-    """The MoE section of the metrics `m` (analysis/metrics.py) of MoE points; `rows`: the
+    """The MoE section of the metrics `m` (analysis/figures/metrics.py) of MoE points; `rows`: the
     published layouts (default: read here), `error`: why they could not be read."""
     if rows is None:
         rows, error = published.rows_or_error(published_layouts.rows)

@@ -4,16 +4,16 @@
   vocabulary size, by embedding (sharded or replicated) and ranks; OOM is a result, shown
   as OOM; DLPerf's W&D table (analysis/published/, `figure: wide_deep`) beside it.
 - GPT: DLPerf's GPT table, one row per point: layout, batch sizes, latency, memory per rank,
-  samples/s, tokens/s, achieved TFLOP/s per device (analysis/flops.py), percent of peak,
+  samples/s, tokens/s, achieved TFLOP/s per device (analysis/figures/flops.py), percent of peak,
   aggregate PFLOP/s and a pipeline's bubble; DLPerf's published cases of the same layout and
-  shape beside them (analysis/published_layouts.py).
+  shape beside them (analysis/published/layouts.py).
 - InsightFace: the largest num_classes that trains per ranks x batch (launchers/plan/search.py),
   with every size tried and its outcome.
 
 Which section a model's points go to is its spec's `report` (contract/models/): SECTIONS
 below, in the report's order. The per-point figures these sections show are
-analysis/metrics.py's `metrics(results)`,
-which the regression gate (analysis/compare.py) reads too. Everything here is a function
+analysis/figures/metrics.py's `metrics(results)`,
+which the regression gate (analysis/gate/compare.py) reads too. Everything here is a function
 of what analysis.load read (the points' settings: Results.manifests; the searches:
 Results.searches).
 """
@@ -22,8 +22,11 @@ from collections import namedtuple
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import llama, moe, published, published_layouts, tables
-from analysis.metrics import memory_cell, memory_kinds, memory_note, metrics
+from analysis import tables
+from analysis.figures.metrics import memory_cell, memory_kinds, memory_note, metrics
+from analysis.published import layouts as published_layouts
+from analysis.published import sources as published
+from analysis.sections import llama, moe
 from contract import models
 
 
@@ -144,7 +147,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
 
 
 def _match_keys(r) -> dict:
-    """A point's layout and shape as analysis/published_layouts.py matches them (no device
+    """A point's layout and shape as analysis/published/layouts.py matches them (no device
     and no amp dtype: a published case is set beside ours on any device, and says its own)."""
     keys = {"nodes": r.nodes, "gpus_per_node": r.gpus_per_node, "dp": r.dp, "tp": r.tp, "pp": r.pp,
             "micro_batch_size": r.micro_batch_size, "global_batch_size": r.global_batch_size,

@@ -7,7 +7,8 @@ analysis.load read (this module reads no file).
 """
 import os
 
-from analysis import method, tables
+from analysis import tables
+from analysis.figures import method
 from contract import paths, values
 
 REASON_CHARS = 240   # a reason longer than this is cut here (the failures section has it whole)

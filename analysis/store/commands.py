@@ -7,10 +7,11 @@
                                                before that none of them holds is dropped, named)
     python -m analysis store list              the stored sweeps: date, points, folder, archive
     python -m analysis store refresh           every stored Slurm job's state from sacct
-    python -m analysis archive SWEEP [--out FILE] [--profiles]    SWEEP.tar.zst (analysis/archive.py)
+    python -m analysis archive SWEEP [--out FILE] [--profiles]
+                                               SWEEP.tar.zst (analysis/read/archive.py)
 
 Every store command takes `--store PATH_OR_URL` (else DLBENCH_STORE, the site file's
-store.url, the user's data folder: analysis/store_place.py). Exit status: 0; 1 when a record
+store.url, the user's data folder: analysis/store/place.py). Exit status: 0; 1 when a record
 file of an added sweep was corrupt (its repeat is stored as such); 2 on bad input or a store
 that cannot be used, in one line.
 """
@@ -19,13 +20,16 @@ import sys
 
 from tabulate import tabulate
 
-from analysis import archive, history, store_place, store_rows
-from analysis.load import opened
+from analysis.read import archive
+from analysis.read.load import opened
+from analysis.store import history
+from analysis.store import place as store_place
+from analysis.store import rows as store_rows
 from analysis.terminal import say
 
 
 def open_store(explicit, write: bool, results=None):
-    from analysis import store
+    from analysis.store import database as store
     where = store_place.configured(explicit, store_place.site_setting(results) if results else None)
     if where is None:
         raise store_place.StoreError("the results store is turned off (--store off or "
@@ -80,7 +84,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_refresh(args) -> int:
-    from analysis import store
+    from analysis.store import database as store
     st = open_store(args.store, True)
     say(f"store {st.name}: " + store.refresh(st))
     return 0

@@ -2,9 +2,9 @@
 (docs/results-store.md). The folders (or their archives) stay the truth; `rebuild` makes the
 index again from them.
 
-Where it is: analysis/store_place.py (a path: a SQLite file; a URL: a server such as
-PostgreSQL, through SQLAlchemy). Its tables: analysis/store_schema.py; what it keeps of a
-sweep: analysis/store_rows.py.
+Where it is: analysis/store/place.py (a path: a SQLite file; a URL: a server such as
+PostgreSQL, through SQLAlchemy). Its tables: analysis/store/schema.py; what it keeps of a
+sweep: analysis/store/rows.py.
 
 Nothing lost, no one locked out: every add is one transaction (SQLite: BEGIN IMMEDIATE, and a
 writer waits up to LOCK_WAIT_S for another); a store that is corrupt, locked, of a newer
@@ -20,8 +20,8 @@ import urllib.parse
 import pandas as pd
 import sqlalchemy as sa
 
-from analysis import store_schema as schema
-from analysis.store_place import StoreError, is_url, network_warning
+from analysis.store import schema
+from analysis.store.place import StoreError, is_url, network_warning
 
 LOCK_WAIT_S = 30.0   # a writer waits this long for another before it gives up
 

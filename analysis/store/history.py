@@ -12,7 +12,7 @@ and the change against the previous sweep of the same configuration. A change is
 (`!`) when it lies beyond the configuration's own spread: the two sweeps' min..max ranges
 over repeats do not overlap. With one repeat a range is a single figure, so any change is
 flagged; run repeats to learn what is noise. The image column names the container image
-(analysis/images.py); a change between sweeps that ran in different images says
+(analysis/read/images.py); a change between sweeps that ran in different images says
 `other image`: not the same measurement.
 """
 import datetime
@@ -21,9 +21,10 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis import images, tables
-from analysis.record_file import RecordError
-from analysis.results import CONFIG_COLUMNS
+from analysis import tables
+from analysis.figures.points import CONFIG_COLUMNS
+from analysis.read import images
+from analysis.read.record_file import RecordError
 
 KEY = [c for c in CONFIG_COLUMNS if c != "bench"]
 COLUMNS = ["date", "sweep", "suite_commit", "framework_version", "device", "image", "throughput",
@@ -65,7 +66,7 @@ STORED = KEY + ["bench", "point", "suite_commit", "framework_version", "device",
 
 
 def stored_points(frame: pd.DataFrame) -> pd.DataFrame:
-    """The same from the results store's points (analysis/store.py `Store.points`, at
+    """The same from the results store's points (analysis/store/database.py `Store.points`, at
     least the columns STORED)."""
     if not len(frame):
         return pd.DataFrame(columns=KEY + ["sweep", "created", "bench"] + COLUMNS[2:])

@@ -1,5 +1,5 @@
 """Where the results store is, and whether its place can be trusted (standard library only,
-so that the report learns it without importing SQLAlchemy; the store: analysis/store.py).
+so that the report learns it without importing SQLAlchemy; the store: analysis/store/database.py).
 
 `--store`, else DLBENCH_STORE, else the site file's `store.url` (conf/cluster/<site>.yaml,
 recorded in each point.json), else $XDG_DATA_HOME/dlbench/results.sqlite
@@ -12,7 +12,7 @@ BeeGFS, CIFS, ... is warned about, and a team shares a PostgreSQL store instead.
 """
 import os
 
-from analysis.record_file import RecordError
+from analysis.read.record_file import RecordError
 
 ENV = "DLBENCH_STORE"
 OFF = ("off", "none", "false", "no", "0", "")

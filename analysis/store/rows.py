@@ -2,22 +2,22 @@
 
 Each point's row holds everything needed to set it beside another point: what ran
 (framework and version, model and its settings, precision, layout, nodes x devices, batch,
-mode, the method's steps and repeats, launcher, device, image and digest where the point ran
-in one, hosts), when and from which suite commit, its Slurm jobs, and its figures (the
-method's, analysis/method.py; and analysis.metrics' row, which the regression gate's stored
-baseline reads: analysis/compare.py). A function of what analysis.load read, and of the
+mode, the method's steps and repeats, launcher, device, image and digest where the point ran in
+one, hosts), when and from which suite commit, its Slurm jobs, and its figures (the method's,
+analysis/figures/method.py; and analysis.figures.metrics' row, which the regression gate's stored
+baseline reads: analysis/gate/compare.py). A function of what analysis.load read, and of the
 points' slurm.json (the job ids), which load does not read.
 
 A sweep is known by its key, `<folder name>@<its first point's creation time>`: the same
 in its folder, in its archive and wherever the folder was moved, so that adding it again
-changes nothing (analysis/store.py compares the rows' fingerprint).
+changes nothing (analysis/store/database.py compares the rows' fingerprint).
 """
 import hashlib
 import json
 import math
 import os
 
-from analysis.metrics import metrics
+from analysis.figures.metrics import metrics
 from contract import paths
 
 # the points table's columns taken as they are from analysis.load's points
@@ -55,7 +55,7 @@ def sweep_key(name: str, created, where: str) -> str:
 
 def _image(point: dict, envs: list):
     """(image, digest, runtime): what the ranks recorded (the record's `container`: its
-    reference, digest and runtime, analysis/images.py), else the image the point was
+    reference, digest and runtime, analysis/read/images.py), else the image the point was
     configured with (framework.container or the site's), without a digest."""
     for e in envs:
         box = e.get("container")

@@ -5,8 +5,8 @@ by an earlier suite is brought up to this one (docs/results-store.md).
     sweeps   one row per sweep: its key (name@first point's creation), where it was read
              from (folder, archive), its date, suite commit, the fingerprint of its rows
     points   one row per point of a sweep: what it ran (framework and version, model,
-             precision, layout, nodes x devices, batch, mode, method, device, image and
-             digest, hosts) and its figures (analysis/method.py, analysis/metrics.py)
+             precision, layout, nodes x devices, batch, mode, method, device, image and digest,
+             hosts) and its figures (analysis/figures/method.py, analysis/figures/metrics.py)
     jobs     a point's Slurm jobs (slurm.json) and their states (refreshed from sacct)
 
 The same tables on SQLite and PostgreSQL: only portable types (JSON is SQLAlchemy's, TEXT on
@@ -70,7 +70,7 @@ points = sa.Table(
     *(sa.Column(name, sa.Float) for name in _NUM),
     sa.Column("model_settings", sa.JSON),  # the resolved model (its size's keys folded in)
     sa.Column("parallel", sa.JSON),        # the layout (contract/parallel.py), or null
-    sa.Column("figures", sa.JSON),         # analysis.metrics' row: compare's baseline reads it
+    sa.Column("figures", sa.JSON),         # figures.metrics' row: compare's baseline reads it
     sa.UniqueConstraint("sweep_id", "point"),
     sa.Index("points_config", "framework", "model", "precision"),
 )

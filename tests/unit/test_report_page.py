@@ -1,4 +1,4 @@
-"""report.html's structure (analysis/html_report.py), read back with the standard library's
+"""report.html's structure (analysis/report/page.py), read back with the standard library's
 HTML parser: the summary and the main plots first, then one table per model with its
 columns and flags, then the detail tables and the failures folded. (A real browser renders
 it in tests/integration/test_report_html.py.)"""
@@ -10,7 +10,8 @@ import pytest
 
 import analysis
 from analysis import __main__ as cli
-from analysis import report, summary
+from analysis.report import contents as report
+from analysis.sections import summary
 from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat
 
