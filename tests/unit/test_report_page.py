@@ -160,6 +160,9 @@ def test_detail_tables_and_failures_are_folded(page):
     assert "005-pytorch-resnet50-fp32-1x4-bs8 repeat 0: failed: rank 0: RuntimeError: tensor <lost>" \
         in failures
     assert "rank 2's log, last 2 lines" in failures and "step 3" in failures
+    # read back as text above, and never markup in the page: the template escapes every value,
+    # the sections' Markdown is escaped before it is rendered
+    assert "<lost>" not in text and text.count("tensor &lt;lost&gt;") >= 4
     assert "Environment" in folds
     assert "http://" not in text and "https://" not in text   # nothing from the network
 
