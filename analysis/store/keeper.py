@@ -36,7 +36,7 @@ class Keeper:
         self._worker = SecondProcess(_warm, fork=store_place.configured(explicit) is not None)
 
     def submit(self, results, folders=None, archive=None) -> None:
-        """What the store keeps of `results` (folders: analysis.load.opened's), handed over."""
+        """What the store keeps of `results` (folders: analysis/read/load.py opened's), handed over."""
         where = store_place.configured(self.explicit, store_place.site_setting(results))
         if where is None:
             return
