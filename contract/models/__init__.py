@@ -37,10 +37,10 @@ class ModelSpec:
     experts: bool = False                  # a mixture of experts: routed experts split over ep
     layouts: tuple = ()                    # AXES it is built for; none: plain data parallelism only
     tp_divides: tuple = ()                 # its settings tensor parallelism splits whole (heads)
-    report: Optional[str] = None           # its report section (analysis/special.py); None: none
+    report: Optional[str] = None           # its report section (analysis/sections/special.py)
     tables: bool = True                    # also in the report's per-model tables
     published: tuple = ()                  # the `model` of published layout rows that are its
-    metric: str = "throughput"             # the regression gate's default (analysis/compare.py)
+    metric: str = "throughput"             # the regression gate's default (analysis/gate/)
     compare_keys: tuple = ()               # settings that tell its points apart in a reference
     inputs: str = TOKENS                   # what a batch holds: IMAGES, MASKED_TOKENS, TOKENS, CLICKS
     files: bool = False                    # data=files reads it (frameworks/common/datafiles.py)

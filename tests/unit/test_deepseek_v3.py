@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 import torch
 
-from analysis import flops
+from analysis.figures import flops
 from contract.models import deepseek_v3 as deepseek_v3_spec
 from frameworks.pytorch import deepseek_v3, moe, parallelize
 from tests.frameworks_env import model_cfg

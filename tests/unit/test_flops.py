@@ -1,5 +1,5 @@
-"""FLOP counts (each model's spec, contract/models/, asked by analysis/flops.py) and peaks
-(analysis/flops.py) against hand-computed figures."""
+"""FLOP counts (each model's spec, contract/models/, asked by analysis/figures/flops.py) and peaks
+(analysis/figures/flops.py) against hand-computed figures."""
 import json
 import os
 
@@ -9,7 +9,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import analysis
-from analysis import flops, metrics, report
+from analysis.figures import flops
+from analysis.figures import metrics
+from analysis.report import contents as report
 from contract.models import bert_base, gpt, resnet50
 from frameworks.pytorch import gpt as torch_gpt, parallelize
 from tests.frameworks_env import model_cfg
@@ -298,7 +300,7 @@ def test_the_recompute_count_reproduces_dlperfs_published_tflops():
     50257 padded to a multiple of 128 x tp) gives samples/s and TFLOP/s per GPU for each case
     and each of OneFlow-GPT and Megatron-LM: the suite's count times their samples/s per GPU
     gives their TFLOP/s, all 36, within 0.6% (their samples/s are rounded to 3 or 4 digits)."""
-    from analysis import published_layouts
+    from analysis.published import layouts as published_layouts
     rows = [r for r in published_layouts.rows() if r.get("model") == "gpt" and r.get("samples_per_s")]
     assert len(rows) == 36
     for r in rows:

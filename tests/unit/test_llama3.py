@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from analysis import flops
+from analysis.figures import flops
 from contract.models import llama3 as llama3_spec
 from frameworks.pytorch import llama3, parallelize
 from tests.frameworks_env import model_cfg

@@ -7,7 +7,9 @@ import os
 
 import pytest
 
-from analysis import compare, flops, special
+from analysis.gate import compare
+from analysis.figures import flops
+from analysis.sections import special
 from contract import models
 from frameworks.registry import resolve
 from tests.frameworks_env import model_cfg

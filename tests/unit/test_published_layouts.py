@@ -1,4 +1,4 @@
-"""Published figures of parallel layouts (analysis/published_layouts.py): DLPerf's GPT table,
+"""Published figures of parallel layouts (analysis/published/layouts.py): DLPerf's GPT table,
 dgxc-benchmarking's and torchtitan's Llama 3.1, checked against their own arithmetic and found
 by a point's layout; bad files are refused in one line."""
 import collections
@@ -6,8 +6,9 @@ import collections
 import pytest
 import yaml
 
-from analysis import published, published_layouts as layouts
-from analysis.published import PublishedError
+from analysis.published import sources as published
+from analysis.published import layouts
+from analysis.published.sources import PublishedError
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -242,7 +243,7 @@ def test_a_dlperf_case_and_the_suites_point_for_it_agree(case):
     """conf/gpt_case/<case>.yaml makes the point of DLPerf's case: its layout, its shape and the
     vocabulary it holds are the published row's (one padding rule, contract/parallel.py's), so
     the row is found beside the point and the point's FLOPs are the row's."""
-    from analysis import flops
+    from analysis.figures import flops
     from contract.models import gpt
     point, rows = _dlperf_point(case), of("dlperf_gpt_v100", case=case)
     assert len(rows) == 2

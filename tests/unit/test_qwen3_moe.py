@@ -5,7 +5,7 @@ same parameters and FLOPs, the same logits from the same weights."""
 import pytest
 import torch
 
-from analysis import flops
+from analysis.figures import flops
 from contract.models import qwen3_moe as qwen3_moe_spec
 from frameworks.pytorch import parallelize, qwen3_moe
 from tests.frameworks_env import model_cfg
