@@ -11,7 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 import analysis
 from analysis import flops, metrics, report
 from contract.models import bert_base, gpt, resnet50
-from frameworks.pytorch import gpt as torch_gpt, parallelize
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import gpt as torch_gpt
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
 
