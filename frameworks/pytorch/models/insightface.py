@@ -1,7 +1,7 @@
 """InsightFace-style face classification in PyTorch (docs/special.md): a ResNet backbone, data
 parallel, and a very large softmax sharded across the ranks (partial FC, model parallel). Its
 spec (contract/models/insightface.py) names `session` here: session.SpecialSession with this
-model, batch and optimizer; device, DDP, compile, AMP, step, timer and memory figures are
+model and batch; optimizer, device, DDP, compile, AMP, step, timer and memory figures are
 TorchSession's own.
 Standard library + torch only: this runs in the framework's Python.
 """

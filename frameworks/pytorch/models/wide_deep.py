@@ -1,7 +1,7 @@
 """Wide & Deep, DLPerf's CTR case, in PyTorch (docs/special.md): its tables split by rows over
 the ranks (frameworks/pytorch/layouts/sharded_embedding.py) or whole on every rank, the MLP data
 parallel. Its spec (contract/models/wide_deep.py) names `session` here: session.SpecialSession
-with this model, batch and optimizer; device, DDP, compile, AMP, step, timer and memory figures
+with this model and batch; optimizer, device, DDP, compile, AMP, step, timer and memory figures
 are TorchSession's own.
 Standard library + torch only: this runs in the framework's Python.
 """
