@@ -218,6 +218,7 @@ def run(adapter, spec, dist, host=None):
         oom_rule = adapter.oom_rule  # its OOM rule, asked on failure (also while building)
         limits = memory.limit_memory(spec.memory_limit_mb)  # after the framework's import
         session = make(spec, dist)
+        sigterm.reclaim()  # a framework may have taken SIGTERM for itself
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
         parallel = session.parallel_record()

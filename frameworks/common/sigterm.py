@@ -43,6 +43,14 @@ def install() -> None:
     threading.Thread(target=_watch, args=(read,), name="dlbench-sigterm", daemon=True).start()
 
 
+def reclaim() -> None:
+    """Take SIGTERM back from a framework that set a C handler of its own while its session
+    was built (TensorFlow's preemption notifier, with MultiWorkerMirroredStrategy: it notes
+    the signal and nothing ends). Python's signal.signal sets its C handler anew."""
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 def _on_sigterm(signum, frame):
     if not _State.saving:  # a record being saved is left to finish
         raise Cancelled("terminated by SIGTERM")
