@@ -229,7 +229,7 @@ def run(adapter, spec, dist, host=None):
         record["status"] = "ok"
     except BaseException as exc:  # every ending, even KeyboardInterrupt, leaves a record
         record["error"] = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, Cancelled):
+        if isinstance(exc, Cancelled) or sigterm.received():  # the stop's, however it surfaced
             record["status"] = "cancelled"
         elif isinstance(exc, capability.Unsupported):
             record["status"] = "unsupported"

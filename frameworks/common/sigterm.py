@@ -27,6 +27,7 @@ GIVE_UP_S = 3.0
 
 
 class _State:
+    received = False         # SIGTERM came (the Python handler ran)
     lock = threading.Lock()  # one save at a time; the watcher's is the process's last act
     pending = None           # (record, path): what the watcher saves if it gives up
     saving = False           # the main thread is saving (or has saved) the record
@@ -52,8 +53,17 @@ def reclaim() -> None:
 
 
 def _on_sigterm(signum, frame):
+    _State.received = True
     if not _State.saving:  # a record being saved is left to finish
         raise Cancelled("terminated by SIGTERM")
+
+
+def received() -> bool:
+    """Whether this rank got SIGTERM: whatever error it then ends with is the stop's (the
+    Cancelled raised inside a framework's own exception handling comes out as another: seen
+    with TensorFlow, "pybind11::error_already_set: MISMATCH ... REPLACED BY Cancelled"; a peer
+    gone under the same stop breaks a collective)."""
+    return _State.received
 
 
 def _watch(fd: int) -> None:

@@ -62,6 +62,15 @@ def rank_pids(sweep) -> set:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[-1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def left(sessions: set) -> set:
     """Live processes in the ranks' sessions: the ranks and whatever they started."""
     found = set()
@@ -109,10 +118,11 @@ class Launch:
                 return
             self.out.append(data.decode(errors="replace"))
 
-    def ranks_running(self, n: int, settle_s: float = 2.0) -> set:
-        """The sessions of `n` running ranks, `settle_s` after they started (in the loop)."""
+    def ranks_running(self, n: int, settle_s: float = 2.0, cpu_s: float = 0) -> set:
+        """The sessions of `n` running ranks, `settle_s` after they started and once each
+        has had `cpu_s` seconds of CPU (a clock that a loaded machine does not run ahead of)."""
         deadline = time.monotonic() + 120
-        while len(rank_pids(self.sweep)) < n:
+        while len(rank_pids(self.sweep)) < n or min(map(cpu_seconds, rank_pids(self.sweep))) < cpu_s:
             assert self.proc.poll() is None, self.text()
             assert time.monotonic() < deadline, "the ranks never started\n" + self.text()
             time.sleep(0.1)
@@ -121,9 +131,9 @@ class Launch:
         assert len(pids) == n and self.proc.poll() is None, self.text()
         return {proc_stat(p)[1] for p in pids}
 
-    def stop(self, how, n: int = 2, settle_s: float = 2.0) -> dict:
+    def stop(self, how, n: int = 2, settle_s: float = 2.0, cpu_s: float = 0) -> dict:
         """Stop it `how` ("ctrl-c", "hangup", or a signal) once its ranks run -> what was seen."""
-        sessions = self.ranks_running(n, settle_s)
+        sessions = self.ranks_running(n, settle_s, cpu_s)
         sent = time.monotonic()
         if how == "ctrl-c":
             os.write(self.master, b"\x03")  # the terminal's SIGINT to its foreground group
@@ -255,9 +265,10 @@ def test_a_framework_that_takes_sigterm_for_itself_still_records_cancelled(tmp_p
     preemption notifier: it logs "SIGTERM caught" and nothing ends); the harness takes the
     signal back once the session is built (frameworks/common/sigterm.py `reclaim`)."""
     require_env("tensorflow")
-    # signalled in its timed loop (some 100 steps a second), past the strategy's start
-    s = Launch(tmp_path / "sweep", "framework=tensorflow", steps=10000).stop(signal.SIGTERM,
-                                                                          settle_s=12)
+    # signalled in its timed loop, well past the strategy's start (TensorFlow's import, the
+    # strategy and the warm-up take some 5 s of a rank's CPU here; 20,000 steps take minutes)
+    s = Launch(tmp_path / "sweep", "framework=tensorflow", steps=20000).stop(
+        signal.SIGTERM, settle_s=0.5, cpu_s=10)
     print(f"tensorflow, 2 ranks: last rank gone {s['gone_s']:.2f} s after SIGTERM")
     assert s["code"] == 143 and not s["left"]
     assert s["gone_s"] < step.TERM_S  # of themselves, not by the SIGKILL after the grace

@@ -76,3 +76,35 @@ def test_sigterm_between_steps_is_cancelled_at_once(tmp_path):
     assert took < sigterm.GIVE_UP_S and code == 1, proc.stderr.read()
     rec = json.loads((tmp_path / "rank-00000.json").read_text())
     assert rec["status"] == "cancelled" and rec["error"] == "Cancelled: terminated by SIGTERM"
+
+
+WRAPPED = textwrap.dedent("""
+    import os, signal, sys
+    from frameworks.common import harness
+    from tests.runspecs import stand_in
+
+    class Wrapping(harness.Session):
+        framework_version = "0"
+        def step(self):
+            try:  # a framework whose own error handling meets the Cancelled
+                os.kill(os.getpid(), signal.SIGTERM)
+            except harness.Cancelled as exc:
+                raise RuntimeError(f"MISMATCH ... REPLACED BY {exc}") from None
+            return 1.0
+
+    sys.exit(harness.main(["--spec", sys.argv[1]], adapter=stand_in(lambda s, d: Wrapping())))
+""")
+
+
+def test_an_error_after_sigterm_is_the_stops(tmp_path):
+    """Seen with TensorFlow: the Cancelled raised inside the framework's own exception
+    handling came out as a RuntimeError; the rank was still stopped, not failed."""
+    spec = run_spec({"record_dir": str(tmp_path), "warmup_steps": 1, "measure_steps": 1})
+    records.write_json_atomic(tmp_path / "spec.json", spec.as_dict())
+    r = subprocess.run([sys.executable, "-c", WRAPPED, str(tmp_path / "spec.json")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 1, r.stderr
+    rec = json.loads((tmp_path / "rank-00000.json").read_text())
+    assert rec["status"] == "cancelled"
+    assert rec["error"] == "RuntimeError: MISMATCH ... REPLACED BY terminated by SIGTERM"
