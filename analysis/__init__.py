@@ -3,23 +3,23 @@ sweep's files, or of its archive), `analysis.stored()` for the results store's p
 `python -m analysis report PATH` for the terminal."""
 import sys
 
-from analysis import read_ahead
+from analysis.read import ahead
 
 # `python -m analysis report PATH`: PATH's records start being read now, while the rest
-# (pandas, pyarrow: half a second) imports (analysis/read_ahead.py)
-read_ahead.start_early(getattr(sys, "orig_argv", ()))
+# (pandas, pyarrow: half a second) imports (analysis/read/ahead.py)
+ahead.start_early(getattr(sys, "orig_argv", ()))
 
-from analysis.load import CorruptFile, RecordError, Results, load  # noqa: E402
+from analysis.read.load import CorruptFile, RecordError, Results, load  # noqa: E402
 
 __all__ = ["load", "stored", "Results", "RecordError", "CorruptFile"]
 
 
 def stored(where: dict = None, since=None, sweep=None, store=None):
-    """Every point of the results store (analysis/store.py) as a DataFrame, one row each with
+    """Every point of the results store (analysis/store/) as a DataFrame, one row each with
     its sweep (sweep, sweep_key, sweep_path, sweep_archive, sweep_created) and what it ran
     and measured; `where` {column: value}, `since` a date and `sweep` select as
     `python -m analysis history` does. `store`: a path or URL (default: DLBENCH_STORE, ...)."""
-    from analysis import history, store_commands
-    frame = store_commands.open_store(store, False).points()
+    from analysis.store import commands, history
+    frame = commands.open_store(store, False).points()
     frame = frame.assign(created=frame.sweep_created)
     return history.select(frame, {k: str(v) for k, v in (where or {}).items()}, since, sweep)

@@ -1,27 +1,27 @@
 """python -m analysis report PATH [--out DIR] [--no-plot] [--max-cv 0.05] [--max-drift 0.05]
-python -m analysis compare PATH --reference FILE      the regression gate (analysis/compare.py)
+python -m analysis compare PATH --reference FILE      the regression gate (analysis/gate/compare.py)
 python -m analysis compare PATH --reference published:NAME    against a published source
 python -m analysis reference PATH --out FILE          a reference file from a past run
 python -m analysis history [ROOT] [--where K=V ...] [--since DATE] [--sweep NAME]
                                                       each configuration across the sweeps of
                                                       the results store, or under ROOT
-                                                      (analysis/history.py)
-python -m analysis store add|rebuild|list|refresh     the results store (analysis/store_commands.py)
-python -m analysis archive SWEEP                      SWEEP.tar.zst (analysis/archive.py)
+                                                      (analysis/store/history.py)
+python -m analysis store add|rebuild|list|refresh     the results store (analysis/store/commands.py)
+python -m analysis archive SWEEP                      SWEEP.tar.zst (analysis/read/archive.py)
 
 PATH may be a sweep's archive (SWEEP.tar.zst): it is read without unpacking it by hand, and
 a report of it goes to ARCHIVE-report/ beside it unless --out says otherwise.
 
 `report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
 rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
-the plots (analysis/plot.py; each one the sweep has no data for is skipped with a line
+the plots (analysis/plots/draw.py; each one the sweep has no data for is skipped with a line
 saying so; --no-plot: none, nor in the page), and report.html (the summary and the plots
 first, one table per model, the details folded: one self-contained file to mail;
 docs/report.md; --html PATH puts it elsewhere) to DIR
 (default PATH/report). --max-cv and --max-drift set the flags'
-thresholds (analysis/method.py: a CV across repeats, a drift between the timed window's
+thresholds (analysis/figures/method.py: a CV across repeats, a drift between the timed window's
 halves, above which a figure is marked; 5% each by default). Then it adds the sweep to the
-results store (analysis/store_report.py; --store off: not); a store that cannot be written
+results store (analysis/store/keeper.py; --store off: not); a store that cannot be written
 is a warning line, and the report's files are written all the same.
 
 A bad record file (torn, garbage, of a foreign schema or of a newer schema version) costs
@@ -37,18 +37,26 @@ import gc
 import os
 import sys
 
-from analysis import (archive, comm, compare, html_report, load, method, plot_data, plot_process,
-                      report, store_commands, store_report)
-from analysis.load import opened
-from analysis.record_file import RecordError
+from analysis.figures import method
+from analysis.figures.comm import comm_table as comm_table_of
+from analysis.gate import compare
+from analysis.plots import data as plot_data
+from analysis.plots.process import Plotter
+from analysis.read import archive
+from analysis.read.load import load, opened
+from analysis.read.record_file import RecordError
+from analysis.report import contents, page
+from analysis.sections.main_tables import limits_of
+from analysis.store import commands as store_commands
+from analysis.store.keeper import Keeper
 from analysis.terminal import say
 from contract import paths
 
 
 def cmd_report(args) -> int:
     # the plots' process starts first: it imports matplotlib while the records are read
-    plotter = None if args.no_plot else plot_process.Plotter()
-    keeper = store_report.Keeper(args.store)   # imports the store's library beside the parse
+    plotter = None if args.no_plot else Plotter()
+    keeper = Keeper(args.store)   # imports the store's library beside the parse
     try:
         with opened(args.path, max_cv=args.max_cv, max_drift=args.max_drift,
                     ahead_ok=True) as (results, folders):
@@ -71,7 +79,7 @@ def _writing(out):
 
 
 def _report(args, plotter, results, to_store, keeper) -> int:
-    comm_table = comm.comm_table(results)  # bench=comm points, if any (docs/comm.md)
+    comm_table = comm_table_of(results)  # bench=comm points, if any (docs/comm.md)
     if plotter is not None:   # drawn beside the tables, from the aggregated frames
         plotter.draw(results, comm_table)
     out = args.out or (archive.report_dir(args.path) if archive.is_archive(args.path)
@@ -84,8 +92,8 @@ def _report(args, plotter, results, to_store, keeper) -> int:
     parquet = steps.submit(results.write_steps, os.path.join(out, "steps.parquet"))
     steps.shutdown(wait=False)
     to_store()   # the store's rows handed to its process: added while the tables are printed
-    parts = report.sections(results, comm_table)
-    say(report.text(parts))
+    parts = contents.sections(results, comm_table)
+    say(contents.text(parts))
     with _writing(out):
         for name in ("points", "runs"):
             getattr(results, name).to_csv(os.path.join(out, f"{name}.csv"), index=False)
@@ -96,10 +104,9 @@ def _report(args, plotter, results, to_store, keeper) -> int:
             plots, skipped = plotter.result()
             written = plot_data.write(plots, out)
         parquet.result()
-        page = html_report.write(args.html or os.path.join(out, "report.html"),
-                                 args.path, parts, plots, skipped,
-                                 limits=report.limits_of(results))
-    say(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {page}" +
+        html = page.write(args.html or os.path.join(out, "report.html"),
+                          args.path, parts, plots, skipped, limits=limits_of(results))
+    say(f"tables: {out}/points.csv, runs.csv, steps.parquet\npage: {html}" +
           "".join(f"\nplot: {p}" for p in written) + "".join(f"\n{line}" for line in skipped))
     stored, ok = keeper.result()
     if stored:
@@ -112,7 +119,7 @@ def _report(args, plotter, results, to_store, keeper) -> int:
 
 
 def cmd_history(args) -> int:
-    from analysis import history
+    from analysis.store import history
     corrupt, where = [], dict(_pair(w) for w in args.where or ())
     if args.root is None:
         st = store_commands.open_store(args.store, False)
@@ -142,7 +149,7 @@ def _fraction(text) -> float:
 
 
 def report_arguments(rep) -> None:
-    """The report command's arguments (analysis/read_ahead.py reads its PATH from the command
+    """The report command's arguments (analysis/read/ahead.py reads its PATH from the command
     line before they are parsed: tests/unit/test_read_ahead.py keeps the two alike)."""
     rep.add_argument("path", help="a sweep folder (or a folder of sweeps)")
     rep.add_argument("--out", help="where CSV, Parquet and PNG go (default PATH/report)")

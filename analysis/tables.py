@@ -1,12 +1,13 @@
 """The report's grids, written once: per model, rows = framework / precision / batch size /
 compile, columns = nodes x devices per node, cells = one figure of each point, formatted.
 Points that failed or have not run show their status (LABELS), never a blank; a partial
-point's figure carries `*`, and a flagged figure its marks (analysis/method.py, MARKS).
+point's figure carries `*`, and a flagged figure its marks (analysis/figures/method.py, MARKS).
 And what every section formats with: a figure or "n/a" (`number`, `missing`), bytes in
-GiB (`gib`) or in words (`human_bytes`), a table of text by the thousand rows (`github`).
+GiB (`gib`) or in words (`human_bytes`), an allocation and a layout (`allocation`,
+`layout_label`), a table of text by the thousand rows (`github`).
 
-A leaf of the analysis: it imports no other analysis module, so the report and its
-special sections (analysis/report.py, analysis/special.py) both build on it.
+A leaf of the analysis: it imports no other analysis module, so every layer builds on it
+(the order: tests/unit/test_analysis_imports.py).
 """
 import pandas as pd
 from tabulate import tabulate
@@ -29,6 +30,17 @@ def allocation(nodes, gpus_per_node) -> str:
     """A point's allocation as the tables name it: "NxG", nodes x devices per node (the
     parallel layout inside it is contract/parallel.py's)."""
     return f"{nodes}x{gpus_per_node}"
+
+
+def layout_label(lay: dict) -> str:
+    """A parallel layout (a point.json's `parallel`) as the tables name it, 'dp4 x cp2, fsdp':
+    the grid's sizes above 1 (dp always; ep, which borrows a stage's ranks, last), then fsdp
+    and the schedule."""
+    sizes = [f"dp{lay.get('dp', 1)}"] + [f"{k}{lay[k]}" for k in ("tp", "pp", "cp", "ep") if lay.get(k, 1) > 1]
+    extra = ["fsdp"] * bool(lay.get("fsdp")) + ["sp"] * bool(lay.get("sequence_parallel") and lay.get("tp", 1) > 1)
+    if lay.get("pp", 1) > 1:
+        extra.append(lay.get("schedule", "") + (f" v{lay['virtual_stages']}" if lay.get("schedule") == "interleaved_1f1b" else ""))
+    return " x ".join(sizes) + (", " + ", ".join(extra) if extra else "")
 
 
 def allocation_columns(points: pd.DataFrame) -> list:

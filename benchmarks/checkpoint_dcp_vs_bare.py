@@ -23,7 +23,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from analysis import checkpoint, load  # noqa: E402
+from analysis import load  # noqa: E402
+from analysis.figures.checkpoint import checkpoint_table  # noqa: E402
+from analysis.sections.checkpoint import render  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -50,10 +52,10 @@ def main(argv=None) -> int:
     if done.returncode != 0:
         print(done.stderr[-3000:], file=sys.stderr)
         return 1
-    table = checkpoint.checkpoint_table(load(sweep))
+    table = checkpoint_table(load(sweep))
     print(f"# {datetime.date.today()}, {platform.node()}, {os.cpu_count()} cores; checkpoint.dir {target}")
     print("    " + " ".join(cmd[1:]))
-    print(checkpoint.render(table, table.iloc[0:0], []))
+    print(render(table, table.iloc[0:0], []))
     return 0
 
 

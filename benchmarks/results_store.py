@@ -37,7 +37,8 @@ DAY = 86400.0
 def store_of(real: str, db: str, points: int) -> int:
     """A store of `points` points cloned from the real sweep's; returns how many."""
     import analysis
-    from analysis import store, store_rows
+    from analysis.store import database as store
+    from analysis.store import rows as store_rows
     base = store_rows.sweeps(analysis.load(real))[0]
     row = next(r for r in base["rows"] if r["throughput"])
     made, t0 = [], 1_780_000_000.0

@@ -1,7 +1,7 @@
 """The arithmetic of the collective benchmarks (bench=comm), written once: message
 sizes, element counts, algorithm and bus bandwidth, as nccl-tests defines them
 (nccl-tests/doc/PERFORMANCE.md). The worker (frameworks/<name>/comm.py) and the
-analysis (analysis/comm.py) both import it. Standard library only: this runs in
+analysis (analysis/figures/comm.py) both import it. Standard library only: this runs in
 the framework's Python.
 
 - Size S of a measurement: the bytes of the op's whole buffer, as nccl-tests'

@@ -27,6 +27,8 @@ Python.
 """
 from dataclasses import dataclass
 
+from contract import models
+
 AUTO = "auto"
 SETTINGS = (AUTO, True, False)
 NAMES = ("eager", "imperative", "pynative", "tf.function", "xla", "jit", "torch.compile",
@@ -89,10 +91,12 @@ def clip_norm(model_cfg: dict):
 
 def recipe_environment(model_cfg: dict) -> dict:
     """What every rank record's `environment` says of the recipe: `clip_grad` (bool),
-    `clip_norm` (the bound, or null), and for BERT `max_predictions_per_seq`, the masked
-    positions per sequence that the MLM head gathers."""
+    `clip_norm` (the bound, or null), and for BERT (a spec whose batch holds masked tokens,
+    contract/models/) `max_predictions_per_seq`, the masked positions per sequence that the MLM
+    head gathers."""
     norm = clip_norm(model_cfg)
     env = {"clip_grad": norm is not None, "clip_norm": norm}
-    if model_cfg.get("name") == "bert_base":
+    spec = models.find(model_cfg.get("name"))
+    if spec and spec.inputs == models.MASKED_TOKENS:
         env["max_predictions_per_seq"] = int(model_cfg["max_predictions_per_seq"])
     return env

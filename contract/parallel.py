@@ -37,7 +37,8 @@ five; the schedules' own rules are torch.distributed.pipelining's):
     layers % (pp x stages per rank) = 0           stages per rank: virtual_stages, else 1
     kv_heads % tp = 0                             grouped-query attention (Llama 3)
     vocabulary % tp = 0                           else padded as Megatron pads it: up to a
-                                                  multiple of 128 x tp, and said
+                                                  multiple of 128 x tp, and said (always,
+                                                  where the model sets vocab_multiple)
     sequence % (2 x cp) = 0                       two equal chunks per context-parallel rank
     dp x cp x tp = edp x ep                       ep divides a stage's ranks (torchtitan's
                                                   dp_shard x cp x tp = efsdp x ep)
@@ -46,14 +47,18 @@ five; the schedules' own rules are torch.distributed.pipelining's):
                                                   part of the sequence (torchtitan's)
     schedule 1f1b: accumulation >= pp             (a micro-batch in flight per stage)
     schedule interleaved_1f1b: accumulation a multiple of max(1, accumulation // pp)
+
+Which models are built for which axes, and what tensor parallelism must divide, is each
+model's spec (contract/models/: `layouts`, `tp_divides`). A published layout (analysis/
+published_layouts.py) is checked by the same relations: the grid, the batches, the experts'
+mesh and the shape (`data_parallel`, `accumulation_of`, `replica_violations`,
+`expert_grid_violations`, `shape_violations`).
 """
 from dataclasses import asdict, dataclass, replace
 
+from contract import models
+
 SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
-MODELS = ("gpt", "llama3", "deepseek_v3", "qwen3_moe")   # the models built on these layouts (frameworks/pytorch/)
-CP_MODELS = ("llama3", "deepseek_v3", "qwen3_moe")       # the models whose attention splits the sequence
-EP_MODELS = ("deepseek_v3", "qwen3_moe")                 # the mixtures of experts (routed experts over ep)
-SP_MODELS = ("gpt", "llama3")               # the models with a sequence-parallel plan
 MEGATRON_VOCAB_MULTIPLE = 128  # Megatron-LM's make-vocab-size-divisible-by (default)
 DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "dp": None, "fsdp": False, "schedule": "1f1b",
             "virtual_stages": 2, "sequence_parallel": False}
@@ -168,29 +173,52 @@ def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None
     virtual = _int(p["virtual_stages"], "parallel.virtual_stages") \
         if p["schedule"] == "interleaved_1f1b" and pp > 1 else 1
     micro = _int(batch_size if micro_batch_size is None else micro_batch_size, "micro_batch_size")
-    bad = []
-    grid, names = tp * pp * cp, "tp x pp" + " x cp" * (cp > 1)
-    sizes = f"{tp} x {pp}" + f" x {cp}" * (cp > 1)
-    if p["dp"] is None:
-        dp = max(devices // grid, 1)
-        if devices % grid:
-            bad.append(f"dp x {names} = nodes x gpus_per_node: {names} = {sizes} = {grid} "
-                       f"does not divide the {devices} devices")
-    else:
-        dp = _int(p["dp"], "parallel.dp")
-        if dp * grid != devices:
-            bad.append(f"dp x {names} = nodes x gpus_per_node: {dp} x {sizes} = "
-                       f"{dp * grid}, but the point has {devices} devices")
+    dp, bad = data_parallel(devices, tp, pp, cp, None if p["dp"] is None else _int(p["dp"], "parallel.dp"))
     glob = micro * dp if global_batch_size is None else _int(global_batch_size, "global_batch_size")
-    accumulation, rest = divmod(glob, micro * dp)
-    if rest or not accumulation:
-        bad.append(f"micro x dp x accumulation = global: {micro} x {dp} x accumulation = {glob} "
-                   f"has no whole accumulation (global_batch_size must be a multiple of "
-                   f"{micro * dp})")
-        accumulation = max(accumulation, 1)
+    accumulation, more = accumulation_of(micro, dp, glob)
+    bad += more
     layout = Layout(dp, tp, pp, fsdp, p["schedule"], virtual, sp, micro, accumulation, glob, cp, ep)
     bad += schedule_violations(layout) + expert_violations(layout)
     return layout, bad
+
+
+def data_parallel(devices: int, tp: int, pp: int, cp: int, dp=None) -> tuple:
+    """(dp, violations) of dp x tp x pp x cp = devices: dp as given, else derived."""
+    grid, names = tp * pp * cp, "tp x pp" + " x cp" * (cp > 1)
+    sizes = f"{tp} x {pp}" + f" x {cp}" * (cp > 1)
+    if dp is None:
+        if devices % grid:
+            return max(devices // grid, 1), [
+                f"dp x {names} = nodes x gpus_per_node: {names} = {sizes} = {grid} "
+                f"does not divide the {devices} devices"]
+        return devices // grid, []
+    if dp * grid != devices:
+        return dp, [f"dp x {names} = nodes x gpus_per_node: {dp} x {sizes} = "
+                    f"{dp * grid}, not the {devices} devices"]
+    return dp, []
+
+
+def accumulation_of(micro: int, dp: int, glob: int, given=None) -> tuple:
+    """(accumulation, violations) of micro x dp x accumulation = global: derived, or `given`
+    checked."""
+    if given is not None:
+        if micro * dp * given != glob:
+            return given, [f"micro x dp x accumulation = global: {micro} x {dp} x {given} = "
+                           f"{micro * dp * given}, not {glob}"]
+        return given, []
+    accumulation, rest = divmod(glob, micro * dp)
+    if rest or not accumulation:
+        return max(accumulation, 1), [
+            f"micro x dp x accumulation = global: {micro} x {dp} x accumulation = {glob} "
+            f"has no whole accumulation (global_batch_size must be a multiple of {micro * dp})"]
+    return accumulation, []
+
+
+def replica_violations(per_replica: int, dp: int, glob: int) -> list:
+    """A data-parallel replica's samples an iteration (micro x accumulation) x dp = global."""
+    if per_replica * dp == glob:
+        return []
+    return [f"per replica x dp = global: {per_replica} x {dp} = {per_replica * dp}, not {glob}"]
 
 
 def schedule_violations(layout: Layout) -> list:
@@ -209,50 +237,102 @@ def schedule_violations(layout: Layout) -> list:
 
 def expert_violations(layout: Layout) -> list:
     """torchtitan's mesh rule for expert parallelism: ep borrows the ranks of a stage."""
-    stage = layout.dp * layout.cp * layout.tp
-    if layout.ep == 1 or stage % layout.ep == 0:
+    return expert_grid_violations(layout.dp, layout.cp, layout.tp, layout.ep)
+
+
+def expert_grid_violations(dp: int, cp: int, tp: int, ep: int) -> list:
+    stage = dp * cp * tp
+    if ep == 1 or stage % ep == 0:
         return []
     return [f"dp x cp x tp = edp x ep (torchtitan's dp_shard x cp x tp = efsdp x ep): ep = "
-            f"{layout.ep} does not divide dp x cp x tp = {layout.dp} x {layout.cp} x {layout.tp} = {stage}"]
+            f"{ep} does not divide dp x cp x tp = {dp} x {cp} x {tp} = {stage}"]
 
 
-def padded_vocab(vocab: int, tp: int) -> int:
-    """The vocabulary a tensor-parallel model holds: as given where tp divides it, else padded
-    as Megatron-LM pads it, up to a multiple of 128 x tp (its padded rows are logits too)."""
-    if vocab % tp == 0:
-        return vocab
-    multiple = MEGATRON_VOCAB_MULTIPLE * tp
-    return -(-vocab // multiple) * multiple
+def padded_vocab(vocab: int, tp: int, multiple=None) -> int:
+    """The vocabulary a tensor-parallel model holds, padded as Megatron-LM pads it (its padded
+    rows are logits too): up to a multiple of `multiple` x tp (its make-vocab-size-divisible-by,
+    a model's `vocab_multiple`); without `multiple`, as given where tp divides it, else up to a
+    multiple of 128 x tp."""
+    if multiple is None:
+        if vocab % tp == 0:
+            return vocab
+        multiple = MEGATRON_VOCAB_MULTIPLE
+    step = multiple * tp
+    return -(-vocab // step) * step
 
 
-def model_violations(model: dict, layout: Layout) -> list:
-    """The model's relations to the layout (a transformer's hidden, heads, key-value heads,
-    layers and sequence)."""
-    h, a, layers = model.get("hidden"), model.get("heads"), model.get("layers")
-    kv, seq = model.get("kv_heads"), model.get("seq_len")
+def pad_vocabulary(model: dict, tp: int):
+    """Pads a point's model (resolved settings, changed in place: `vocab_size` the padded
+    vocabulary, `data_vocab_size` the one its tokens come from) and says so, or None where
+    the vocabulary is kept."""
+    vocab, multiple = model.get("vocab_size"), model.get("vocab_multiple")
+    if not vocab or padded_vocab(vocab, tp, multiple) == vocab:
+        return None
+    model["data_vocab_size"], model["vocab_size"] = vocab, padded_vocab(vocab, tp, multiple)
+    step = multiple or MEGATRON_VOCAB_MULTIPLE
+    return (f"vocabulary {vocab} padded to {model['vocab_size']} (a multiple of {step} x tp = "
+            f"{step * tp}), as Megatron-LM pads it")
+
+
+def layout_models() -> tuple:
+    """The models built on layouts (their spec names an axis beyond plain data parallelism)."""
+    return models.named(lambda s: s.layouts)
+
+
+# A parallel axis (contract/models/ AXES): how a refusal names it, whether a layout uses it
+AXIS_USE = {"tp": ("tensor parallelism (tp = {tp})", lambda lay: lay.tp > 1),
+            "pp": ("pipeline parallelism (pp = {pp})", lambda lay: lay.pp > 1),
+            "fsdp": ("FSDP", lambda lay: lay.fsdp),
+            "cp": ("context parallelism (cp = {cp})", lambda lay: lay.cp > 1),
+            "ep": ("expert parallelism (ep = {ep})", lambda lay: lay.ep > 1),
+            "sp": ("sequence parallelism", lambda lay: lay.sequence_parallel and lay.tp > 1)}
+
+
+def unbuilt(model: dict, layout: Layout, axes) -> list:
+    """One line per axis of `axes` the layout uses and the model's spec is not built for."""
+    spec, name = models.find(model.get("name")), model.get("name")
+    bad = []
+    for axis in axes:
+        words, used = AXIS_USE[axis]
+        if used(layout) and not (spec and axis in spec.layouts):
+            built = models.named(lambda s: axis in s.layouts)
+            bad.append(f"{words.format(**layout.as_dict())} is built for model={', '.join(built)} "
+                       f"only, not model={name}")
+    return bad
+
+
+def shape_violations(model: dict, tp: int) -> list:
+    """A transformer's shape against itself and tensor parallelism: hidden % heads, heads %
+    kv_heads, and what its spec says tp divides (heads, key-value heads; both where the model
+    is none of the suite's), each where the model states it."""
+    spec = models.find(model.get("name"))
+    h, a, kv = model.get("hidden"), model.get("heads"), model.get("kv_heads")
     bad = []
     if h and a and h % a:
         bad.append(f"hidden % heads = 0: {h} % {a} = {h % a}")
-    if a and a % layout.tp:
-        bad.append(f"heads % tp = 0: {a} % {layout.tp} = {a % layout.tp}")
     if kv and a and a % kv:
         bad.append(f"heads % kv_heads = 0: {a} % {kv} = {a % kv}")
-    if kv and kv % layout.tp:
-        bad.append(f"kv_heads % tp = 0: {kv} % {layout.tp} = {kv % layout.tp}")
+    for key in (spec.tp_divides if spec else ("heads", "kv_heads")):
+        v = model.get(key)
+        if v and v % tp:
+            bad.append(f"{key} % tp = 0: {v} % {tp} = {v % tp}")
+    return bad
+
+
+def model_violations(model: dict, layout: Layout) -> list:
+    """The model's relations to the layout: its shape (shape_violations), the axes its spec
+    is built for, its layers over the pipeline's stages and its sequence over cp."""
+    layers, seq = model.get("layers"), model.get("seq_len")
+    bad = shape_violations(model, layout.tp) + unbuilt(model, layout, ("tp", "pp", "fsdp"))
     if layers and layers % layout.stages:
         what = (f"layers % (pp x virtual_stages) = 0: {layers} % ({layout.pp} x "
                 f"{layout.virtual_stages})" if layout.virtual_stages > 1 else
                 f"layers % pp = 0: {layers} % {layout.pp}")
         bad.append(f"{what} = {layers % layout.stages}")
-    if layout.cp > 1 and model.get("name") not in CP_MODELS:
-        bad.append(f"context parallelism (cp = {layout.cp}) is built for model="
-                   f"{', '.join(CP_MODELS)} only, not model={model.get('name')}")
+    bad += unbuilt(model, layout, ("cp",))
     if seq and layout.cp > 1 and seq % (2 * layout.cp):
         bad.append(f"sequence % (2 x cp) = 0: {seq} % (2 x {layout.cp}) = {seq % (2 * layout.cp)}")
-    if layout.sequence_parallel and layout.tp > 1 and model.get("name") not in SP_MODELS:
-        bad.append(f"sequence parallelism is built for model={', '.join(SP_MODELS)} only, "
-                   f"not model={model.get('name')}")
-    return bad + expert_model_violations(model, layout)
+    return bad + unbuilt(model, layout, ("sp",)) + expert_model_violations(model, layout)
 
 
 def expert_model_violations(model: dict, layout: Layout) -> list:
@@ -260,9 +340,8 @@ def expert_model_violations(model: dict, layout: Layout) -> list:
     the sequence), and ep > 1 for a model without experts."""
     if layout.ep == 1:
         return []
-    if model.get("name") not in EP_MODELS:
-        return [f"expert parallelism (ep = {layout.ep}) is built for model={', '.join(EP_MODELS)} "
-                f"only, not model={model.get('name')}"]
+    if unbuilt(model, layout, ("ep",)):
+        return unbuilt(model, layout, ("ep",))
     experts, seq, bad = model.get("experts"), model.get("seq_len"), []
     if experts and experts % layout.ep:
         bad.append(f"experts % ep = 0: {experts} % {layout.ep} = {experts % layout.ep}")

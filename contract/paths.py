@@ -42,14 +42,14 @@ RANK_SCHEMA = "dlbench.rank"
 RUN_SCHEMA = "dlbench.run"
 SLURM_SCHEMA = "dlbench.slurm"
 SEARCH_SCHEMA = "dlbench.search"
-REFERENCE_SCHEMA = "dlbench.reference"  # a regression gate's reference (analysis/compare.py)
+REFERENCE_SCHEMA = "dlbench.reference"  # a regression gate's reference (analysis/gate/compare.py)
 PEAKS_SCHEMA = "dlbench.peaks"          # device peak TFLOP/s, as data (analysis/peaks.yaml)
 HEALTH_SPEC_SCHEMA = "dlbench.health_spec"  # what a health step's ranks read (launchers/health/step.py)
 HEALTH_RANK_SCHEMA = "dlbench.health_rank"  # one rank's checks (healthchecks/rank.py)
 HEALTH_SCHEMA = "dlbench.health"            # a health step's verdict (launchers/health/verdict.py)
 PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/driver/preflight.py)
-ARCHIVE_SCHEMA = "dlbench.archive"          # an archive's manifest (analysis/archive.py)
-STORE_SCHEMA = "dlbench.store"              # the results store's meta table (analysis/store_schema.py)
+ARCHIVE_SCHEMA = "dlbench.archive"          # an archive's manifest (analysis/read/archive.py)
+STORE_SCHEMA = "dlbench.store"              # the store's meta table (analysis/store/schema.py)
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"

@@ -144,7 +144,7 @@ def jax_compilation_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def results_store_of_the_session(tmp_path_factory):
-    """Every report a test runs adds its sweep to a results store (analysis/store.py): one
+    """Every report a test runs adds its sweep to a results store (analysis/store/database.py): one
     of the session's own, never the user's (~/.local/share/dlbench). A test of the store
     sets its own."""
     with pytest.MonkeyPatch.context() as mp:

@@ -162,3 +162,44 @@ def crossing(graph: dict, sources, targets):
                     nxt.append(w)
         frontier = nxt
     return None
+
+
+# analysis/'s layers, lowest first: a module imports its own package's modules and those of
+# lower layers only; the packages of one layer do not import each other. (The package
+# `analysis` itself, its __init__, is the public surface: it sits with __main__ on top.)
+ANALYSIS_LAYERS = (
+    ("analysis.tables", "analysis.terminal", "analysis.second_process"),  # cells, printing, a worker
+    ("analysis.figures",),                         # the method and the figures by it
+    ("analysis.read", "analysis.published"),       # a sweep's files -> Results; published figures
+    ("analysis.sections", "analysis.plots", "analysis.store"),  # the report's parts; the store
+    ("analysis.gate", "analysis.report"),          # the regression gate; the report whole
+    ("analysis", "analysis.__main__"),             # the public surface and the command line
+)
+
+
+def layer_of(module: str, layers=ANALYSIS_LAYERS):
+    """(layer index, the package or module of that layer) a module belongs to, or None."""
+    best = None
+    for i, names in enumerate(layers):
+        for name in names:
+            inside = module == name or (module.startswith(name + ".") and name != "analysis")
+            if inside and (best is None or len(name) > len(best[1])):
+                best = (i, name)
+    return best
+
+
+def upward(graph: dict, layers=ANALYSIS_LAYERS) -> list:
+    """Every import of a layered module that does not run downward: to a higher layer, or to
+    another package of its own layer; sorted (importer, imported)."""
+    out = []
+    for module, targets in graph.items():
+        mine = layer_of(module, layers)
+        if mine is None:
+            continue
+        for t in targets:
+            theirs = layer_of(t, layers)
+            if theirs is None or theirs[1] == mine[1]:
+                continue
+            if theirs[0] >= mine[0]:
+                out.append((module, t))
+    return sorted(out)

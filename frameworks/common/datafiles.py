@@ -12,7 +12,7 @@ import os
 import random
 
 from . import capability
-from contract import paths
+from contract import models, paths
 
 SYNTHETIC, FILES = "synthetic", "files"
 # A BERT shard's arrays (numpy .npz; every framework's env has numpy), in the order of
@@ -28,17 +28,25 @@ class CorruptFile(Exception):
     """A file of the dataset cannot be decoded: the rank fails with the file named."""
 
 
-MODELS = ("resnet50", "bert_base")  # the models a file pipeline exists for: images, a BERT shard
-
-
 def reads_files(spec) -> bool:
     """Whether the point trains from files (the harness then builds the bench's data=files
-    session, frameworks/registry.py); Unsupported for a model no pipeline reads."""
+    session, frameworks/registry.py); Unsupported for a model no pipeline reads (its spec's
+    `files`, contract/models/)."""
     if settings(spec)["source"] != FILES:
         return False
-    if spec.model.name not in MODELS:
+    if not models.get(spec.model.name).files:
         raise capability.Unsupported(f"data=files is not implemented for {spec.model.name} yet")
     return True
+
+
+def images(model: str) -> bool:
+    """Whether `model` trains on images (a folder of class folders), else on BERT shards."""
+    return models.get(model).inputs == models.IMAGES
+
+
+def wanted(model: str) -> str:
+    """What a dataset folder must hold for `model`, as a refusal names it."""
+    return f"{paths.IMAGES_DIR}/<class>/*.JPEG" if images(model) else f"{paths.BERT_DIR}/pretrain-*.npz"
 
 
 def settings(spec, dist=None) -> dict:
@@ -138,7 +146,7 @@ def load_bert(root: str, model_cfg: dict) -> dict:
 def has_samples(root: str, model: str) -> bool:
     """Whether the folder holds anything `model` reads, found without listing it all
     (ImageNet's train/ has 1.28 million files)."""
-    if model == "bert_base":
+    if not images(model):
         return bool(bert_shards(root))
     top = os.path.join(root, paths.IMAGES_DIR)
     try:
@@ -154,7 +162,7 @@ def has_samples(root: str, model: str) -> bool:
 def available(root: str, model: str) -> int:
     """How many samples of `model` the folder holds (0 when none)."""
     try:
-        if model == "bert_base":
+        if not images(model):
             import numpy as np
             return sum(int(np.load(p, mmap_mode="r")["nsp_labels"].shape[0])
                        for p in bert_shards(root))
@@ -290,7 +298,7 @@ class Samples:
 
     def __init__(self, spec, data: dict, chw: bool = True):
         cfg = spec.model
-        self.images, self.seed, self.chw = cfg.name == "resnet50", spec.seed, chw
+        self.images, self.seed, self.chw = images(cfg.name), spec.seed, chw
         if self.images:
             self.paths, labels, _ = image_files(data["path"])
             self.labels = [y % cfg["num_classes"] for y in labels]

@@ -4,6 +4,7 @@ framework's environment has; the rest of frameworks/common is standard library o
 Made once per rank and seeded with seed + rank, as DLPerf's synthetic-data runs:
 no input pipeline is measured. Each adapter turns the arrays into its own tensors.
 """
+from contract import models
 
 
 def mlm_count(model_cfg: dict) -> int:
@@ -17,11 +18,12 @@ def mlm_count(model_cfg: dict) -> int:
 
 def arrays(model_cfg: dict, batch_size: int, seed: int, channels_last: bool = False,
            int_dtype: str = "int64"):
-    """(inputs, labels) as tuples of numpy arrays for resnet50 or bert_base.
+    """(inputs, labels) as tuples of numpy arrays of a model whose spec (contract/models/)
+    says its batch holds images (ResNet-50) or masked tokens (BERT).
 
-    resnet50: images (N, 3, H, W) float32, or (N, H, W, 3) with channels_last; class ids.
-    bert_base, as the reference pretraining data (BERT's create_pretraining_data): inputs
-    tokens, token types (second half 1), attention mask (all 1) and `masked_positions`
+    images (resnet50): images (N, 3, H, W) float32, or (N, H, W, 3) with channels_last; class
+    ids. masked tokens (bert_base), as the reference pretraining data (BERT's
+    create_pretraining_data): inputs tokens, token types (second half 1), attention mask (all 1) and `masked_positions`
     (N, P), P = max_predictions_per_seq; labels `masked_ids` (N, P) and NSP labels.
     Each row's masked positions are distinct and sorted, drawn from the non-special
     positions 1..seq_len-1; there are `mlm_count` of them, and the row is padded to P with
@@ -29,15 +31,15 @@ def arrays(model_cfg: dict, batch_size: int, seed: int, channels_last: bool = Fa
     """
     import numpy as np
     rng = np.random.default_rng(seed)
-    name = model_cfg["name"]
-    if name == "resnet50":
+    inputs = models.get(model_cfg["name"]).inputs
+    if inputs == models.IMAGES:
         n = model_cfg["image_size"]
         x = rng.standard_normal((batch_size, 3, n, n), dtype=np.float32)
         if channels_last:
             x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
         y = rng.integers(0, model_cfg["num_classes"], batch_size)
         return (x,), (y.astype(int_dtype),)
-    if name == "bert_base":
+    if inputs == models.MASKED_TOKENS:
         s, vocab = model_cfg["seq_len"], model_cfg["vocab_size"]
         p, count = int(model_cfg["max_predictions_per_seq"]), mlm_count(model_cfg)
         tokens = rng.integers(0, vocab, (batch_size, s))
@@ -52,4 +54,4 @@ def arrays(model_cfg: dict, batch_size: int, seed: int, channels_last: bool = Fa
         nsp = rng.integers(0, 2, batch_size)
         ints = lambda *a: tuple(np.ascontiguousarray(v, dtype=int_dtype) for v in a)  # noqa: E731
         return ints(tokens, types, mask, positions), ints(ids, nsp)
-    raise ValueError(f"unknown model {name!r}")
+    raise ValueError(f"no synthetic {inputs} batch here for model {model_cfg['name']!r}")

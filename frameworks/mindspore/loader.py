@@ -22,7 +22,7 @@ class Loader:
     def __init__(self, spec, dist):
         data = datafiles.settings(spec, dist)
         cfg, seed, batch = spec.model, spec.seed, spec.batch_size
-        self.images = cfg["name"] == "resnet50"
+        self.images = datafiles.images(cfg["name"])
         msds.config.set_seed(seed)
         if self.images:
             self.paths, labels, _ = datafiles.image_files(data["path"])

@@ -20,7 +20,7 @@ class Items(gluon.data.Dataset):
 
     def __init__(self, spec, data):
         cfg = spec.model
-        self.images, self.seed = cfg.name == "resnet50", spec.seed
+        self.images, self.seed = datafiles.images(cfg.name), spec.seed
         if self.images:
             self.paths, labels, _ = datafiles.image_files(data["path"])
             self.labels = [float(y % cfg["num_classes"]) for y in labels]

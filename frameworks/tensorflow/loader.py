@@ -23,7 +23,7 @@ class Loader:
     def __init__(self, spec, dist):
         data = datafiles.settings(spec, dist)
         cfg, seed, batch = spec.model, spec.seed, spec.batch_size
-        self.images = cfg["name"] == "resnet50"
+        self.images = datafiles.images(cfg["name"])
         if self.images:
             paths, labels, _ = datafiles.image_files(data["path"])
             self.paths = paths

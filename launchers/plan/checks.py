@@ -4,15 +4,16 @@ input in one line (ConfigError):
 - each of the point's own settings by its declaration on the typed point (contract/point.py:
   its type, bounds and choices, checked by contract/typed.py against values.py's rule);
 - what a declaration cannot say: the relations between settings (the model's size among its
-  sizes, data=files and its folder, checkpoints and the bench, preflight and search), the
-  compile setting (contract/modes.py), the model's recipe keys, a site's image left to the
-  user. data.path and checkpoint.dir are made absolute here: ranks run from the checkout.
+  sizes, a model's spec and the framework that is to run it, data=files and its folder,
+  checkpoints and the bench, preflight and search), the compile setting (contract/modes.py),
+  the model's recipe keys, a site's image left to the user. data.path and checkpoint.dir are
+  made absolute here: ranks run from the checkout.
 """
 import os
 
 from omegaconf import OmegaConf
 
-from contract import checkpoint, modes, typed, values
+from contract import checkpoint, models, modes, typed, values
 from contract.point import Point
 from frameworks import registry
 from frameworks.common import datafiles
@@ -37,6 +38,12 @@ def validate(cfg) -> dict:
     if cfg.model.get("sizes") is not None and cfg.model.size not in sizes:
         raise ConfigError(f"unknown model.size {cfg.model.size!r} for {cfg.model.name} "
                           f"(valid: {', '.join(sizes)})")
+    if cfg.bench.name != "comm":   # the model's spec (contract/models/): the framework implements it
+        adapter(cfg)                # (a framework without an adapter: that line first)
+        try:
+            models.check(cfg.model.name, cfg.framework.name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     compile_setting(cfg)
     check_data(cfg)
     check_checkpoint(cfg)
@@ -97,8 +104,8 @@ def check_data(cfg) -> None:
     path = os.path.expanduser(str(path))  # `data.path=~/x`: the shell leaves that ~ alone
     if not os.path.isdir(path):
         raise ConfigError(f"data.path {path!r} is not a folder")
-    if cfg.model.name in ("resnet50", "bert_base") and not datafiles.has_samples(path, cfg.model.name):
-        want = "train/<class>/*.JPEG" if cfg.model.name == "resnet50" else "bert/pretrain-*.npz"
+    if models.get(cfg.model.name).files and not datafiles.has_samples(path, cfg.model.name):
+        want = datafiles.wanted(cfg.model.name)
         raise ConfigError(f"data.path {path!r} holds nothing for {cfg.model.name} (no {want})")
     if workers is not None and not (values.is_integer(workers) and workers >= 0):
         raise ConfigError(f"data.workers must be an integer >= 0 or null, got {workers!r}")

@@ -33,7 +33,7 @@ def resolve_model(model_cfg) -> dict:
 def check_layout(cfg, model: dict):
     """(layout, notes) of a point (contract/parallel.py): its grid and batch sizes,
     every relation checked; `model` (resolved) gets the vocabulary a tensor-parallel split
-    holds, padded as Megatron pads it where tp does not divide it, and `notes` says so.
+    holds, padded as Megatron pads it (contract/parallel.py's pad_vocabulary), and `notes` says so.
     ConfigError names every relation the point breaks, each with its values."""
     world = cfg.nodes * cfg.gpus_per_node
     try:
@@ -42,10 +42,10 @@ def check_layout(cfg, model: dict):
     except parallel.LayoutError as exc:
         raise ConfigError(str(exc)) from None
     name, notes = model.get("name"), []
-    if name not in parallel.MODELS:
+    if name not in parallel.layout_models():
         if not lay.is_data_parallel() or bad:
             raise ConfigError(f"parallel layouts ({lay.name() or 'dp=' + str(lay.dp)}) are built for "
-                              f"model={', '.join(parallel.MODELS)} only, not model={name}")
+                              f"model={', '.join(parallel.layout_models())} only, not model={name}")
         return lay, notes
     if not checks.adapter(cfg).layouts:
         if not lay.is_data_parallel():
@@ -54,13 +54,8 @@ def check_layout(cfg, model: dict):
     bad += parallel.model_violations(model, lay)
     if bad:
         raise ConfigError("; ".join(bad))
-    vocab = model.get("vocab_size")
-    if vocab and parallel.padded_vocab(vocab, lay.tp) != vocab:
-        model["data_vocab_size"], model["vocab_size"] = vocab, parallel.padded_vocab(vocab, lay.tp)
-        notes.append(f"vocabulary {vocab} padded to {model['vocab_size']} (a multiple of "
-                     f"{parallel.MEGATRON_VOCAB_MULTIPLE} x tp = {parallel.MEGATRON_VOCAB_MULTIPLE * lay.tp}),"
-                     " as Megatron-LM pads it")
-    return lay, notes
+    padded = parallel.pad_vocabulary(model, lay.tp)
+    return lay, notes + ([padded] if padded else [])
 
 
 def point_name(cfg, num: int, lay) -> str:

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from analysis import checkpoint as report_checkpoint
+from analysis.figures import checkpoint as report_checkpoint
 from analysis import load
 from contract import paths
 from tests.launching import analysis, launch

@@ -1,13 +1,17 @@
 """bench=comm end to end: real gloo sweeps through `python -m launch` on local ranks,
-read back with analysis.comm. Small sizes and few iterations, to stay fast."""
+read back with analysis/figures/comm.py and the report's section. Small sizes and few iterations,
+to stay fast."""
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from analysis import load, plot, plot_data
-from analysis.comm import load_comm, render_comm
+from analysis import load
+from analysis.figures.comm import comm_table
+from analysis.plots import data as plot_data
+from analysis.plots import draw as plot
+from analysis.sections.comm import render_comm
 from contract import busbw
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +27,7 @@ def sweep(out, *overrides):
                            f"output_root={out}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return load_comm(out)
+    return comm_table(load(out))
 
 
 @pytest.fixture(scope="module")

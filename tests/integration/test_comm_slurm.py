@@ -1,11 +1,12 @@
 """bench=comm over 2 and 3 nodes of the real local Slurm cluster: gloo between network
-namespaces, every result checked, read back with analysis.comm. No mock of Slurm."""
+namespaces, every result checked, read back with analysis/figures/comm.py. No mock of Slurm."""
 import glob
 import json
 
 import pytest
 
-from analysis.comm import load_comm
+from analysis import load
+from analysis.figures.comm import comm_table
 from tests.integration.test_comm_local import SIZES, SMALL
 from tests.integration.test_slurm_launcher import launch, status
 
@@ -20,7 +21,7 @@ def test_comm_sweep_over_two_and_three_nodes(slurm_cluster, tmp_path):
     assert submitted.returncode == 0, submitted.stderr[-3000:]
     done = status(sweep, "--wait", "--timeout", "600")
     assert done.returncode == 0, done.stdout + done.stderr
-    df = load_comm(sweep)
+    df = comm_table(load(sweep))
     for nodes in (2, 3):
         rows = df[df.nodes == nodes]
         assert set(rows.op) == {"all_reduce", "all_gather"}

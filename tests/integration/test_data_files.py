@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 import analysis
-from analysis import input_pipeline, report
+from analysis.sections import input_pipeline
+from analysis.report import contents as report
 from frameworks.common import datafiles
 from contract import paths
 from tests.launching import launch

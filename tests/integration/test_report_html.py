@@ -56,13 +56,13 @@ def test_the_first_screen_shows_the_summary_and_the_plots(tmp_path):
     assert any("Step time per rank" in f and "Straggler ratio" in f for f in folds)
     assert any("Failed, cut short or missing" in f for f in folds)
     # the first screen, as a reader opening the page sees it: the summary's box at the top,
-    # and the plots: pixels of pytorch's colour (analysis/plot_style.py) in bars and lines
+    # and the plots: pixels of pytorch's colour (analysis/plots/style.py) in bars and lines
     shot = tmp_path / "first-screen.png"
     browser(tmp_path, "--window-size=1280,800", "--hide-scrollbars", f"--screenshot={shot}",
             f"file://{tmp_path / 'page.html'}")
     import numpy as np
     from PIL import Image
-    from analysis import plot_style
+    from analysis.plots import style as plot_style
     image = Image.open(shot).convert("RGB")
     assert image.size == (1280, 800)
     pixels = np.asarray(image).astype(int)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from analysis import store
+from analysis.store import database as store
 from launchers.backends.slurm import sacct
 from tests.integration.test_slurm_launcher import slurm, wait_for
 from tests.store_scenario import T0, run, sweep

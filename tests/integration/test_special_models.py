@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 import analysis
-from analysis import metrics
+from analysis.figures import metrics
 from tests.launching import analysis as cli, launch
 
 pytestmark = pytest.mark.e2e

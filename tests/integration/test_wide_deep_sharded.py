@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import analysis
-from analysis import metrics
+from analysis.figures import metrics
 from launchers.suite import ROOT
 
 pytestmark = pytest.mark.e2e

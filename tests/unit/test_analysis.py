@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis import report
+from analysis.report import contents as report
+from analysis.sections import main_tables
 from tests.sweepfiles import write_point, write_repeat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -82,7 +83,7 @@ def test_amp_ratio(tmp_path):
     s = str(tmp_path)
     write_repeat(write_point(s, "000-fp32"), 0, [1.0])                          # 80/s
     write_repeat(write_point(s, "001-amp", precision="amp", repeats=1), 0, [0.5])  # 160/s
-    assert "2.00" in report.amp_ratio(analysis.load(s).points)
+    assert "2.00" in main_tables.amp_ratio(analysis.load(s).points)
 
 
 def run_cli(*args):

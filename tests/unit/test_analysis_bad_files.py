@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis import report
+from analysis.report import contents as report
 from tests.sweepfiles import write_point, write_repeat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,4 +1,4 @@
-"""A sweep's archive (analysis/archive.py): the same report as its folder, read by the usual
+"""A sweep's archive (analysis/read/archive.py): the same report as its folder, read by the usual
 tools, profiles left out unless asked, and a damaged file named and charged to its repeat."""
 import io
 import json
@@ -9,7 +9,7 @@ import tarfile
 import pandas as pd
 import zstandard
 
-from analysis import archive
+from analysis.read import archive
 from tests.store_scenario import T0, run, sweep
 from tests.sweepfiles import write_point, write_repeat
 

@@ -8,12 +8,17 @@ import os
 import pytest
 import torch
 
-from analysis import checkpoint as report_checkpoint
-from analysis import input_pipeline, load, plot, plot_data
+from analysis import load
+from analysis.figures import checkpoint as report_checkpoint
+from analysis.figures import training
+from analysis.plots import data as plot_data
+from analysis.plots import draw as plot
+from analysis.published import sources
+from analysis.sections import checkpoint as checkpoint_section
 from contract import checkpoint, paths, records, statuses
 from frameworks.common import bare_io, harness
 from frameworks.common.distenv import DistEnv
-from frameworks.pytorch import checkpoint as dcp_checkpoint
+from frameworks.pytorch.checkpoint import dcp as dcp_checkpoint
 from launchers.plan import points
 from tests.runspecs import run_spec, stand_in
 from tests.sweepfiles import write_point, write_repeat
@@ -191,7 +196,7 @@ def test_the_table_takes_the_median_of_repeats_and_the_plot_draws_it(tmp_path):
     [row] = report_checkpoint.checkpoint_table(results).itertuples()
     assert (row.n_ok, row.durable_s, row.gbps) == (3, 4.0, pytest.approx(1.0))
     assert (row.layout, row.mode, row.ratio) == ("dp2, fsdp", "sync", pytest.approx(0.25))
-    text = report_checkpoint.section(results)
+    text = checkpoint_section.section(results)
     assert "### gpt, dp2, fsdp" in text and "| 000-checkpoint-gpt" in text
     assert "pytorch.org/blog" not in text and "PyTorch blog" in text   # the published, by source
     plots, _ = plot.render(plot_data.of(results), only=("checkpoint",))
@@ -199,7 +204,7 @@ def test_the_table_takes_the_median_of_repeats_and_the_plot_draws_it(tmp_path):
 
 
 def test_published_rows_say_their_source():
-    rows = report_checkpoint.published_rows()
+    rows = sources.checkpoint_rows()
     assert rows and all(r["source"] and r["url"].startswith("https://") and r["date"] for r in rows)
     blog = [r for r in rows if "reducing-checkpointing-times" in r["url"]]
     assert sorted((r["mode"], r["blocked_s"]) for r in blog) == [("async", 6.3), ("sync", 148.8)]
@@ -218,4 +223,4 @@ def test_training_with_checkpoints_is_its_own_configuration(tmp_path):
     assert pts.loc["001-a", "speedup"] == pytest.approx(2.0)
     assert pts.loc["003-a-ckpt5-sync", "speedup"] == pytest.approx(2.0)
     assert pts.loc["002-a-ckpt5-sync", "checkpoint"] == "every 5 sync"
-    assert sorted(input_pipeline.training_points(load(tmp_path)).point) == ["000-a", "001-a"]
+    assert sorted(training.training_points(load(tmp_path)).point) == ["000-a", "001-a"]

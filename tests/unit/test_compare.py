@@ -1,4 +1,4 @@
-"""The regression gate (analysis/compare.py) on results built by hand."""
+"""The regression gate (analysis/gate/compare.py) on results built by hand."""
 import json
 import os
 
@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 import analysis
-from analysis import compare
+from analysis.gate import compare
 from analysis.__main__ import main
 from tests.sweepfiles import write_point, write_repeat
 

@@ -23,7 +23,7 @@ def test_context_parallel_sits_between_data_and_tensor_parallel():
 
 @pytest.mark.parametrize("settings,devices,line", [
     ({"cp": 3}, 4, "dp x tp x pp x cp = nodes x gpus_per_node: tp x pp x cp = 1 x 1 x 3 = 3 does not divide the 4 devices"),
-    ({"cp": 2, "tp": 2, "dp": 2}, 4, "dp x tp x pp x cp = nodes x gpus_per_node: 2 x 2 x 1 x 2 = 8, but the point has 4 devices"),
+    ({"cp": 2, "tp": 2, "dp": 2}, 4, "dp x tp x pp x cp = nodes x gpus_per_node: 2 x 2 x 1 x 2 = 8, not the 4 devices"),
 ])
 def test_context_parallel_counts_in_the_grid(settings, devices, line):
     _, bad = parallel.resolve(settings, devices, 1)
@@ -36,16 +36,16 @@ def test_sequence_splits_into_two_chunks_per_context_parallel_rank():
     assert parallel.model_violations(dict(llama, seq_len=64), lay) == []          # 64 % 8 = 0
     assert parallel.model_violations(dict(llama, seq_len=36), lay) == ["sequence % (2 x cp) = 0: 36 % (2 x 4) = 4"]
     assert parallel.model_violations({"name": "gpt", "seq_len": 64}, lay) == [
-        "context parallelism (cp = 4) is built for model=llama3, deepseek_v3, qwen3_moe only, not model=gpt"]
+        "context parallelism (cp = 4) is built for model=deepseek_v3, llama3, qwen3_moe only, not model=gpt"]
     with pytest.raises(parallel.LayoutError, match="parallel.cp must be an integer >= 1, got 0"):
         parallel.resolve({"cp": 0}, 1, 1)
 
 
 def test_grouped_query_attention_heads_split_over_tp():
     lay, _ = parallel.resolve({"tp": 4}, 4, 1)
-    assert parallel.model_violations({"hidden": 64, "heads": 8, "kv_heads": 2, "layers": 2}, lay) == [
+    assert parallel.model_violations({"name": "llama3", "hidden": 64, "heads": 8, "kv_heads": 2, "layers": 2}, lay) == [
         "kv_heads % tp = 0: 2 % 4 = 2"]
-    assert parallel.model_violations({"hidden": 64, "heads": 8, "kv_heads": 3, "layers": 2},
+    assert parallel.model_violations({"name": "llama3", "hidden": 64, "heads": 8, "kv_heads": 3, "layers": 2},
                                      parallel.resolve({}, 1, 1)[0]) == ["heads % kv_heads = 0: 8 % 3 = 2"]
 
 

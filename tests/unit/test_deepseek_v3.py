@@ -1,15 +1,17 @@
 """DeepSeek-V3: its parameter counts and FLOPs against hand figures (dgxc-benchmarking's published
-163.7 TFLOP/s among them), and the CPU definition (frameworks/pytorch/deepseek_v3.py,
-frameworks/pytorch/moe.py) against torchtitan's own model: the same parameters, activated
+163.7 TFLOP/s among them), and the CPU definition (frameworks/pytorch/models/deepseek_v3.py,
+frameworks/pytorch/models/moe.py) against torchtitan's own model: the same parameters, activated
 parameters and FLOPs, the same router, MoE layer and logits from the same weights; the
-GPU path's settings (frameworks/pytorch/titan_moe.py)."""
+GPU path's settings (frameworks/pytorch/titan/moe_session.py)."""
 import importlib.util
 
 import pytest
 import torch
 
-from analysis import flops
-from frameworks.pytorch import deepseek_v3, moe, parallelize
+from analysis.figures import flops
+from contract.models import deepseek_v3 as deepseek_v3_spec
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import deepseek_v3, moe
 from tests.frameworks_env import model_cfg
 
 # 671B by hand, from the shape (h 7168, 128 heads, q rank 1536, kv rank 512, head dims 128 + 64
@@ -32,7 +34,7 @@ PUBLISHED = {"16b": (15_706_484_224, 2_661_150_208), "671b": (671_026_404_352, 3
 @pytest.mark.parametrize("size", list(PUBLISHED))
 def test_parameter_counts_by_hand(size):
     cfg = model_cfg("deepseek_v3", size)
-    p = flops.deepseek_v3_parameters(cfg)
+    p = deepseek_v3_spec.parameters(cfg)
     assert (p["total"], p["active"]) == PUBLISHED[size]
     assert deepseek_v3.parameter_count(cfg) == PUBLISHED[size][0]        # the model, on meta
 
@@ -43,19 +45,19 @@ def test_flops_as_dgxc_benchmarking_counts_them_reproduce_its_163_7():
     # linear 6 x (MLA 187,105,280 x 62 + SwiGLUs 3 x 396,361,728 + 59 x 3 x 7168 x 2048 x (1 + 8))
     #        = 6 x (11,600,527,360 + 24,574,427,136)                         = 217,049,726,976
     # output 6 x 129,280 x 7168 x 2 + 6 x 2 x 7168^2 (MTP's)                 =  11,736,711,168
-    per_token = flops.deepseek_v3_flops_per_token(cfg, mtp_layers=1)
+    per_token = deepseek_v3_spec.flops_per_token(cfg, mtp_layers=1)
     assert per_token == 31_205_621_760 + 217_049_726_976 + 11_736_711_168 == 259_992_059_904
     # dgxc-benchmarking v25.05: 1,024 H100, 644,781.55 tokens/s: 163.7 TFLOP/s per GPU, 16.55% of 989
     assert round(644_781.55 / 1024 * per_token / 1e12, 1) == 163.7
     assert round(644_781.55 / 1024 * per_token / 1e12 / 989 * 100, 2) == 16.55
     assert round(122_755.33 / 128 * per_token / 1e12, 1) == 249.3                 # 128 GB200
     # the suite's model trains without MTP: one layer less of each kind, and its output once
-    assert flops.deepseek_v3_flops_per_token(cfg) == 249_811_304_448
+    assert deepseek_v3_spec.flops_per_token(cfg) == 249_811_304_448
     assert flops.flops_per_sample(cfg) == 249_811_304_448 * 4096
 
 
-titan = pytest.importorskip("frameworks.pytorch.titan")
-titan_moe = pytest.importorskip("frameworks.pytorch.titan_moe")
+titan = pytest.importorskip("frameworks.pytorch.titan.session")
+titan_moe = pytest.importorskip("frameworks.pytorch.titan.moe_session")
 torchtitan = pytest.importorskip(
     "torchtitan.models.deepseek_v3", reason="torchtitan not installed: `make venv` installs "
     "requirements-torchtitan.txt (pip install --no-deps)")
@@ -64,8 +66,8 @@ torchtitan = pytest.importorskip(
 @pytest.mark.parametrize("size", ["tiny", "16b", "671b"])
 def test_cpu_definition_has_torchtitans_parameters_and_activated_flops(size):
     cfg = model_cfg("deepseek_v3", size)
-    params, per_token = titan.parameters_and_flops(titan_moe.model_config(cfg), cfg["seq_len"])
-    p = flops.deepseek_v3_parameters(cfg)
+    params, per_token = titan.parameters_and_flops(titan_moe.model_config(cfg, deepseek_v3), cfg["seq_len"])
+    p = deepseek_v3_spec.parameters(cfg)
     assert params == deepseek_v3.parameter_count(cfg) == p["total"]
     # torchtitan's count: 6 x activated less the embedding + 6 l H (n + r + v) s, no causal halving
     attention = 6 * cfg["layers"] * cfg["heads"] * (cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
@@ -77,9 +79,9 @@ def test_cpu_definition_has_torchtitans_parameters_and_activated_flops(size):
 
 @pytest.mark.parametrize("size", ["16b", "671b"])
 def test_named_sizes_are_torchtitans_flavours(size):
-    flavour = torchtitan.model_registry(titan_moe.FLAVOURS[size]).model
+    flavour = torchtitan.model_registry(deepseek_v3.TITAN_FLAVOURS[size]).model
     assert titan.parameters_and_flops(flavour, 4096) == titan.parameters_and_flops(
-        titan_moe.model_config(model_cfg("deepseek_v3", size)), 4096)
+        titan_moe.model_config(model_cfg("deepseek_v3", size), deepseek_v3), 4096)
 
 
 def test_same_weights_give_torchtitans_moe_layer_and_logits():
@@ -89,9 +91,9 @@ def test_same_weights_give_torchtitans_moe_layer_and_logits():
     cfg = model_cfg("deepseek_v3", "tiny")
     ours = deepseek_v3.Model(**cfg)
     parallelize.init_parameters(ours, deepseek_v3, 0)
-    theirs = titan_moe.model_config(cfg).build()
+    theirs = titan_moe.model_config(cfg, deepseek_v3).build()
     missing, unexpected = theirs.load_state_dict(
-        {titan_moe.torchtitan_name("deepseek_v3", k): v for k, v in ours.state_dict().items()}, strict=False)
+        {titan_moe.torchtitan_name(deepseek_v3, k): v for k, v in ours.state_dict().items()}, strict=False)
     assert missing == [] and unexpected == ["layers.1.moe.tokens_per_expert_E"]   # not persistent there
     x = torch.randn(2, 64, cfg["hidden"], generator=torch.Generator().manual_seed(1))
     tokens = deepseek_v3.synthetic_tokens(cfg, 2, 0)[:, :-1]

@@ -4,8 +4,8 @@ import json
 import os
 
 import analysis
-from analysis import environment as env_block
-from analysis import report
+from analysis.sections import environment as env_block
+from analysis.report import contents as report
 from frameworks.common import environment, harness
 from frameworks.common.distenv import DistEnv
 from tests.sweepfiles import write_point, write_repeat

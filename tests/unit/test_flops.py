@@ -1,4 +1,5 @@
-"""FLOP counts and peaks (analysis/flops.py) against hand-computed figures."""
+"""FLOP counts (each model's spec, contract/models/, asked by analysis/figures/flops.py) and peaks
+(analysis/figures/flops.py) against hand-computed figures."""
 import json
 import os
 
@@ -8,8 +9,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import analysis
-from analysis import flops, metrics, report
-from frameworks.pytorch import gpt as torch_gpt, parallelize
+from analysis.figures import flops
+from analysis.figures import metrics
+from analysis.report import contents as report
+from contract.models import bert_base, gpt, resnet50
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import gpt as torch_gpt
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
 
@@ -17,21 +22,21 @@ from tests.sweepfiles import write_point, write_repeat
 def test_gpt_count_by_hand():
     # B=1, s=2, l=1, h=6, V=12. Forward of the layer: 24*B*s*h^2 = 1728 and 4*B*s^2*h = 96;
     # logits 2*B*s*h*V = 288; forward 2112; training = 3 x forward = 6336.
-    assert flops.gpt_flops_per_iteration(1, 2, 1, 6, 12) == 6336
+    assert gpt.flops_per_iteration(1, 2, 1, 6, 12) == 6336
     # the paper's factored form, 72*B*s*l*h^2*(1 + s/6h + V/12lh), by hand
     assert 72 * 1 * 2 * 1 * 6**2 * (1 + 2 / (6 * 6) + 12 / (12 * 1 * 6)) == pytest.approx(6336)
     # with full recomputation: 4 x 1824 + 3 x 288 = 8160 = 96*B*s*l*h^2*(1 + s/6h + V/16lh)
-    assert flops.gpt_flops_per_iteration(1, 2, 1, 6, 12, recompute=True) == 8160
+    assert gpt.flops_per_iteration(1, 2, 1, 6, 12, recompute=True) == 8160
     assert 96 * 1 * 2 * 1 * 6**2 * (1 + 2 / (6 * 6) + 12 / (16 * 1 * 6)) == pytest.approx(8160)
 
 
 def test_dlperf_gpt_sequence_by_hand():
     # DLPerf's DP case, hidden 1536 x 16 layers, seq 2048, vocab 51200, one sequence:
     # 72*s*l*h^2 = 2359296^2, times (1 + 2048/9216 + 51200/294912) = 201/144.
-    assert flops.gpt_flops_per_iteration(1, 2048, 16, 1536, 51200) == 2359296**2 // 144 * 201
-    assert flops.gpt_flops_per_iteration(1, 2048, 16, 1536, 51200) == 7_769_595_838_464
+    assert gpt.flops_per_iteration(1, 2048, 16, 1536, 51200) == 2359296**2 // 144 * 201
+    assert gpt.flops_per_iteration(1, 2048, 16, 1536, 51200) == 7_769_595_838_464
     # linear in the batch
-    assert flops.gpt_flops_per_iteration(8, 2048, 16, 1536, 51200) == 8 * 7_769_595_838_464
+    assert gpt.flops_per_iteration(8, 2048, 16, 1536, 51200) == 8 * 7_769_595_838_464
 
 
 @pytest.mark.parametrize("recompute", [False, True])
@@ -48,7 +53,7 @@ def test_count_matches_torch_flop_counter_on_the_real_model(recompute):
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         torch_gpt.loss_fn(model(tokens), labels).backward()
     s_, l_, h = cfg["seq_len"], cfg["layers"], cfg["hidden"]
-    expected = flops.gpt_flops_per_iteration(b, s_, l_, h, cfg["vocab_size"], recompute=recompute)
+    expected = gpt.flops_per_iteration(b, s_, l_, h, cfg["vocab_size"], recompute=recompute)
     if recompute:  # torch's checkpoint stops recomputing once backward has what it needs: the
         expected -= l_ * 2 * b * s_ * 4 * h * h  # MLP's last layer (output unused) is not rerun
     assert counter.get_total_flops() == expected
@@ -137,7 +142,7 @@ def test_resnet50_v1_5_by_hand():
     fc = 2048 * 1000
     macs = stem + s1_first + s2_first + s3_first + s4_first + others + fc
     assert macs == 4_089_184_256                  # the "4.1 GFLOPs" quoted: multiply-adds
-    assert flops.resnet_forward_macs() == macs
+    assert resnet50.forward_macs() == macs
     full = sizes("resnet50")["full"]
     assert flops.flops_per_sample(full) == 3 * 2 * macs == 24_535_105_536
     # tiny: width 16, [1, 1, 1, 1], 32 x 32, 10 classes. Stem to 16 x 16, pool to 8 x 8.
@@ -161,10 +166,10 @@ def test_bert_by_hand():
     every = 12 * layer + pooler_nsp + 128 * per_position                # 28,500,298,752
     assert (gathered, every) == (23_309_663_232, 28_500_298_752)
     full = sizes("bert_base")["full"]
-    assert flops.bert_forward_flops(128, 768, 12, 3072, 30522, predictions=20) == gathered
-    assert flops.bert_forward_flops(128, 768, 12, 3072, 30522) == every
+    assert bert_base.forward_flops(128, 768, 12, 3072, 30522, predictions=20) == gathered
+    assert bert_base.forward_flops(128, 768, 12, 3072, 30522) == every
     assert flops.flops_per_sample(full) == 3 * gathered == 69_928_989_696
-    assert flops.bert_flops_per_sample(full, gathered=False) == 3 * every == 85_500_896_256
+    assert bert_base.flops_per_sample(full, gathered=False) == 3 * every == 85_500_896_256
     # the gather saves 108 positions' head: 108 x 48,061,440 x 3 = 15,571,906,560 (18.2%)
     assert 3 * (every - gathered) == 15_571_906_560
     # tiny: s=128, h=128, l=2, I=512, V=1000
@@ -188,7 +193,7 @@ def test_resnet_count_matches_torch_flop_counter():
     (x,), _ = models.synthetic_batch(cfg, 2, "cpu", 0)
     with FlopCounterMode(display=False) as counter:
         model(x)
-    assert counter.get_total_flops() == 2 * 2 * flops.resnet_forward_macs(**cfg)
+    assert counter.get_total_flops() == 2 * 2 * resnet50.forward_macs(**cfg)
 
 
 def test_bert_count_matches_torch_flop_counter():
@@ -205,7 +210,7 @@ def test_bert_count_matches_torch_flop_counter():
         mlm_logits, _ = model(*inputs)
     decoded = mlm_logits.numel() // (b * cfg["vocab_size"])
     keys = ("seq_len", "hidden", "layers", "intermediate", "vocab_size")
-    assert counter.get_total_flops() == b * flops.bert_forward_flops(*(cfg[k] for k in keys),
+    assert counter.get_total_flops() == b * bert_base.forward_flops(*(cfg[k] for k in keys),
                                                                      predictions=decoded)
     if "max_predictions_per_seq" in cfg:          # the gathered model: the count the report uses
         assert decoded == cfg["max_predictions_per_seq"]
@@ -296,11 +301,11 @@ def test_the_recompute_count_reproduces_dlperfs_published_tflops():
     50257 padded to a multiple of 128 x tp) gives samples/s and TFLOP/s per GPU for each case
     and each of OneFlow-GPT and Megatron-LM: the suite's count times their samples/s per GPU
     gives their TFLOP/s, all 36, within 0.6% (their samples/s are rounded to 3 or 4 digits)."""
-    from analysis import published_layouts
+    from analysis.published import layouts as published_layouts
     rows = [r for r in published_layouts.rows() if r.get("model") == "gpt" and r.get("samples_per_s")]
     assert len(rows) == 36
     for r in rows:
-        per_sequence = flops.gpt_flops_per_iteration(1, r["seq_len"], r["layers"], r["hidden"],
+        per_sequence = gpt.flops_per_iteration(1, r["seq_len"], r["layers"], r["hidden"],
                                                      r["padded_vocab_size"], recompute=True)
         ours = flops.achieved_tflops_per_device(r["samples_per_s"], per_sequence,
                                                 r["nodes"] * r["gpus_per_node"])

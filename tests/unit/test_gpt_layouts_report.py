@@ -1,13 +1,14 @@
-"""The report's GPT table (analysis/special.py, analysis/metrics.py) on records written by hand:
-latency per iteration, TFLOP/s with the recompute term, aggregate PFLOP/s, the bubble, and
-DLPerf's published case beside ours."""
+"""The report's GPT table (analysis/sections/special.py, analysis/figures/metrics.py) on records
+written by hand: latency per iteration, TFLOP/s with the recompute term, aggregate PFLOP/s, the
+bubble, and DLPerf's published case beside ours."""
 import json
 import os
 
 import pytest
 
 import analysis
-from analysis import metrics, special
+from analysis.figures import metrics
+from analysis.sections import special
 from contract import parallel
 from tests.sweepfiles import write_point, write_repeat
 

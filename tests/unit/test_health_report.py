@@ -1,9 +1,9 @@
-"""The report's section on preflight (analysis/health.py): which nodes each point's health
+"""The report's section on preflight (analysis/sections/health.py): which nodes each point's health
 checks left out and why, where the point ran, or that it found too few healthy nodes."""
 import os
 
 import analysis
-from analysis import report
+from analysis.report import contents as report
 from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat
 

@@ -1,11 +1,11 @@
-"""Results over time (analysis/history.py) on two constructed sweeps with known figures."""
+"""Results over time (analysis/store/history.py) on two constructed sweeps with known figures."""
 import json
 import os
 
 import pytest
 
 import analysis
-from analysis import history
+from analysis.store import history
 from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat
 

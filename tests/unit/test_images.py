@@ -1,4 +1,4 @@
-"""The container image each point ran in, through the analysis (analysis/images.py): the
+"""The container image each point ran in, through the analysis (analysis/read/images.py): the
 report's Environment section, `analysis history` and `analysis compare` say when two points
 ran in different images. Sweeps built by hand, their records carrying `container` as the
 harness writes it."""
@@ -8,7 +8,8 @@ import os
 import yaml
 
 import analysis
-from analysis import environment, history
+from analysis.sections import environment
+from analysis.store import history
 from analysis.__main__ import main
 from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat

@@ -1,10 +1,10 @@
-"""The report's input-bound rule (analysis/input_pipeline.py), on hand figures: training from
-files within 10% of the pipeline alone and at most 90% of synthetic."""
+"""The report's input-bound rule (analysis/sections/input_pipeline.py), on hand figures: training
+from files within 10% of the pipeline alone and at most 90% of synthetic."""
 from collections import namedtuple
 
 import pytest
 
-from analysis import input_pipeline
+from analysis.sections import input_pipeline
 
 Row = namedtuple("Row", "status per_device")
 

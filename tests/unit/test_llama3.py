@@ -1,13 +1,15 @@
 """Llama 3: its parameter counts against the published sizes, its FLOPs against hand figures,
-and the CPU definition (frameworks/pytorch/llama3.py) against torchtitan's own model: the same
+and the CPU definition (frameworks/pytorch/models/llama3.py) against torchtitan's own model: the same
 parameters, the same FLOPs, the same logits from the same weights."""
 import re
 
 import pytest
 import torch
 
-from analysis import flops
-from frameworks.pytorch import llama3, parallelize
+from analysis.figures import flops
+from contract.models import llama3 as llama3_spec
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import llama3
 from tests.frameworks_env import model_cfg
 from tests.runspecs import run_spec
 
@@ -28,7 +30,7 @@ PUBLISHED = {"1b": 1_235_814_400, "8b": 8_030_261_248, "70b": 70_553_706_496, "4
 @pytest.mark.parametrize("size", list(PUBLISHED))
 def test_parameter_count_matches_the_published_size(size):
     cfg = model_cfg("llama3", size)
-    assert flops.llama3_parameters(**cfg)["total"] == PUBLISHED[size]
+    assert llama3_spec.parameters(**cfg)["total"] == PUBLISHED[size]
     assert llama3.parameter_count(cfg) == PUBLISHED[size]      # the model itself, on meta
 
 
@@ -36,9 +38,9 @@ def test_flops_of_8b_at_8192_by_hand():
     cfg = model_cfg("llama3", "8b")
     assert cfg["seq_len"] == 8192
     # non-embedding: 8,030,261,248 - 128256 x 4096 (525,336,576) = 7,504,924,672
-    assert flops.llama3_parameters(**cfg)["non_embedding"] == 7_504_924_672
+    assert llama3_spec.parameters(**cfg)["non_embedding"] == 7_504_924_672
     # 6 N = 45,029,548,032; 12 l h s = 12 x 32 x 4096 x 8192 = 12,884,901,888
-    assert flops.llama3_flops_per_token(cfg) == 45_029_548_032 + 12_884_901_888 == 57_914_449_920
+    assert llama3_spec.flops_per_token(cfg) == 45_029_548_032 + 12_884_901_888 == 57_914_449_920
     # a sequence: x 8192 = 474,435,173,744,640: dgxc-benchmarking's "4.74E+14" per 8B sequence
     per_sequence = flops.flops_per_sample(cfg)
     assert per_sequence == 474_435_173_744_640 and f"{per_sequence:.2E}" == "4.74E+14"
@@ -48,12 +50,12 @@ def test_flops_of_8b_at_8192_by_hand():
 
 def test_a_tied_output_layer_counts_once_and_is_a_matmul():
     cfg = model_cfg("llama3", "1b")   # tied: nothing is left out as "embedding"
-    p = flops.llama3_parameters(**cfg)
+    p = llama3_spec.parameters(**cfg)
     assert p["embedding"] == 0 and p["non_embedding"] == 1_235_814_400
-    assert flops.llama3_flops_per_token(cfg) == 6 * 1_235_814_400 + 12 * 16 * 2048 * 8192
+    assert llama3_spec.flops_per_token(cfg) == 6 * 1_235_814_400 + 12 * 16 * 2048 * 8192
 
 
-titan = pytest.importorskip("frameworks.pytorch.titan")
+titan = pytest.importorskip("frameworks.pytorch.titan.session")
 torchtitan = pytest.importorskip(
     "torchtitan.models.llama3", reason="torchtitan not installed: `make venv` installs "
     "requirements-torchtitan.txt (pip install --no-deps)")
@@ -64,7 +66,7 @@ def test_cpu_definition_has_torchtitans_parameters_and_flops(size):
     cfg = model_cfg("llama3", size)
     params, per_token = titan.parameters_and_flops(titan.model_config(cfg), cfg["seq_len"])
     assert params == llama3.parameter_count(cfg)
-    assert per_token == flops.llama3_flops_per_token(cfg)
+    assert per_token == llama3_spec.flops_per_token(cfg)
 
 
 @pytest.mark.parametrize("size", ["1b", "8b", "70b"])
@@ -72,7 +74,7 @@ def test_named_sizes_are_torchtitans_flavours(size):
     cfg = model_cfg("llama3", size)
     flavour = torchtitan.model_registry(titan.FLAVOURS[size]).model
     assert titan.parameters_and_flops(flavour, 8192) == titan.parameters_and_flops(
-        titan.model_config(cfg), 8192) == (PUBLISHED[size], flops.llama3_flops_per_token(cfg))
+        titan.model_config(cfg), 8192) == (PUBLISHED[size], llama3_spec.flops_per_token(cfg))
 
 
 def _torchtitan_name(ours: str) -> str:

@@ -1,11 +1,13 @@
-"""The report's Llama 3 section (analysis/llama.py): tokens/s, TFLOP/s per device and MFU of a
-point, against figures worked by hand, and dgxc-benchmarking's figure beside a record that
+"""The report's Llama 3 section (analysis/sections/llama.py): tokens/s, TFLOP/s per device and MFU
+of a point, against figures worked by hand, and dgxc-benchmarking's figure beside a record that
 names an H100 and has a published configuration."""
 import json
 import os
 
 import analysis
-from analysis import llama, metrics, special
+from analysis import tables
+from analysis.figures import metrics
+from analysis.sections import llama, special
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
 
@@ -79,4 +81,4 @@ def test_point_layout_for_the_published_match():
         "pp": 1, "micro_batch_size": 2, "global_batch_size": 16, "fsdp": True, "cp": 1, "ep": 1,
         "hidden": 4096, "heads": 32, "layers": 32, "seq_len": 8192, "recompute": "full",
         "compile": True, "device": H100}
-    assert llama.layout_label(manifest["parallel"]) == "dp8 x tp2, fsdp"
+    assert tables.layout_label(manifest["parallel"]) == "dp8 x tp2, fsdp"

@@ -1,4 +1,4 @@
-"""One rule for when a point's setting is a row's (analysis/matching.py): the regression
+"""One rule for when a point's setting is a row's (analysis/figures/matching.py): the regression
 gate (compare), the published throughputs (published) and the published layouts
 (published_layouts) all give the same answer for the same pair of values. Before the rule
 was one, 2048.0 (a DataFrame's) was not 2048 (a file's) in the throughput table but was in
@@ -6,7 +6,10 @@ the gate, and true was 1 in the layouts table but not in the gate."""
 import numpy as np
 import pytest
 
-from analysis import compare, matching, published, published_layouts
+from analysis.gate import compare
+from analysis.figures import matching
+from analysis.published import sources as published
+from analysis.published import layouts as published_layouts
 
 PAIRS = [  # (the point's value, the row's, same?)
     ("AMP", "amp", True),              # text: case-insensitively

@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from analysis import figures, method, record_file
+from analysis.figures import points as figures
+from analysis.figures import method
+from analysis.read import record_file
 
 
 def test_throughput_is_global_samples_over_longest_window():

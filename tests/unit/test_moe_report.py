@@ -1,13 +1,16 @@
-"""The report's mixture-of-experts section (analysis/moe.py): tokens/s, activated TFLOP/s, MFU,
-the experts' load and the all-to-all's share of a hand-built point at dgxc-benchmarking's
-128-GB200 DeepSeek-V3 layout, against figures worked by hand, with its published row beside."""
+"""The report's mixture-of-experts section (analysis/sections/moe.py): tokens/s, activated
+TFLOP/s, MFU, the experts' load and the all-to-all's share of a hand-built point at
+dgxc-benchmarking's 128-GB200 DeepSeek-V3 layout, against figures worked by hand, with its
+published row beside."""
 import json
 import os
 
 import pytest
 
 import analysis
-from analysis import metrics, moe, special
+from analysis.figures import metrics
+from analysis.sections import moe
+from analysis.sections import special
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
 

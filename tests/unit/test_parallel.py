@@ -21,7 +21,7 @@ def test_dp_and_accumulation_are_derived():
 
 @pytest.mark.parametrize("settings,devices,micro,glob,line", [
     ({"tp": 3}, 4, 2, None, "dp x tp x pp = nodes x gpus_per_node: tp x pp = 3 x 1 = 3 does not divide the 4 devices"),
-    ({"tp": 2, "dp": 4}, 4, 2, None, "dp x tp x pp = nodes x gpus_per_node: 4 x 2 x 1 = 8, but the point has 4 devices"),
+    ({"tp": 2, "dp": 4}, 4, 2, None, "dp x tp x pp = nodes x gpus_per_node: 4 x 2 x 1 = 8, not the 4 devices"),
     ({}, 2, 2, 6, "micro x dp x accumulation = global: 2 x 2 x accumulation = 6 has no whole accumulation"),
     ({"pp": 4}, 4, 2, 6, "schedule 1f1b needs accumulation >= pp (a micro-batch per stage): accumulation = 3, pp = 4"),
     ({"pp": 2, "schedule": "interleaved_1f1b"}, 2, 1, 5,
@@ -33,10 +33,11 @@ def test_each_relation_names_its_values(settings, devices, micro, glob, line):
 
 
 @pytest.mark.parametrize("model,settings,line", [
-    ({"hidden": 100, "heads": 16, "layers": 4}, {}, "hidden % heads = 0: 100 % 16 = 4"),
-    ({"hidden": 1536, "heads": 16, "layers": 16}, {"tp": 3}, "heads % tp = 0: 16 % 3 = 1"),
-    ({"hidden": 64, "heads": 2, "layers": 3}, {"pp": 2}, "layers % pp = 0: 3 % 2 = 1"),
-    ({"hidden": 64, "heads": 2, "layers": 6}, {"pp": 2, "schedule": "interleaved_1f1b", "virtual_stages": 2},
+    ({"name": "gpt", "hidden": 100, "heads": 16, "layers": 4}, {}, "hidden % heads = 0: 100 % 16 = 4"),
+    ({"name": "gpt", "hidden": 1536, "heads": 16, "layers": 16}, {"tp": 3}, "heads % tp = 0: 16 % 3 = 1"),
+    ({"name": "gpt", "hidden": 64, "heads": 2, "layers": 3}, {"pp": 2}, "layers % pp = 0: 3 % 2 = 1"),
+    ({"name": "gpt", "hidden": 64, "heads": 2, "layers": 6},
+     {"pp": 2, "schedule": "interleaved_1f1b", "virtual_stages": 2},
      "layers % (pp x virtual_stages) = 0: 6 % (2 x 2) = 2"),
 ])
 def test_model_relations(model, settings, line):
@@ -111,9 +112,10 @@ def test_a_point_is_refused_in_one_line_naming_every_broken_relation():
 
 def test_layouts_are_for_the_models_built_on_them():
     assert _refusal("model=resnet50", "gpus_per_node=2", "parallel.tp=2") == \
-        "parallel layouts (tp2) are built for model=gpt, llama3, deepseek_v3, qwen3_moe only, not model=resnet50"
+        "parallel layouts (tp2) are built for model=deepseek_v3, gpt, llama3, qwen3_moe only, not model=resnet50"
+    # the model's spec says which frameworks implement it: refused before any layout is asked
     assert _refusal("model=gpt", "framework=jax", "gpus_per_node=2", "parallel.tp=2") == \
-        "parallel layouts (tp2) are built for framework=pytorch only, not jax"
+        "model=gpt is built for framework=pytorch only, not jax"
 
 
 def test_a_layout_point_names_its_layout_and_pads_its_vocabulary():

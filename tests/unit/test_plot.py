@@ -1,6 +1,6 @@
-"""The report's figures (analysis/plot.py): each drawn for a sweep that has its data, with the
+"""The report's figures (analysis/plots/draw.py): each drawn for a sweep that has its data, with the
 axes the reader needs, and skipped with one line for a sweep that has not; report.html
-embeds every one of them; they are drawn in a second process (analysis/plot_process.py),
+embeds every one of them; they are drawn in a second process (analysis/plots/process.py),
 and here when that process dies."""
 import os
 import signal
@@ -13,7 +13,10 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis import __main__ as cli, plot, plot_data, plot_process
+from analysis import __main__ as cli
+from analysis.plots import draw as plot
+from analysis.plots import data as plot_data
+from analysis.plots import process as plot_process
 from tests.sweepfiles import write_point, write_repeat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,8 +40,8 @@ def sweep(tmp_path):
 
 
 def comm_rows():
-    """A comm table as analysis.comm.comm_table makes it: all_reduce and broadcast on 1x2 and
-    2x2, sizes 1 KiB..1 MiB."""
+    """A comm table as analysis.figures.comm.comm_table makes it: all_reduce and broadcast on 1x2
+    and 2x2, sizes 1 KiB..1 MiB."""
     rows = []
     for nodes in (1, 2):
         for op in ("all_reduce", "broadcast"):
@@ -142,7 +145,7 @@ def test_the_report_draws_in_a_second_process_and_never_imports_matplotlib(sweep
 def test_plots_are_drawn_here_when_the_drawing_process_dies(sweep):
     plotter = plot_process.Plotter()
     try:
-        worker = next(iter(plotter._pool._processes.values()))
+        worker = next(iter(plotter._worker._pool._processes.values()))
         os.kill(worker.pid, signal.SIGKILL)
         worker.join(timeout=30)
         plotter.draw(analysis.load(sweep))
@@ -205,8 +208,8 @@ def _ended(pid: int) -> bool:
 def test_the_drawing_process_ends_when_the_report_is_killed():
     """A report killed outright (SIGKILL, the OOM killer) cannot stop its plots' process:
     that process sees its parent gone and ends by itself, rather than wait for work forever."""
-    code = ("import time\nfrom analysis import plot_process\np = plot_process.Plotter()\n"
-            "print(*p._pool._processes, flush=True)\ntime.sleep(120)")
+    code = ("import time\nfrom analysis.plots import process\np = process.Plotter()\n"
+            "print(*p._worker._pool._processes, flush=True)\ntime.sleep(120)")
     report = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
                               text=True)
     try:

@@ -1,13 +1,13 @@
 """profile=true (frameworks/common/profile.py): extra steps after the first repeat's timed
 window, traced on rank 0 only by the adapter's tracer, never in a window; a framework whose
 adapter declares no tracer says so and runs no extra step; a profiler that fails costs only
-the trace. The report links each trace (analysis/traces.py). Real traces:
+the trace. The report links each trace (analysis/sections/traces.py). Real traces:
 tests/integration/test_frameworks.py."""
 import json
 import os
 
 import analysis
-from analysis import report
+from analysis.report import contents as report
 from frameworks import registry
 from frameworks.common import harness, profile
 from contract import paths
@@ -92,7 +92,7 @@ def test_the_report_links_each_trace(tmp_path):
     line = ("- 000-pytorch-bert_base-fp32-1x2-bs8 repeat 0, rank 0: torch.profiler, 4 steps after "
             f"the timed window; Chrome trace: [{os.path.relpath(trace, s)}]({trace})")
     assert line in text.splitlines() and "rank 1" not in text.split("## Traces")[1]
-    from analysis import html_report
+    from analysis.report import page as html_report
     page = html_report.page("t", parts)
     assert f'<a href="{trace}">{os.path.relpath(trace, s)}</a>' in page
 

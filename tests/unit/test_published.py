@@ -1,10 +1,13 @@
-"""Published figures (analysis/published/*.yaml, analysis/published.py) beside constructed
+"""Published figures (analysis/published/*.yaml, analysis/published/sources.py) beside constructed
 points: the device rule, the match, the report's section and the gate against a source."""
 import pytest
 
 import analysis
-from analysis import matching, published, report
 from analysis.__main__ import main
+from analysis.figures import matching
+from analysis.published import sources as published
+from analysis.report import contents as report
+from analysis.sections import published as published_section
 from tests.sweepfiles import write_point, write_repeat
 
 A100_40 = "NVIDIA A100-SXM4-40GB"
@@ -191,7 +194,7 @@ def test_an_h100_record_finds_its_published_row(tmp_path):
     assert row["device"] == "NVIDIA H100 SXM5 80GB" and row["data"] == "synthetic"
     assert row["software"] == "NGC PyTorch 24.03" and row["date"] == "2024-09"
     assert row["url"].startswith("https://github.com/lambdal/deeplearning-benchmark/")
-    section = published.section(analysis.load(str(tmp_path / "h100")))
+    section = published_section.section(analysis.load(str(tmp_path / "h100")))
     line = next(ln for ln in section.splitlines() if ln.startswith("| resnet50"))
     assert "2791.0 (bs 1280)" in line and "| 0.92 " in line and H100 in line
 

@@ -1,4 +1,4 @@
-"""Published figures of parallel layouts (analysis/published_layouts.py): DLPerf's GPT table,
+"""Published figures of parallel layouts (analysis/published/layouts.py): DLPerf's GPT table,
 dgxc-benchmarking's and torchtitan's Llama 3.1, checked against their own arithmetic and found
 by a point's layout; bad files are refused in one line."""
 import collections
@@ -6,8 +6,9 @@ import collections
 import pytest
 import yaml
 
-from analysis import published, published_layouts as layouts
-from analysis.published import PublishedError
+from analysis.published import sources as published
+from analysis.published import layouts
+from analysis.published.sources import PublishedError
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -172,9 +173,13 @@ def with_case(**changes):
     (dict(GOOD, cases=[]), "no list of cases"),
     (dict(GOOD, implementations={}), "no mapping of implementations"),
     (with_case(of=None), "no figures of any implementation"),
-    (with_case(tp=2), "dp x tp x pp x cp = 4, not nodes x gpus_per_node = 2"),
-    (with_case(global_batch_size=8), "micro x dp x accumulation = 4, not the global batch 8"),
-    (with_case(heads=3), "hidden 64, heads 3 and tp 1 do not divide"),
+    # the layout's own relations (contract/parallel.py), as every point of the suite is checked
+    (with_case(tp=2), "dp x tp x pp = nodes x gpus_per_node: 2 x 2 x 1 = 4, not the 2 devices"),
+    (with_case(global_batch_size=8), "micro x dp x accumulation = global: 2 x 2 x 1 = 4, not 8"),
+    (with_case(heads=3), "hidden % heads = 0: 64 % 3 = 1"),
+    (with_case(local_batch_size=3), "per replica x dp = global: 3 x 2 = 6, not 4"),
+    (with_case(ep=3), "ep = 3 does not divide dp x cp x tp = 2 x 1 x 1 = 2"),
+    (with_case(tp=2, dp=1, heads=1, global_batch_size=2), "heads % tp = 0: 1 % 2 = 1"),
     (with_case(layers="two"), "layers 'two' (a positive integer)"),
     (with_case(hidden=None), "no hidden"),
     (with_case(flops=3), "unknown keys flops"),
@@ -198,3 +203,63 @@ def test_a_good_file_reads_and_a_folder_with_a_bad_one_says_which(tmp_path):
     (tmp_path / "zbad.yaml").write_text(yaml.safe_dump(with_case(tp=2)))
     with pytest.raises(PublishedError, match="zbad.yaml: case DP_2x1x1_4_64x2"):
         layouts.rows(str(tmp_path))
+
+
+# ---- one rule: a published row is checked by contract/parallel.py, as a point is -----------------
+def test_every_rows_grid_and_batches_are_the_layouts_own():
+    """The suite's resolve gives every row's dp and accumulation from its sizes and batches,
+    with none of the layout's relations broken (the schedules' too: 1F1B's accumulation >= pp)."""
+    from contract import parallel
+    for r in layouts.rows():
+        if not (r.get("micro_batch_size") and r.get("global_batch_size")):
+            continue
+        lay, bad = parallel.resolve({k: r[k] for k in ("tp", "pp", "cp", "ep")}, r["devices"],
+                                    r["micro_batch_size"], None, r["global_batch_size"])
+        assert (lay.dp, lay.accumulation) == (r["dp"], r["accumulation"]), r["case"]
+        assert bad == [], (r["case"], bad)
+
+
+def test_a_broken_row_is_refused_by_the_layouts_own_lines(tmp_path):
+    from contract import parallel
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(with_case(dp=3, heads=5)))
+    with pytest.raises(PublishedError) as err:
+        layouts.read_layouts(tmp_path / "bad.yaml")
+    grid = parallel.data_parallel(2, 1, 1, 1, 3)[1]
+    batches = parallel.accumulation_of(2, 3, 4, 1)[1]
+    shape = parallel.shape_violations({"hidden": 64, "heads": 5}, 1)
+    assert len(grid + batches + shape) == 3
+    assert str(err.value).endswith("case DP_2x1x1_4_64x2: " + "; ".join(grid + batches + shape))
+
+
+def _dlperf_point(case):
+    from launchers.plan import points
+    from tests.unit.test_points import cfg_of
+    return points.make_point(cfg_of(f"gpt_case={case}", "launcher=local"), "/tmp/dlbench-test-sweep", 0,
+                             commit=None)
+
+
+@pytest.mark.parametrize("case", sorted({r["case"] for r in of("dlperf_gpt_v100")}))
+def test_a_dlperf_case_and_the_suites_point_for_it_agree(case):
+    """conf/gpt_case/<case>.yaml makes the point of DLPerf's case: its layout, its shape and the
+    vocabulary it holds are the published row's (one padding rule, contract/parallel.py's), so
+    the row is found beside the point and the point's FLOPs are the row's."""
+    from analysis.figures import flops
+    from contract.models import gpt
+    point, rows = _dlperf_point(case), of("dlperf_gpt_v100", case=case)
+    assert len(rows) == 2
+    lay, model = point.parallel, point.model
+    for r in rows:
+        assert (point.nodes, point.gpus_per_node, lay.dp, lay.tp, lay.pp, lay.micro_batch_size,
+                lay.accumulation, lay.global_batch_size) == \
+            (r["nodes"], r["gpus_per_node"], r["dp"], r["tp"], r["pp"], r["micro_batch_size"],
+             r["accumulation"], r["global_batch_size"])
+        assert (model.hidden, model.heads, model.layers, model.seq_len, model.recompute) == \
+            (r["hidden"], r["heads"], r["layers"], r["seq_len"], r["recompute"])
+        assert (model.get("data_vocab_size", model.vocab_size), model.vocab_size) == \
+            (r["vocab_size"], r["padded_vocab_size"])
+        assert flops.flops_per_sample(dict(model)) == gpt.flops_per_iteration(
+            1, r["seq_len"], r["layers"], r["hidden"], r["padded_vocab_size"], recompute=True)
+    keys = {"nodes": point.nodes, "gpus_per_node": point.gpus_per_node, **lay.as_dict(),
+            **{k: model[k] for k in ("hidden", "heads", "layers", "seq_len", "recompute")},
+            "precision": point.precision, "model": model.name}
+    assert layouts.find(keys, rows) == rows

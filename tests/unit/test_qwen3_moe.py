@@ -1,12 +1,14 @@
 """Qwen3's mixtures of experts: parameter counts and activated FLOPs by hand, and the CPU
-definition (frameworks/pytorch/qwen3_moe.py) against torchtitan's own qwen3 MoE flavours: the
+definition (frameworks/pytorch/models/qwen3_moe.py) against torchtitan's own qwen3 MoE flavours: the
 same parameters and FLOPs, the same logits from the same weights."""
 
 import pytest
 import torch
 
-from analysis import flops
-from frameworks.pytorch import parallelize, qwen3_moe
+from analysis.figures import flops
+from contract.models import qwen3_moe as qwen3_moe_spec
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import qwen3_moe
 from tests.frameworks_env import model_cfg
 
 # 30B-A3B by hand (h 2048, 48 layers, 32 query heads and 4 key-value heads of 128, 128 experts
@@ -21,7 +23,7 @@ PUBLISHED = {"30b_a3b": (30_532_122_624, 3_353_032_704), "235b_a22b": (235_093_6
 @pytest.mark.parametrize("size", list(PUBLISHED))
 def test_parameter_counts_by_hand(size):
     cfg = model_cfg("qwen3_moe", size)
-    p = flops.qwen3_moe_parameters(cfg)
+    p = qwen3_moe_spec.parameters(cfg)
     assert (p["total"], p["active"]) == PUBLISHED[size]
     assert qwen3_moe.parameter_count(cfg) == PUBLISHED[size][0]
 
@@ -31,26 +33,26 @@ def test_flops_by_hand():
     # scores 3 x 32 x 256 x 4096 x 48 = 4,831,838,208; linear 6 x 48 x (2 x 2048 x 4096
     # + 2 x 2048 x 512 + 3 x 2048 x 768 x 8 = 56,623,104) = 16,307,453,952; output
     # 6 x 151,936 x 2048 = 1,866,989,568
-    assert flops.qwen3_moe_flops_per_token(cfg) == 4_831_838_208 + 16_307_453_952 + 1_866_989_568
+    assert qwen3_moe_spec.flops_per_token(cfg) == 4_831_838_208 + 16_307_453_952 + 1_866_989_568
     assert flops.flops_per_sample(cfg) == 23_006_281_728 * 4096
 
 
-titan = pytest.importorskip("frameworks.pytorch.titan")
-titan_moe = pytest.importorskip("frameworks.pytorch.titan_moe")
+titan = pytest.importorskip("frameworks.pytorch.titan.session")
+titan_moe = pytest.importorskip("frameworks.pytorch.titan.moe_session")
 torchtitan = pytest.importorskip("torchtitan.models.qwen3", reason="torchtitan not installed")
 
 
 @pytest.mark.parametrize("size", ["tiny", "30b_a3b", "235b_a22b"])
 def test_cpu_definition_has_torchtitans_parameters_and_flops(size):
     cfg = model_cfg("qwen3_moe", size)
-    params, per_token = titan.parameters_and_flops(titan_moe.model_config(cfg), cfg["seq_len"])
-    p = flops.qwen3_moe_parameters(cfg)
+    params, per_token = titan.parameters_and_flops(titan_moe.model_config(cfg, qwen3_moe), cfg["seq_len"])
+    p = qwen3_moe_spec.parameters(cfg)
     assert params == qwen3_moe.parameter_count(cfg) == p["total"]
     # torchtitan: 6 x activated less the embedding + 6 l H (2 d) s
     assert per_token == 6 * (p["active"] - p["embedding"]) + \
         6 * cfg["layers"] * cfg["heads"] * 2 * cfg["head_dim"] * cfg["seq_len"]
     if size != "tiny":   # the named sizes are torchtitan's flavours
-        flavour = torchtitan.model_registry(titan_moe.FLAVOURS[size]).model
+        flavour = torchtitan.model_registry(qwen3_moe.TITAN_FLAVOURS[size]).model
         assert titan.parameters_and_flops(flavour, cfg["seq_len"]) == (params, per_token)
 
 
@@ -60,9 +62,9 @@ def test_same_weights_give_torchtitans_logits():
     cfg = model_cfg("qwen3_moe", "tiny")
     ours = qwen3_moe.Model(**cfg)
     parallelize.init_parameters(ours, qwen3_moe, 0)
-    theirs = titan_moe.model_config(cfg).build()
+    theirs = titan_moe.model_config(cfg, qwen3_moe).build()
     missing, unexpected = theirs.load_state_dict(
-        {titan_moe.torchtitan_name("qwen3_moe", k): v for k, v in ours.state_dict().items()}, strict=False)
+        {titan_moe.torchtitan_name(qwen3_moe, k): v for k, v in ours.state_dict().items()}, strict=False)
     assert missing == [] and set(unexpected) == {f"layers.{i}.moe.tokens_per_expert_E" for i in "01"}
     tokens = qwen3_moe.synthetic_tokens(cfg, 2, 0)[:, :-1]
     positions = torch.arange(tokens.shape[1]).expand(tokens.shape[0], -1)

@@ -1,4 +1,4 @@
-"""Rank records read by two processes (analysis/read_ahead.py) load the same as read by one:
+"""Rank records read by two processes (analysis/read/ahead.py) load the same as read by one:
 every point's and run's figures, every step, the corrupt files; also when the second process
 dies; and the step columns' owners give each step's point, repeat, rank and host."""
 import os
@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis import read_ahead, record_file
-from analysis.results import Results
+from analysis.read import ahead as read_ahead
+from analysis.read import record_file
+from analysis.read.results import Results
 from tests.sweepfiles import write_point, write_repeat
 
 
@@ -76,7 +77,7 @@ def test_owners_give_each_steps_point_repeat_rank_and_host():
 
 
 def test_records_the_second_process_read_are_the_records(sweep):
-    from analysis.load import find_points
+    from analysis.read.load import find_points
     import time
     paths, _ = read_ahead.rank_records(find_points(sweep))
     ahead = read_ahead.Ahead(paths)

@@ -1,4 +1,4 @@
-"""report.html's structure (analysis/html_report.py), read back with the standard library's
+"""report.html's structure (analysis/report/page.py), read back with the standard library's
 HTML parser: the summary and the main plots first, then one table per model with its
 columns and flags, then the detail tables and the failures folded. (A real browser renders
 it in tests/integration/test_report_html.py.)"""
@@ -10,7 +10,8 @@ import pytest
 
 import analysis
 from analysis import __main__ as cli
-from analysis import report, summary
+from analysis.report import contents as report
+from analysis.sections import summary
 from contract import paths, records
 from tests.sweepfiles import write_point, write_repeat
 
@@ -159,6 +160,9 @@ def test_detail_tables_and_failures_are_folded(page):
     assert "005-pytorch-resnet50-fp32-1x4-bs8 repeat 0: failed: rank 0: RuntimeError: tensor <lost>" \
         in failures
     assert "rank 2's log, last 2 lines" in failures and "step 3" in failures
+    # read back as text above, and never markup in the page: the template escapes every value,
+    # the sections' Markdown is escaped before it is rendered
+    assert "<lost>" not in text and text.count("tensor &lt;lost&gt;") >= 4
     assert "Environment" in folds
     assert "http://" not in text and "https://" not in text   # nothing from the network
 

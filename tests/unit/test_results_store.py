@@ -1,6 +1,6 @@
-"""The results store on SQLite (analysis/store.py): sweeps found again after their folders are
-gone, the same sweep added twice, two writers at once, and a store that cannot be used:
-corrupt, locked, read-only, newer, on a network filesystem. The same scenario on a real
+"""The results store on SQLite (analysis/store/database.py): sweeps found again after their
+folders are gone, the same sweep added twice, two writers at once, and a store that cannot be
+used: corrupt, locked, read-only, newer, on a network filesystem. The same scenario on a real
 PostgreSQL: tests/integration/test_results_store_postgres.py."""
 import json
 import os
@@ -12,7 +12,10 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from analysis import archive, store, store_place, store_schema
+from analysis.read import archive
+from analysis.store import database as store
+from analysis.store import place as store_place
+from analysis.store import schema as store_schema
 from tests.store_scenario import DAY, T0, run, sweep, two_sweeps_one_deleted
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

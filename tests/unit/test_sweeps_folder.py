@@ -6,7 +6,7 @@ import os
 import pytest
 
 import analysis
-from analysis import metrics
+from analysis.figures import metrics
 from tests.sweepfiles import write_point, write_repeat
 
 NAME = "000-pytorch-resnet50-fp32-1x1-bs8"

@@ -4,7 +4,8 @@ throughput readers, and shown in the report's wide_deep section."""
 import pandas as pd
 import pytest
 
-from analysis import published, special
+from analysis.published import sources as published
+from analysis.sections import special
 
 
 def test_dlperfs_table_loads_as_transcribed():

@@ -1,0 +1,93 @@
+"""How every plot of the report looks, in one place: sizes, fonts, a colour per framework,
+a marker, line and hatch per precision, a colour per collective, and PNG output.
+
+analysis/plots/draw.py draws; it takes every visual choice from here, so that a framework has
+the same colour in each figure and a figure restyled is restyled everywhere.
+"""
+import io
+
+import matplotlib
+from matplotlib import colors
+from matplotlib.figure import Figure  # not pyplot: no display, no global figure registry
+
+FIGSIZE = (7.0, 4.4)          # one panel
+PANEL = (4.6, 4.2)            # each of several panels side by side
+DPI = 110
+RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
+      "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3,
+      "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False,
+      "savefig.bbox": "tight"}
+
+# Each framework keeps its colour in every figure (close to its own logo's where it has one).
+FRAMEWORK_COLOURS = {"pytorch": "#e4572e", "tensorflow": "#f29e1f", "jax": "#6a4c93",
+                     "paddle": "#2d5dd7", "mxnet": "#17a589", "mindspore": "#2e86ab",
+                     "oneflow": "#8c564b"}
+OTHER_COLOUR = "#555555"
+PRECISION_MARKERS = {"fp32": "o", "amp": "s"}
+PRECISION_LINES = {"fp32": "-", "amp": "--"}
+PRECISION_HATCHES = {"fp32": "", "amp": "///"}
+IDEAL = {"color": "black", "linestyle": ":", "linewidth": 1.2, "label": "ideal (linear)"}
+OP_COLOURS = {"all_reduce": "#1f77b4", "broadcast": "#d62728", "reduce": "#2ca02c",
+              "all_gather": "#9467bd", "reduce_scatter": "#ff7f0e", "all_to_all": "#8c564b"}
+NODE_LINES = ("-", "--", "-.", ":")     # one per ranks-per-node count within one node-count panel
+WHISKER = {"capsize": 3, "elinewidth": 1, "ecolor": "#333333"}
+
+
+def framework_colour(framework, shade: int = 0) -> str:
+    """The framework's colour; `shade` 1, 2, ... lightens it for further series of the same
+    framework and precision (other batch sizes or modes)."""
+    base = colors.to_rgb(FRAMEWORK_COLOURS.get(str(framework), OTHER_COLOUR))
+    mix = min(0.6, 0.25 * shade)
+    return colors.to_hex([c + (1 - c) * mix for c in base])
+
+
+def marker(precision) -> str:
+    return PRECISION_MARKERS.get(str(precision), "^")
+
+
+def line(precision) -> str:
+    return PRECISION_LINES.get(str(precision), "-.")
+
+
+def hatch(precision) -> str:
+    return PRECISION_HATCHES.get(str(precision), "..")
+
+
+def op_colour(op) -> str:
+    return OP_COLOURS.get(str(op), OTHER_COLOUR)
+
+
+def figure(**kw):
+    """(fig, ax): one panel."""
+    fig = Figure(figsize=FIGSIZE)
+    return fig, fig.subplots(**kw)
+
+
+def panels(n: int, **kw):
+    """(fig, [ax, ...]): n panels side by side (one at FIGSIZE)."""
+    fig = Figure(figsize=FIGSIZE if n == 1 else (PANEL[0] * n, PANEL[1]))
+    return fig, list(fig.subplots(1, n, squeeze=False, **kw)[0])
+
+
+def png(fig) -> bytes:
+    """The figure as PNG bytes (Agg, matplotlib's raster backend: no display needed)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def warm() -> None:
+    """One small figure drawn and dropped, in this look: the first figure's one-off costs
+    (fonts loaded, the PNG encoder imported) paid before the report's figures come."""
+    with context():
+        fig, ax = figure()
+        ax.plot([1, 2], [1, 2], marker(None), label="warm")
+        ax.set(title="warm", xlabel="x", ylabel="y")
+        ax.legend()
+        png(fig)
+
+
+def context():
+    """The report's rc settings, for `with plot_style.context(): ...` (never global: a
+    notebook that imports the analysis keeps its own style)."""
+    return matplotlib.rc_context(RC)

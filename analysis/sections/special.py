@@ -1,0 +1,273 @@
+"""DLPerf's special cases in the report (docs/special.md).
+
+- Wide & Deep: latency per iteration (ms) and peak memory per rank against the deep
+  vocabulary size, by embedding (sharded or replicated) and ranks; OOM is a result, shown
+  as OOM; DLPerf's W&D table (analysis/published/, `figure: wide_deep`) beside it.
+- GPT: DLPerf's GPT table, one row per point: layout, batch sizes, latency, memory per rank,
+  samples/s, tokens/s, achieved TFLOP/s per device (analysis/figures/flops.py), percent of peak,
+  aggregate PFLOP/s and a pipeline's bubble; DLPerf's published cases of the same layout and
+  shape beside them (analysis/published/layouts.py).
+- InsightFace: the largest num_classes that trains per ranks x batch (launchers/plan/search.py),
+  with every size tried and its outcome.
+
+Which section a model's points go to is its spec's `report` (contract/models/): SECTIONS
+below, in the report's order. The per-point figures these sections show are
+analysis/figures/metrics.py's `metrics(results)`,
+which the regression gate (analysis/gate/compare.py) reads too. Everything here is a function
+of what analysis.load read (the points' settings: Results.manifests; the searches:
+Results.searches).
+"""
+from collections import namedtuple
+
+import pandas as pd
+from tabulate import tabulate
+
+from analysis import tables
+from analysis.figures.metrics import memory_cell, memory_kinds, memory_note, metrics
+from analysis.published import layouts as published_layouts
+from analysis.published import sources as published
+from analysis.sections import llama, moe
+from contract import models
+
+
+def _count(n) -> str:
+    """3200000 -> 3.2M, 10000 -> 10K: column headings of vocabulary sizes."""
+    for div, unit in ((10**9, "G"), (10**6, "M"), (10**3, "K")):
+        if n >= div:
+            return f"{n / div:g}{unit}"
+    return str(n)
+
+
+def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
+    """Ours by deep vocabulary size (rows: framework, embedding, precision, batch, ranks),
+    then each published W&D table (analysis/published/, `figure: wide_deep`) as it stands."""
+    parts = []
+    for size, pts in m.groupby("model_size", sort=True, dropna=False):
+        vocabs = sorted(int(v) for v in pts.deep_vocab_size.dropna().unique())
+        grid = {}
+        for r in pts.itertuples():
+            # a spec from before model.embedding ran replicated
+            key = (r.framework, getattr(r, "embedding", None) or "replicated", r.precision,
+                   r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
+            if r.status in ("ok", "partial") and r.latency_ms is not None:
+                mem = (f", {tables.gib(r.peak_memory_bytes):.2f} GiB"
+                       if r.peak_memory_bytes is not None else "")
+                cell = f"{r.latency_ms:.2f} ms{mem}" + ("*" if r.status == "partial" else "")
+            else:
+                cell = tables.label(r.status)
+            grid.setdefault(key, {})[int(r.deep_vocab_size)] = cell
+        rows = [list(k) + [grid[k].get(v, "-") for v in vocabs]
+                for k in sorted(grid, key=lambda k: tuple(str(x) for x in k))]
+        parts.append(f"## wide_deep ({size}): latency per iteration and peak memory per rank\n"
+                     f"columns: deep vocabulary size; memory: {memory_note(memory_kinds(pts))}; "
+                     f"embedding: sharded = "
+                     f"the tables split by rows over the ranks, replicated = whole on every rank\n\n"
+                     + tabulate(rows, headers=["framework", "embedding", "precision", "batch/dev",
+                                               "nodes x dev"] + [_count(v) for v in vocabs],
+                                tablefmt="github", disable_numparse=True))
+    if len(published_rows):
+        for _, rows in pd.DataFrame(list(published_rows)).groupby("file", sort=True):
+            parts.append(_published_wide_deep(rows))
+    return "\n\n".join(parts)
+
+
+def _published_wide_deep(rows: pd.DataFrame) -> str:
+    """One published W&D table, its figures as transcribed (memory in the source's MB)."""
+    first = rows.iloc[0]
+    vocabs = sorted(int(v) for v in rows.deep_vocab_size.unique())
+    grid = {}
+    for r in rows.itertuples():
+        cell = "OOM" if r.status == "oom" else f"{r.latency_ms:g} ms, {r.memory_mb:g} MB"
+        grid.setdefault((r.framework, r.implementation or r.framework), {})[int(r.deep_vocab_size)] = cell
+    table = [list(k) + [cells.get(v, "-") for v in vocabs] for k, cells in grid.items()]
+    per_device = f" ({first.batch_per_device} per device)" if first.batch_per_device else ""
+    return (f"### Published beside it: {first.file} ({first.date or 'undated'})\n"
+            f"{first.source}; {first.devices} x {first.device}"
+            + (f" ({first.devices // first.nodes_of} nodes x {first.nodes_of})" if first.nodes_of else "")
+            + f", batch {first.batch_size}{per_device}; data: {first.data or 'not stated'}. "
+            "Latency per iteration and device memory per device as published (MB); OOM: out of "
+            "device memory. Our cells are per rank, at our batch per device.\n\n"
+            + tabulate(table, headers=["framework", "implementation"] + [_count(v) for v in vocabs],
+                       tablefmt="github", disable_numparse=True))
+
+
+def _layout(r) -> str:
+    """'2x4x4' (dp x tp x pp), with FSDP, sequence parallelism and the schedule where set."""
+    if tables.missing(r.dp):
+        return "n/a"
+    text = f"{int(r.dp)}x{int(r.tp)}x{int(r.pp)}"
+    extra = (["fsdp"] * bool(r.fsdp) + ["sp"] * bool(r.sequence_parallel and r.tp > 1)
+             + ([{"interleaved_1f1b": f"interleaved v{int(r.virtual_stages)}"}.get(r.schedule, r.schedule)]
+                if r.pp > 1 else []))
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+GPT_HEADERS = ["case", "hidden x layers", "dp x tp x pp", "micro", "accum", "global", "latency (ms)",
+               "memory/rank (GiB)", "samples/s", "tokens/s", "TFLOP/s/dev", "% of peak", "PFLOP/s",
+               "bubble ideal / measured", "framework", "precision", "status"]
+
+
+def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
+    """DLPerf's GPT table, one row per point: the layout, the batch sizes, latency per
+    iteration, memory per rank, samples/s and tokens/s, TFLOP/s per device (Megatron's
+    formula, with the recompute term when model.recompute is on), percent of peak, aggregate
+    PFLOP/s and a pipeline's bubble; then the published cases of the same layout and shape
+    (analysis/published/dlperf_gpt_v100.yaml) beside ours."""
+    peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()})
+    kinds = memory_kinds(m)
+    rows = []
+    order = m.assign(_d=m.devices, _c=m.case.fillna("")).sort_values(["_c", "hidden", "_d", "point"])
+    for r in order.itertuples():
+        ok = r.status in ("ok", "partial")
+        figure = tables.number if ok else (lambda v, spec: tables.label(r.status))
+        bubble = (f"{r.ideal_bubble:.0%} / {tables.number(r.measured_bubble, '.0%')}"
+                  if not tables.missing(r.ideal_bubble) else "-")
+        memory = None if tables.missing(r.peak_memory_bytes) else tables.gib(r.peak_memory_bytes)
+        rows.append([r.case or "-", f"{r.hidden}x{r.layers}" + (" rc" if r.recompute else ""),
+                     _layout(r),
+                     r.batch_size if tables.missing(r.micro_batch_size) else f"{r.micro_batch_size:d}",
+                     tables.number(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
+                     memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
+                     figure(r.tflops_per_device, ".3g"), figure(r.mfu, ".0%"), figure(r.pflops, ".3g"),
+                     bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
+                     tables.label(r.status) + ("*" if r.status == "partial" else "")])
+    text = ("## gpt: throughput and FLOP/s by layout (DLPerf's GPT table)\n"
+            "dp x tp x pp: data, tensor and pipeline parallel sizes (fsdp: parameters, gradients and "
+            "optimizer states sharded over dp; sp: sequence parallel); micro x dp x accum = global "
+            "(sequences an iteration); latency: one iteration (the timed window / its iterations, median "
+            f"of ok repeats); memory: the largest rank's peak of {memory_note(kinds)}; TFLOP/s: "
+            "Narayanan et al.'s 72 B s l h^2 (1 + s/6h + V/12lh) per iteration, 96 B s l h^2 (1 + s/6h + "
+            "V/16lh) with recompute (rc: model.recompute), contract/models/gpt.py; % of peak: against the "
+            f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}); "
+            "PFLOP/s: all devices; bubble: the pipeline's idle fraction, ideal (pp-1)/(v m + pp-1) / "
+            "measured (1 - a stage's forward and backward of its micro-batches alone / the iteration)\n\n"
+            + tabulate(rows, headers=GPT_HEADERS, tablefmt="github", disable_numparse=True))
+    beside = gpt_published_section(m, published_rows, error)
+    return text + ("\n\n" + beside if beside else "")
+
+
+def _match_keys(r) -> dict:
+    """A point's layout and shape as analysis/published/layouts.py matches them (no device
+    and no amp dtype: a published case is set beside ours on any device, and says its own)."""
+    keys = {"nodes": r.nodes, "gpus_per_node": r.gpus_per_node, "dp": r.dp, "tp": r.tp, "pp": r.pp,
+            "micro_batch_size": r.micro_batch_size, "global_batch_size": r.global_batch_size,
+            "hidden": r.hidden, "heads": r.heads, "layers": r.layers, "seq_len": r.seq_len,
+            "precision": r.precision, "model": r.model, "recompute": bool(r.recompute), "fsdp": bool(r.fsdp)}
+    return {k: (int(v) if isinstance(v, float) and v == int(v) else v) for k, v in keys.items()
+            if not tables.missing(v)}
+
+
+PUBLISHED_FIGURES = ("latency_ms", "memory_mib", "samples_per_s", "tflops_per_gpu", "peak_percent")
+
+
+def gpt_published_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
+    """Each point beside the published cases of its layout and shape, with ours / theirs;
+    `published_rows`: the published layouts (default: read here), `error`: why they could
+    not be read (published.rows_or_error)."""
+    if published_rows is None:
+        published_rows, error = published.rows_or_error(published_layouts.rows)
+    if error:
+        return f"- published GPT figures skipped: {error}"
+    gpt_rows, rows = published_layouts.of_section(published_rows, "gpt"), []
+    for r in m.itertuples():
+        if tables.missing(r.dp):
+            continue
+        for pub in published_layouts.find(_match_keys(r), gpt_rows):
+            ours = r.throughput if r.status in ("ok", "partial") else None
+            ratio = (f"{ours / pub['samples_per_s']:.2f}"
+                     if not tables.missing(ours) and pub.get("samples_per_s") else "-")
+            rows.append([r.point, pub["case"], pub.get("implementation") or pub["impl"], pub["device"],
+                         *(tables.number(pub.get(k), "g", "-") for k in PUBLISHED_FIGURES), ratio])
+    if not rows:
+        return ""
+    return ("### Published beside it: the same layout and shape\n"
+            "Figures as published (their device, precision and software: analysis/published/); "
+            "ours / published: samples/s\n\n"
+            + tabulate(rows, headers=["point", "case", "implementation", "device", "latency (ms)",
+                                      "memory (MiB)", "samples/s", "TFLOP/s/GPU", "% of peak",
+                                      "ours / published"], tablefmt="github", disable_numparse=True))
+
+
+def insightface_section(m: pd.DataFrame, searches: list) -> str:
+    parts = []
+    if searches:
+        rows = []
+        for s in searches:
+            tries = ", ".join(f"{t['value']} {'ok' if t['outcome'] == 'ok' else tables.label(t['outcome'])}"
+                              for t in s["tries"])
+            note = "" if s.get("done") else " (running or cut short)"
+            if s.get("stopped"):
+                note = f" (stopped at {s['stopped']})"
+            rows.append([s["model"], s["framework"], s["precision"],
+                         tables.allocation(s["nodes"], s["gpus_per_node"]),
+                         s["batch_size"], s["key"],
+                         "none" if s["largest_ok"] is None else s["largest_ok"],
+                         s["smallest_oom"] if s["smallest_oom"] is not None else "-",
+                         tries + note])
+        parts.append("## Largest size that trains (search, OOM as data)\n"
+                     + tabulate(rows, headers=["model", "framework", "precision", "nodes x dev", "batch/dev",
+                                               "key", "largest ok", "smallest OOM", "tries in order"],
+                                tablefmt="github", disable_numparse=True))
+    plain = m[m.search.isna()]
+    if len(plain):
+        classes = sorted(int(v) for v in plain.num_classes.dropna().unique())
+        grid = {}
+        for r in plain.itertuples():
+            key = (r.framework, r.precision, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
+            cell = (f"{r.throughput:.1f}" + ("*" if r.status == "partial" else "")
+                    if r.status in ("ok", "partial") else tables.label(r.status))
+            grid.setdefault(key, {})[int(r.num_classes)] = cell
+        rows = [list(k) + [grid[k].get(c, "-") for c in classes]
+                for k in sorted(grid, key=lambda k: tuple(str(x) for x in k))]
+        parts.append("## insightface: throughput (samples/s) by number of classes\n"
+                     + tabulate(rows, headers=["framework", "precision", "batch/dev", "nodes x dev"]
+                                + [_count(c) for c in classes], tablefmt="github",
+                                disable_numparse=True))
+    return "\n\n".join(parts)
+
+
+def _wide_deep(m, results, layouts, error) -> str:
+    wdl, wdl_error = published.rows_or_error(published.wide_deep_rows)
+    skipped = [f"- published W&D figures skipped: {wdl_error}"] if wdl_error else []
+    return "\n\n".join(skipped + [wide_deep_section(m, wdl)])
+
+
+# A report section (a model spec's `report`): its function of (metrics of its points, results,
+# published layouts, why they could not be read), whether it reads the published layouts, and
+# whether it shows the sweep's searches (of any model: the largest size that trains).
+Section = namedtuple("Section", "render layouts searches")
+SECTIONS = {  # in the report's order
+    "wide_deep": Section(_wide_deep, False, False),
+    "gpt": Section(lambda m, results, layouts, error: gpt_section(m, layouts, error), True, False),
+    "llama": Section(llama.section, True, False),
+    "moe": Section(moe.section, True, False),
+    "insightface": Section(lambda m, results, layouts, error: insightface_section(m, results.searches),
+                           False, True)}
+
+
+def section_of(name):
+    """A model's report section (its spec's `report`), None for none or a name no spec has."""
+    spec = models.find(name)
+    return spec.report if spec else None
+
+
+def render_special(results) -> str:
+    """The special cases' sections of the report; empty when the results have none. A search
+    of any model is InsightFace's section's (the largest size that trains)."""
+    p = results.points
+    special = p[(p.bench == "train") & p.model.map(section_of).notna()] if len(p) else p
+    searches = results.searches
+    if special.empty and not searches:
+        return ""
+    m = metrics(results.with_points(special))
+    sections = m.model.map(section_of) if len(m) else pd.Series(dtype=object)
+    layouts, error = [], None   # read once for every section that sets them beside its points
+    if any(SECTIONS[s].layouts for s in set(sections)):
+        layouts, error = published.rows_or_error(published_layouts.rows)
+    parts = []
+    for name, section in SECTIONS.items():
+        mine = m[sections == name] if len(m) else m
+        if len(mine) or (section.searches and searches):
+            parts.append(section.render(mine if len(mine) else pd.DataFrame(columns=["model", "search"]),
+                                        results, layouts, error))
+    return "\n\n".join(p for p in parts if p)

@@ -1,0 +1,262 @@
+"""The results store: an index of every sweep reported, that outlives the sweeps' folders
+(docs/results-store.md). The folders (or their archives) stay the truth; `rebuild` makes the
+index again from them.
+
+Where it is: analysis/store/place.py (a path: a SQLite file; a URL: a server such as
+PostgreSQL, through SQLAlchemy). Its tables: analysis/store/schema.py; what it keeps of a
+sweep: analysis/store/rows.py.
+
+Nothing lost, no one locked out: every add is one transaction (SQLite: BEGIN IMMEDIATE, and a
+writer waits up to LOCK_WAIT_S for another); a store that is corrupt, locked, of a newer
+suite, read-only or unreachable is one StoreError line naming it, and is never overwritten or
+recreated. A SQLite store on a network filesystem (NFS, Lustre, ...) is warned about.
+"""
+import os
+import sqlite3
+import sys
+import time
+import urllib.parse
+
+import pandas as pd
+import sqlalchemy as sa
+
+from analysis.store import schema
+from analysis.store.place import StoreError, is_url, network_warning
+
+LOCK_WAIT_S = 30.0   # a writer waits this long for another before it gives up
+
+
+def shown(where: str) -> str:
+    """The store as messages name it: a path, or a URL without its password."""
+    if is_url(where):
+        try:
+            return sa.engine.make_url(where).render_as_string(hide_password=True)
+        except sa.exc.ArgumentError:
+            return str(where)
+    return os.path.abspath(os.path.expanduser(where))
+
+
+def _first_line(exc) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+
+
+class Store:
+    """One store, opened to write (created where absent) or to read."""
+
+    def __init__(self, where: str, write: bool = True):
+        self.where, self.write, self.name = where, write, shown(where)
+        self.version = None   # the store's schema version, once a transaction has read it
+        if is_url(where):
+            try:
+                url = sa.engine.make_url(where)
+                if url.drivername in ("postgresql", "postgres"):   # psycopg (3) is the one installed
+                    url = url.set(drivername="postgresql+psycopg")
+                self.engine = sa.create_engine(url)
+            except (sa.exc.ArgumentError, ImportError) as exc:
+                raise StoreError(f"results store {self.name}: {_first_line(exc)}") from None
+        else:
+            self.engine = self._sqlite(self.name)
+
+    def _sqlite(self, path: str):
+        if self.write:
+            folder = os.path.dirname(path)
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"results store {path}: cannot make its folder: "
+                                 f"{exc.strerror or exc}") from None
+            if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+                raise StoreError(f"results store {path} is on a read-only path "
+                                 "(SQLite writes the file and a journal beside it)")
+            warning = network_warning(path)
+            if warning:
+                print(warning, file=sys.stderr)
+            connect = lambda: sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None,  # noqa: E731
+                                              check_same_thread=False)
+        else:
+            if not os.path.isfile(path):
+                raise StoreError(f"no results store at {path} (a report adds its sweep to it; "
+                                 "or: python -m analysis store add SWEEP)")
+            uri = "file:" + urllib.parse.quote(path) + "?mode=ro"
+            connect = lambda: sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT_S,  # noqa: E731
+                                              isolation_level=None, check_same_thread=False)
+        engine = sa.create_engine("sqlite://", creator=connect, poolclass=sa.pool.NullPool)
+        # pysqlite's own transaction handling is off (isolation_level=None): SQLAlchemy's
+        # begin is this, so a writer takes the lock first and waits for another, not fails
+        begin = "BEGIN IMMEDIATE" if self.write else "BEGIN"
+        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql(begin))
+        return engine
+
+    def _failed(self, exc) -> StoreError:
+        text = _first_line(exc)
+        if "locked" in text or "busy" in text:
+            return StoreError(f"results store {self.name} is locked by another process "
+                              f"(waited {LOCK_WAIT_S:.0f} s); left as it is")
+        if "readonly" in text or "read-only" in text:
+            return StoreError(f"results store {self.name} is on a read-only path: {text}")
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return StoreError(f"results store {self.name} is corrupt ({text}); left as it is: "
+                              "move it aside, then `python -m analysis store rebuild SWEEP...`")
+        if isinstance(exc, sa.exc.OperationalError) and is_url(self.where):
+            return StoreError(f"results store {self.name} cannot be reached: {text}")
+        return StoreError(f"results store {self.name}: {text}")
+
+    def transaction(self, fn, retries: int = 1):
+        """fn(connection) in one transaction, the store checked (and, to write, created or
+        upgraded) first; a StoreError for any failure. Retried once where two writers raced
+        to insert the same sweep."""
+        try:
+            with self.engine.begin() as conn:
+                try:
+                    if self.write:
+                        schema.upgrade(conn)
+                    self.version = schema.VERSION if self.write else schema.readable(conn)
+                except (ValueError, schema.NewerStore) as exc:
+                    raise StoreError(f"results store {self.name}: {exc}; left as it is") from None
+                return fn(conn)
+        except sa.exc.IntegrityError as exc:
+            if retries > 0:
+                return self.transaction(fn, retries - 1)
+            raise self._failed(exc) from None
+        except sa.exc.DBAPIError as exc:
+            raise self._failed(exc) from None
+
+    # --- writing -------------------------------------------------------------------
+    def add(self, made: list) -> list:
+        """Adds the sweeps of store_rows.sweeps, all in one transaction; a line per sweep:
+        added, replaced (its rows changed) or unchanged."""
+        return self.transaction(lambda conn: [_add(conn, s) for s in made])
+
+    def rebuild(self, made: list) -> list:
+        """The store's content replaced by `made`, in one transaction: a stored sweep that
+        none of them is, is dropped, and named."""
+        def run(conn):
+            keep = {s["key"] for s in made}
+            gone = conn.execute(sa.select(schema.sweeps.c.key)
+                                .where(schema.sweeps.c.key.not_in(keep))).scalars().all()
+            _delete(conn, sa.true())
+            lines = [_add(conn, s) for s in made]
+            return lines + [f"dropped {k}: under none of the paths given" for k in gone]
+        return self.transaction(run)
+
+    # --- reading -------------------------------------------------------------------
+    def points(self, columns=None) -> pd.DataFrame:
+        """Every stored point (one row each; `columns`: only these of the points table), with
+        its sweep's key, name, path, archive and date (sweep_key, sweep, sweep_path,
+        sweep_archive, sweep_created); oldest sweep first. An older store's table is read
+        with the columns it has."""
+        def run(conn):
+            pts = schema.points if self.version == schema.VERSION else \
+                sa.Table("points", sa.MetaData(), autoload_with=conn)   # an older store's columns
+            sw = schema.sweeps
+            cols = [c for c in pts.c if c.name not in ("id", "sweep_id")
+                    and (columns is None or c.name in columns)]
+            result = conn.execute(
+                sa.select(sw.c.key.label("sweep_key"), sw.c.name.label("sweep"),
+                          sw.c.path.label("sweep_path"), sw.c.archive.label("sweep_archive"),
+                          sw.c.created_unix.label("sweep_created"), *cols)
+                .join_from(pts, sw, pts.c.sweep_id == sw.c.id)
+                .order_by(sw.c.created_unix, sw.c.name, pts.c.point))
+            return _frame(result)
+        return self.transaction(run)
+
+    def sweeps(self) -> pd.DataFrame:
+        def run(conn):
+            return _frame(conn.execute(sa.select(schema.sweeps).order_by(schema.sweeps.c.created_unix)))
+        return self.transaction(run)
+
+    def jobs(self) -> list:
+        """[(row id, job id, state)] of every stored Slurm job."""
+        return self.transaction(lambda conn: [tuple(r) for r in conn.execute(
+            sa.select(schema.jobs.c.id, schema.jobs.c.job_id, schema.jobs.c.state))])
+
+    def set_states(self, states: dict, when: float) -> int:
+        """Row id -> (state, source): written; returns how many changed."""
+        def run(conn):
+            for row_id, (state, source) in states.items():
+                conn.execute(schema.jobs.update().where(schema.jobs.c.id == row_id)
+                             .values(state=state, state_source=source, checked_unix=when))
+            return len(states)
+        return self.transaction(run)
+
+
+def _frame(result) -> pd.DataFrame:
+    """A query's rows as a DataFrame, built column by column (from rows, 4x slower)."""
+    keys, rows = list(result.keys()), result.all()
+    if not rows:
+        return pd.DataFrame(columns=keys)
+    return pd.DataFrame({k: list(col) for k, col in zip(keys, zip(*rows))}, columns=keys)
+
+
+def _delete(conn, which) -> None:
+    """The sweeps `which` selects, with their points and jobs (explicitly: SQLite enforces
+    no cascade unless asked)."""
+    ids = sa.select(schema.sweeps.c.id).where(which).scalar_subquery()
+    pids = sa.select(schema.points.c.id).where(schema.points.c.sweep_id.in_(ids)).scalar_subquery()
+    conn.execute(schema.jobs.delete().where(schema.jobs.c.point_id.in_(pids)))
+    conn.execute(schema.points.delete().where(schema.points.c.sweep_id.in_(ids)))
+    conn.execute(schema.sweeps.delete().where(schema.sweeps.c.id.in_(ids)))
+
+
+def _add(conn, made: dict) -> str:
+    """One sweep (store_rows.sweeps' `made`, with its `archive` where it was read from one;
+    else its label is its folder)."""
+    sw, now = schema.sweeps, time.time()
+    archive = made.get("archive")
+    where = {"archive": os.path.abspath(archive)} if archive else {"path": os.path.abspath(made["label"])}
+    old = conn.execute(sa.select(sw).where(sw.c.key == made["key"])).mappings().first()
+    if old is not None and old["fingerprint"] == made["fingerprint"]:
+        changed = {k: v for k, v in where.items() if old[k] != v}
+        if changed:
+            conn.execute(sw.update().where(sw.c.id == old["id"]).values(**changed))
+        return f"unchanged {made['key']} ({made['points']} points)"
+    values = {k: made[k] for k in ("key", "name", "created_unix", "suite_commit", "points",
+                                   "fingerprint")}
+    if old is not None:
+        _delete(conn, sw.c.id == old["id"])
+        values.update(added_unix=old["added_unix"], path=old["path"], archive=old["archive"])
+    else:
+        values["added_unix"] = now
+    values.update(where, updated_unix=now)
+    sweep_id = conn.execute(sw.insert().values(**values).returning(sw.c.id)).scalar_one()
+    rows = [{**{k: v for k, v in r.items() if k != "jobs"}, "sweep_id": sweep_id}
+            for r in made["rows"]]
+    if rows:
+        ids = conn.execute(schema.points.insert().returning(schema.points.c.id,
+                                                            sort_by_parameter_order=True),
+                           rows).scalars().all()
+        jobs = [{"point_id": pid, "job_id": job, "current": current}
+                for pid, r in zip(ids, made["rows"]) for job, current in r["jobs"]]
+        if jobs:
+            conn.execute(schema.jobs.insert(), jobs)
+    return f"{'replaced' if old is not None else 'added'} {made['key']} ({made['points']} points)"
+
+
+PURGED = "PURGED"   # a job accounting no longer knows (and never told us the end of)
+
+
+def refresh(store: Store, timeout: float = 60, unsettled_only: bool = False) -> str:
+    """Every stored Slurm job's state from accounting (one sacct call): where it answers, a
+    job it no longer knows is PURGED (or keeps the end it was last seen with, `purged` as
+    its source); where it does not answer, nothing changes. Returns a line saying what."""
+    from launchers.backends.slurm import sacct
+    rows = store.jobs()
+    if unsettled_only:
+        rows = [r for r in rows if r[2] not in sacct.FINAL]
+    if not rows:
+        return "no Slurm job to ask about"
+    answer = sacct.accounting({job for _, job, _ in rows}, timeout)
+    if answer is None:
+        return (f"{len(rows)} Slurm job(s): accounting does not answer (sacct); their states "
+                "are left as they were")
+    states = {}
+    for row_id, job, state in rows:
+        if answer.get(job):
+            states[row_id] = (answer[job], "sacct")
+        else:
+            states[row_id] = (state if state in sacct.FINAL else PURGED, "purged")
+    store.set_states(states, time.time())
+    gone = sum(1 for s in states.values() if s[1] == "purged")
+    return (f"{len(rows)} Slurm job(s) asked: {len(rows) - gone} known to accounting"
+            + (f", {gone} no longer known to sacct (PURGED, or their last known end)" if gone else ""))

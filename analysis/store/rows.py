@@ -1,0 +1,140 @@
+"""What the results store keeps of a sweep: `Results` -> one row per sweep and per point.
+
+Each point's row holds everything needed to set it beside another point: what ran
+(framework and version, model and its settings, precision, layout, nodes x devices, batch,
+mode, the method's steps and repeats, launcher, device, image and digest where the point ran in
+one, hosts), when and from which suite commit, its Slurm jobs, and its figures (the method's,
+analysis/figures/method.py; and analysis.figures.metrics' row, which the regression gate's stored
+baseline reads: analysis/gate/compare.py). A function of what analysis.load read, and of the
+points' slurm.json (the job ids), which load does not read.
+
+A sweep is known by its key, `<folder name>@<its first point's creation time>`: the same
+in its folder, in its archive and wherever the folder was moved, so that adding it again
+changes nothing (analysis/store/database.py compares the rows' fingerprint).
+"""
+import hashlib
+import json
+import math
+import os
+
+from analysis.figures.metrics import metrics
+from contract import paths
+
+# the points table's columns taken as they are from analysis.load's points
+FROM_POINTS = ("bench", "framework", "model", "model_size", "precision", "amp_dtype", "mode",
+               "compile", "batch_size", "nodes", "gpus_per_node", "devices", "repeats",
+               "n_ok", "n_recorded", "status", "error", "marks", "device", "throughput",
+               "tp_min", "tp_max", "tp_cv", "ci_lo", "ci_hi", "speedup", "efficiency",
+               "step_p50", "step_p90", "step_p99", "straggler", "drift", "peak_device_bytes",
+               "tflops_per_device", "peak_tflops", "mfu")
+FROM_METRICS = ("latency_ms", "tokens_per_s", "peak_memory_bytes", "layout")
+
+
+def plain(value):
+    """A value as JSON and SQL take it: numpy scalars as Python's, NaN as None."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def sweep_name(sweep) -> str:
+    return os.path.basename(os.path.normpath(str(sweep)))
+
+
+def sweep_key(name: str, created, where: str) -> str:
+    """`<name>@<created>`; a sweep whose points have no creation time (written by hand, or by
+    an early suite) is known by `where` it was read from."""
+    return f"{name}@{created:.3f}" if created is not None else f"{name}@{where}"
+
+
+def _image(point: dict, envs: list):
+    """(image, digest, runtime): what the ranks recorded (the record's `container`: its
+    reference, digest and runtime, analysis/read/images.py), else the image the point was
+    configured with (framework.container or the site's), without a digest."""
+    for e in envs:
+        box = e.get("container")
+        if isinstance(box, dict) and box.get("image"):
+            return box.get("image"), box.get("digest"), box.get("runtime")
+    framework = point.get("framework") or {}
+    cluster = point.get("cluster") or {}
+    return (framework.get("container") or (cluster.get("containers") or {}).get(framework.get("name")),
+            None, cluster.get("container_runtime"))
+
+
+def _jobs(folder: str, point: str) -> list:
+    """[(job id, current)] from the point's slurm.json: its job, then the jobs before a requeue."""
+    try:
+        with open(os.path.join(paths.point_dir(folder, point), paths.SLURM_FILE)) as f:
+            rec = json.load(f)
+        out = [(str(rec["job_id"]), True)]
+        return out + [(str(j), False) for j in rec.get("previous_jobs") or ()]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def sweep_keys(results, folders=None) -> dict:
+    """sweep as shown -> its key, for every sweep in `results`."""
+    folders, created = folders or {}, {}
+    for (sweep, _), point in results.manifests.items():
+        t = point.get("created_unix")
+        created.setdefault(str(sweep), [])
+        if t is not None:
+            created[str(sweep)].append(t)
+    return {s: sweep_key(sweep_name(folders.get(s, s)), min(t) if t else None, os.path.abspath(s))
+            for s, t in created.items()}
+
+
+def sweeps(results, folders=None) -> list:
+    """[{sweep row, "points": [point rows with "jobs"]}] of every sweep in `results`.
+    `folders`: sweep label -> the folder its files are in (an archive's, unpacked), where the
+    label is not one."""
+    folders = folders or {}
+    envs = {}
+    for e in results.environments:
+        envs.setdefault((str(e["sweep"]), e["point"]), []).append(e)
+    runs = {}
+    for r in results.runs.itertuples() if len(results.runs) else ():
+        runs.setdefault((str(r.sweep), r.point), []).append(r)
+    figures = {(str(m["sweep"]), m["point"]): m for m in metrics(results).to_dict("records")}
+    out = {}
+    for p in results.points.to_dict("records"):
+        sweep = str(p["sweep"])
+        key = (sweep, p["point"])
+        point = results.manifest(sweep, p["point"])
+        mine = runs.get(key, [])
+        image, digest, runtime = _image(point, envs.get(key, []))
+        fig = plain(figures.get(key, {}))
+        lay = point.get("parallel") if isinstance(point.get("parallel"), dict) else None
+        row = {c: plain(p.get(c)) for c in FROM_POINTS}
+        row.update({c: fig.get(c) for c in FROM_METRICS})
+        row.update(
+            point=p["point"], case_name=point.get("case"),
+            framework_version=",".join(sorted({str(r.framework_version) for r in mine
+                                               if isinstance(getattr(r, "framework_version", None), str)})) or None,
+            hosts=",".join(sorted({h for r in mine if isinstance(getattr(r, "hosts", None), str)
+                                   for h in r.hosts.split(",")})) or None,
+            launcher=(point.get("launcher") or {}).get("name"),
+            warmup_steps=point.get("warmup_steps"), measure_steps=point.get("measure_steps"),
+            image=image, image_digest=digest, image_runtime=runtime if image else None, suite_commit=point.get("suite_commit"),
+            created_unix=point.get("created_unix"), model_settings=plain(point.get("model")),
+            parallel=plain(lay), figures={k: v for k, v in fig.items() if k != "sweep"},
+            jobs=_jobs(folders.get(sweep, sweep), p["point"]))
+        out.setdefault(sweep, []).append(row)
+    made, keys = [], sweep_keys(results, folders)
+    for sweep, rows in out.items():
+        created = [r["created_unix"] for r in rows if r["created_unix"] is not None]
+        commits = sorted({r["suite_commit"] for r in rows if r["suite_commit"]})
+        name = sweep_name(folders.get(sweep, sweep))   # an archive's: its folder's name
+        sweep_row = {"key": keys[sweep], "name": name,
+                     "created_unix": min(created) if created else None,
+                     "suite_commit": ",".join(commits) or None, "points": len(rows)}
+        sweep_row["fingerprint"] = hashlib.sha256(json.dumps(
+            [sweep_row, rows], sort_keys=True, default=str).encode()).hexdigest()
+        made.append({**sweep_row, "label": sweep, "rows": rows})
+    return made

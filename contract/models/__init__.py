@@ -1,0 +1,100 @@
+"""One spec per model: what the planner and the analysis must know of it, in one module each
+(contract/models/<name>.py declaring `SPEC = ModelSpec(...)`), read with the standard library
+only, so that launchers, analysis and every framework's worker read the same facts
+(torchtitan's TrainSpec is the model). `get(name)` finds a model by its module: adding a model
+adds a file here (docs/architecture.md, "How to add a model") and edits no table.
+
+A spec says which frameworks implement the model and where PyTorch's session of it is; its
+layouts and relations (the parallel axes it is built for, what tp must divide); its FLOP count
+of one sample (a function of the point's model settings, tested against hand figures in
+tests/unit/test_flops.py); whether it is a language model or a mixture of experts; its report
+section and the `model` of its published rows; the regression gate's metric and keys; what a
+batch holds and whether data=files reads it; whether DCP checkpoints it.
+"""
+import functools
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+# What a batch holds (frameworks/common/synthetic.py, datafiles.py read it)
+IMAGES, MASKED_TOKENS, TOKENS, CLICKS = "images", "masked_tokens", "tokens", "clicks"
+AXES = ("tp", "pp", "fsdp", "cp", "ep", "sp")   # the parallel axes beyond plain data parallelism
+
+
+class UnknownModel(ValueError):
+    """A name that no module of contract/models/ declares."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str                              # its module's name, and conf/model/<name>.yaml's
+    frameworks: tuple                      # the frameworks that implement it (frameworks/<name>/)
+    pytorch_session: Optional[str] = None  # PyTorch's session of it, "module:attr" (imported where used)
+    flops: Optional[Callable] = None       # training FLOPs of one sample (image, sequence) of the settings
+    flops_keys: tuple = ()                 # the settings the count needs: no count where one is unset
+    language_model: bool = False           # a sample is a sequence: tokens/s = samples/s x seq_len
+    experts: bool = False                  # a mixture of experts: routed experts split over ep
+    layouts: tuple = ()                    # AXES it is built for; none: plain data parallelism only
+    tp_divides: tuple = ()                 # its settings tensor parallelism splits whole (heads)
+    report: Optional[str] = None           # its report section (analysis/sections/special.py)
+    tables: bool = True                    # also in the report's per-model tables
+    published: tuple = ()                  # the `model` of published layout rows that are its
+    metric: str = "throughput"             # the regression gate's default (analysis/gate/)
+    compare_keys: tuple = ()               # settings that tell its points apart in a reference
+    inputs: str = TOKENS                   # what a batch holds: IMAGES, MASKED_TOKENS, TOKENS, CLICKS
+    files: bool = False                    # data=files reads it (frameworks/common/datafiles.py)
+    checkpoint: bool = False               # DCP checkpoints it whole (bench=checkpoint, checkpoint.every)
+
+    def __post_init__(self):
+        unknown = sorted(set(self.layouts) - set(AXES))
+        if unknown:
+            raise ValueError(f"model {self.name}: unknown parallel axes {', '.join(unknown)} "
+                             f"(valid: {', '.join(AXES)})")
+        if (self.pytorch_session is None) == ("pytorch" in self.frameworks):
+            raise ValueError(f"model {self.name}: a PyTorch session exactly where pytorch implements it")
+
+    def flops_per_sample(self, model: dict):
+        """Training FLOPs of one sample of `model` (a point's settings), None where the model
+        has no count or a setting it needs is unset."""
+        if self.flops is None or not all(model.get(k) for k in self.flops_keys):
+            return None
+        return self.flops(model)
+
+
+@functools.lru_cache(maxsize=None)
+def names() -> tuple:
+    """Every model's name (a module of this package), sorted."""
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg))
+
+
+def get(name) -> ModelSpec:
+    """The spec contract/models/<name>.py declares; UnknownModel (one line) where none does."""
+    if name not in names():
+        raise UnknownModel(f"unknown model {name!r}: no contract/models/{name}.py declares it "
+                           f"(known: {', '.join(names())})")
+    return importlib.import_module(f"{__name__}.{name}").SPEC
+
+
+def find(name) -> Optional[ModelSpec]:
+    """The spec of `name`, or None where it is not a model (a record's unknown name)."""
+    return get(name) if name in names() else None
+
+
+def named(where: Callable) -> tuple:
+    """The names of the models whose spec `where` holds for, sorted."""
+    return tuple(n for n in names() if where(get(n)))
+
+
+def published(key) -> Optional[ModelSpec]:
+    """The model of a published row's `model` (analysis/published/), or None."""
+    return next((get(n) for n in names() if key in get(n).published), None)
+
+
+def check(name, framework) -> None:
+    """The planner's question: is there such a model, and does `framework` implement it?
+    UnknownModel or ValueError, in one line."""
+    spec = get(name)
+    if framework not in spec.frameworks:
+        raise ValueError(f"model={name} is built for framework={', '.join(spec.frameworks)} only, "
+                         f"not {framework}")
