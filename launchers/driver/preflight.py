@@ -66,6 +66,7 @@ def _attempt(point, state: dict, launcher) -> dict:
     state["attempts"].append({**launcher.where(), "attempt": n, "dir": os.path.relpath(hdir, point.dir),
                               "ok": verdict["ok"], "sick": verdict["sick"],
                               "slow_links": verdict["slow_links"], "exclude": verdict["exclude"],
+                              "network_flags": verdict.get("network_flags") or [],
                               "ended_unix": time.time()})
     return verdict
 
