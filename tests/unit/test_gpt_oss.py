@@ -125,6 +125,17 @@ def test_flops_by_hand():
     full = dict(cfg, sliding_window=8192)
     assert gpt_oss_spec.flops_per_sample(full) - gpt_oss_spec.flops_per_sample(cfg) == \
         49_152 * 12 * (33_558_528 - 1_040_448)
+    # every layer full: 21,629,583,360 + 49,152 x 24 x 33,558,528 / 8192 = 26,462,011,392 a token;
+    # the window's count is 8.85% below it (torchtitan's issue 4300: "about 9%")
+    assert gpt_oss_spec.flops_per_sample(full) == 26_462_011_392 * 8192
+    assert 1 - 24_120_709_632 / 26_462_011_392 == pytest.approx(0.0885, abs=1e-4)
+    # torchtitan's fix (its pull request 4300) at its test's 4096: 6 x 3,608,307,264 (activated
+    # less the embedding) + 49,152 x 24 x 4096 = 26,481,681,792 a token, every layer full, ->
+    # + 49,152 x (12 x 128 + 12 x 4096) = 24,141,260,160 with the window: 8.8% less (no causal
+    # half: at 8192 its 26,557,179,264 is 10.1% over ours)
+    titan_full, titan_window = 21_649_843_584 + 49_152 * 24 * 4096, 21_649_843_584 + 49_152 * 12 * (128 + 4096)
+    assert (titan_full, titan_window) == (26_481_681_792, 24_141_260_160)
+    assert 1 - titan_window / titan_full == pytest.approx(0.088, abs=1e-3)
 
 
 titan = pytest.importorskip("frameworks.pytorch.titan.session")

@@ -64,7 +64,7 @@ def yarn_frequencies(dim: int, theta: float, scaling, truncate: bool = True) -> 
     """RoPE's inverse frequencies with YaRN's NTK-by-parts scaling (torchtitan's
     _yarn_inv_freq): below beta_fast rotations over the original context kept, above beta_slow
     divided by `factor`, a linear ramp between; the cut-offs floored and ceiled (`truncate`,
-    DeepSeek's) or fractional (GPT-OSS's)."""
+    DeepSeek's) or kept fractional."""
     freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim))
     if not scaling or scaling["factor"] <= 1.0:
         return freqs

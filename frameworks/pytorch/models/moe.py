@@ -3,15 +3,17 @@ moe.py) in plain torch, and its token dispatch to experts split over ep ranks by
 with uneven splits (its AllToAllTokenDispatcher), timed.
 
 - Routing (torchtitan's TokenChoiceTopKRouter): scores = softmax or sigmoid of a linear gate
-  (with a bias where `gate_bias`: GPT-OSS's), in fp32; the expert bias is added for the choice only; node-limited routing keeps the
-  `limited_groups` best of `expert_groups` groups (a group's score: its two best experts);
+  (with a bias where `gate_bias`), in fp32; the expert bias is added for the choice only;
+  node-limited routing keeps the `limited_groups` best of `expert_groups` groups (a group's
+  score: its two best experts);
   the top-k scores, renormalised where `route_norm`, times `route_scale`, weight the experts'
   outputs. No capacity: no token is ever dropped.
 - Routed experts: SwiGLU experts stacked as (experts, ...) weights, run one after another on
   their tokens (torchtitan's grouped GEMM, torch._grouped_mm, has no backward on the CPU in
-  torch 2.13); a family whose experts differ (GPT-OSS's biases and clamped SwiGLU) gives its
-  own `Experts` subclass (`experts_class`): its weights and how tensor parallelism splits each
-  (`SPLIT`), one expert's output (`expert`). Shared experts: one SwiGLU every token passes through.
+  torch 2.13); a family whose experts differ (biases, another activation) gives its own
+  `Experts` subclass (`experts_class`): its weights and how tensor parallelism splits each
+  (`SPLIT`), one expert's output (`expert`). Shared experts: one SwiGLU every token passes
+  through.
 - Load balancing without an auxiliary loss (DeepSeek-V3; Wang et al. 2024, arXiv 2408.15664),
   as torchtitan's optimizer pre-hook does it: before each optimizer step the expert bias moves
   by coeff x sign(mean load - load), centred, from the iteration's tokens per expert summed
