@@ -14,7 +14,7 @@ import time
 from contract import spec as specs
 from contract import paths, statuses
 from launchers import sweepdir
-from launchers.backends import ports, step, worker
+from launchers.backends import ports, secret_env, step, worker
 from launchers.backends.base import Launcher
 from launchers.driver import preflight, repeats, search
 from launchers.health import step as health_step
@@ -96,15 +96,18 @@ class LocalLauncher(Launcher):
 
     def submit(self, pts: list, dry_run: bool = False) -> None:
         """The sweep's local points, one after another; a search runs here, one try after
-        another (launchers/driver/search.py)."""
+        another (launchers/driver/search.py). Each runs with its secrets in this process's
+        environment, where its ranks get them (its files hold them masked: secret_env.py)."""
         for point in pts:
             if dry_run:
                 print(search.describe(point) if point.search is not None else self.describe(point))
-            elif point.search is not None:
-                search.run(point, self, print)
-            else:
-                sweepdir.write_point(point)
-                repeats.run_point(point.dir, self, print)
+                continue
+            with secret_env.exported([point]):
+                if point.search is not None:
+                    search.run(point, self, print)
+                else:
+                    sweepdir.write_point(point)
+                    repeats.run_point(point.dir, self, print)
 
     def describe(self, point) -> str:
         """What a dry run prints of a point."""
@@ -152,7 +155,7 @@ class LocalLauncher(Launcher):
 
 def rank_env(point, rank: int, port: int, base=None) -> dict:
     world = point.world_size
-    env = {str(k): str(v) for k, v in point.cluster.env.items()}
+    env = {**{str(k): str(v) for k, v in point.cluster.env.items()}, **secret_env.values(point, base)}
     env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     # An outer allocation's variables would mislead.
