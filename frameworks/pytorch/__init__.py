@@ -1,18 +1,26 @@
-"""PyTorch (docs/frameworks/pytorch.md): every model's training session (worker.py), the
-collectives of bench=comm (comm.py), the checkpoints of bench=checkpoint
-(checkpoint_session.py), the data=files pipeline (loader.py) and profile=true's trace
-(tracer.py)."""
-from frameworks.registry import Adapter, Bench, Modes, Precision
+"""PyTorch (docs/frameworks/pytorch.md): every model's training session (worker.py: the session
+its models/<name>.py defines), the collectives of bench=comm (comm.py), the checkpoints of
+bench=checkpoint (checkpoint/bench.py), the data=files pipeline (loader.py) and profile=true's
+trace (tracer.py). The rest, by role: session.py and lm_session.py (the sessions models train
+in), models/ (each model's definition, plan and session), layouts/ (a model split over the
+grid), titan/ (torchtitan's path on GPUs), checkpoint/ (DCP)."""
+from frameworks.registry import TORCHTITAN, Adapter, Bench, Modes, Precision, Release
 
 ADAPTER = Adapter(
     "pytorch",
     {"train": Bench(".worker:model_session", files=".loader:FilesSession"),
      "input": Bench(".loader:InputSession"),
      "comm": Bench(".comm:CommSession"),
-     "checkpoint": Bench(".checkpoint_session:CheckpointSession")},
+     "checkpoint": Bench(".checkpoint.bench:CheckpointSession")},
     oom=".session:TorchSession.is_oom",
     data_backends=("torch", "dali"),
     import_name="torch",
+    releases=(Release("torch", "2.11.0", "the oldest run here (tests/versions/torch-2.11: ResNet-50 "
+                                 "and BERT; the lent GPU machines carry it)"),
+              Release("torch", "2.13.0", "torchtitan 0.3.0 imports torch.distributed.fsdp's "
+                                 "DataParallelMeshDims, new in 2.13", when=TORCHTITAN),
+              Release("torchtitan", "0.3.0", "its Llama3Model.Config and layer builders, as "
+                                    "frameworks/pytorch/titan/ calls them", when=TORCHTITAN)),
     modes=Modes("eager", "torch.compile", auto=False),
     precision=Precision(),
     tracer=".tracer:trace",
