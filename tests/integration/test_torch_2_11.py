@@ -3,7 +3,8 @@
 FSDP2, TP, PP, CP and EP and its record says why (frameworks/pytorch/titan/session.py: choose);
 and those definitions import, build and train tiny Llama 3, DeepSeek-V3 and Qwen3-MoE at every
 layout in torch 2.11 (a real sweep, `framework.python` its interpreter, on this CPU), every
-layout of a model at the same loss. torch 2.11's environment: `make env-torch-2.11`."""
+layout of a model at the same loss; and DCP's async checkpoints save, load and check more than
+once (torch 2.11's stager stages only once). torch 2.11's environment: `make env-torch-2.11`."""
 import glob
 import json
 import os
@@ -76,7 +77,8 @@ def sweep(tmp_path_factory):
                        'exclude=[{where:"parallel.tp * parallel.pp * parallel.cp * (1 + parallel.fsdp) != 2"}]'],
             "moe": ["model=deepseek_v3,qwen3_moe", "parallel.ep=1,2", "parallel.tp=1,2", "parallel.fsdp=false,true",
                     'exclude=[{where:"parallel.ep * parallel.tp != 2 or parallel.fsdp != (parallel.ep == 2)"},'
-                    '{model.name:qwen3_moe,parallel.tp:2}]']}
+                    '{model.name:qwen3_moe,parallel.tp:2}]'],
+            "checkpoint": ["model=llama3", "bench=checkpoint", "checkpoint.mode=async", "parallel.fsdp=true"]}
     for name, args in runs.items():
         res = launch("-m", *common, *args, f"hydra.sweep.dir={root / name}")
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
@@ -96,3 +98,15 @@ def test_the_suites_definitions_train_every_layout_in_torch_2_11(sweep, model):
             assert r["parallel"]["implementation_reason"].startswith("a CPU rank")
             first = first or losses(r)
             assert losses(r) == pytest.approx(first, rel=LOSS_RTOL), suffix
+
+
+def test_async_checkpoints_save_more_than_once_in_torch_2_11(sweep):
+    """bench=checkpoint's warm-up save and its timed one through DCP's async_save, FSDP over 2
+    ranks: torch 2.11's DefaultStager closes itself after a stage, and the second save failed
+    with "KeyError: <class 'type'>" before each save got a stager of its own there."""
+    recs = rank_records(sweep / "checkpoint", "*-checkpoint-pytorch-llama3-*")
+    assert len(recs) == 2 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    for r in recs:
+        ck = r["checkpoint"]
+        assert r["framework"]["version"].startswith("2.11") and ck["mode"] == "async"
+        assert len(ck["warmup"]) == 1 and ck["equal"] is True and ck["blocked_s"] > 0
