@@ -13,14 +13,13 @@ the run. Standard library only: this runs in the framework's Python.
 import argparse
 import math
 import os
-import signal
 import socket
 import sys
 import time
 
-from . import capability, datafiles, distenv, environment, memory
+from . import capability, datafiles, distenv, environment, memory, sigterm
 from frameworks import registry
-from contract import paths, records
+from contract import nccl_net, paths, records, versions
 from contract import spec as run_spec
 from . import profile  # profile=true: a trace after the timed window (common/profile.py)
 from contract.statuses import Cancelled  # SIGTERM's exception (harness.Cancelled to the adapters)
@@ -206,10 +205,6 @@ def record_parameter_checksum(session, record, seconds=None) -> None:
         record["parameter_checksum_error"] = error
 
 
-def _on_sigterm(signum, frame):
-    raise Cancelled("terminated by SIGTERM")
-
-
 def run(adapter, spec, dist, host=None):
     """Build the session and run the loop; return the finished record and the session
     (None if it was never built), which the caller closes after saving the record.
@@ -219,21 +214,33 @@ def run(adapter, spec, dist, host=None):
     leaves a record that says why."""
     origin = time.perf_counter()
     record = records.new_record(spec.as_dict(), dist, host or socket.gethostname(), time.time())
+    sigterm.pending(record, record_path(spec, dist))  # what SIGTERM saves if a step holds on
     record["parameter_checksum"] = None  # run_steps fills it in once the loop has ended ok
     record["mode"] = spec.mode  # eager, jit, graph, ... (contract/modes.py)
     record["data"] = datafiles.settings(spec, dist)  # source, backend, workers (docs/data.md)
     # the image this rank ran in, as the submitting side named and hashed it (docs/containers.md)
     record["container"] = None if spec.container is None else spec.container.as_dict()
     session = limits = oom_rule = None
+    nccl_before = {}  # the NCCL_DEBUG* values before the run's, put back at its end
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)
         if os.environ.get("DLBENCH_FAIL_RANK") == str(dist.rank):  # fault injection for tests
             raise RuntimeError(f"injected failure on rank {dist.rank} (DLBENCH_FAIL_RANK)")
         adapter = adapter or registry.get(spec.framework)
+        # its releases, asked before the framework's import: one too old for the point is
+        # `unsupported`, naming both versions (contract/versions.py)
+        found = record["framework"]["releases"] = versions.found(adapter.releases)
+        versions.check(adapter.releases, spec, dist.world_size, found)
+        # NCCL's INIT and NET lines to this rank's file, before the framework starts NCCL: the
+        # network it chose, read back below (contract/nccl_net.py)
+        asked = nccl_net.debug_env(os.environ, spec.record_dir, dist.rank)
+        nccl_before = {k: os.environ.get(k) for k in asked}
+        os.environ.update(asked)
         make = _constructor(adapter, spec, dist, record)
         oom_rule = adapter.oom_rule  # its OOM rule, asked on failure (also while building)
         limits = memory.limit_memory(spec.memory_limit_mb)  # after the framework's import
         session = make(spec, dist)
+        sigterm.reclaim()  # a framework may have taken SIGTERM for itself
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
         parallel = session.parallel_record()
@@ -244,7 +251,7 @@ def run(adapter, spec, dist, host=None):
         record["status"] = "ok"
     except BaseException as exc:  # every ending, even KeyboardInterrupt, leaves a record
         record["error"] = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, Cancelled):
+        if isinstance(exc, Cancelled) or sigterm.received():  # the stop's, however it surfaced
             record["status"] = "cancelled"
         elif isinstance(exc, capability.Unsupported):
             record["status"] = "unsupported"
@@ -263,6 +270,14 @@ def run(adapter, spec, dist, host=None):
             if peaks["peak_device_bytes"] is not None:   # the window's up to a failure in it,
                 peaks.setdefault("peak_device_scope", "process")   # else the process's
         record["memory"]["peak_host_bytes"] = environment.peak_host_bytes()
+        nccl = _safe(lambda: nccl_net.read(spec.record_dir, dist.rank))
+        if nccl:  # an NCCL point: the network and version NCCL chose, by its own lines
+            record["nccl"] = nccl
+        for key, value in nccl_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         record["ended_unix"] = time.time()
     return record, session
 
@@ -296,27 +311,31 @@ def _safe(fn):
         return None
 
 
-def main(argv=None) -> int:
-    """`python -m frameworks --spec PATH`: one rank of one repeat, any framework."""
+def main(argv=None, adapter=None) -> int:
+    """`python -m frameworks --spec PATH`: one rank of one repeat, any framework (`adapter`:
+    the spec's framework's from the registry when None)."""
     parser = argparse.ArgumentParser(description="Run one rank of one benchmark repeat.")
     parser.add_argument("--spec", required=True, help="run-spec JSON written by the launcher")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    sigterm.install()  # SIGTERM: `cancelled`, and an end within sigterm.GIVE_UP_S
     try:
         spec = run_spec.read(args.spec)
         dist = distenv.from_env()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
-    record, session = run(None, spec, dist)
-    path = os.path.join(spec.record_dir, paths.rank_record_name(dist.rank))
-    records.write_json_atomic(path, record)  # saved before teardown, which can hang
+    record, session = run(adapter, spec, dist)
+    sigterm.save(record_path(spec, dist), record)  # saved before teardown, which can hang
     if record["status"] != "ok":
         print(f"worker rank {dist.rank}: {record['status']}: {record['error']}", file=sys.stderr)
     code = 0 if record["status"] == "ok" else 1
     if session is not None:
         close_within(session, CLOSE_TIMEOUT_S, code)
     return code
+
+
+def record_path(spec, dist) -> str:
+    return os.path.join(spec.record_dir, paths.rank_record_name(dist.rank))
 
 
 CLOSE_TIMEOUT_S = 60
