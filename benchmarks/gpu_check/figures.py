@@ -14,6 +14,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+from contract import paths
+
 BAD = ("failed", "timeout", "oom", "cancelled", "corrupt", "sick", "partial")   # a check that did not pass
 
 
@@ -72,7 +74,7 @@ def _sweep(stage, ran, ctx, done) -> list:
     from analysis.published import layouts, sources
     from analysis.sections.llama import point_layout
     folder = os.path.join(ctx.out, stage.name)
-    if not glob.glob(os.path.join(folder, "points", "*")):
+    if not glob.glob(os.path.join(folder, paths.POINTS_DIR, "*")):
         return []
     results = analysis.load(folder)
     figures = metrics(results).set_index("point")
@@ -172,7 +174,8 @@ def _health(stage, ran, ctx, done) -> list:
 
 
 def _rank0(ctx, name: str):
-    found = sorted(glob.glob(os.path.join(ctx.out, name, "points", "*", "repeat-00", "rank-00000.json")))
+    found = sorted(glob.glob(os.path.join(ctx.out, name, paths.POINTS_DIR, "*", paths.repeat_name(0),
+                                   paths.rank_record_name(0))))
     return json.load(open(found[0])) if found else None
 
 

@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from contract import paths   # the standard library's only
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -78,7 +80,7 @@ def _sweep(name: str, *args, sizes=None):
 
 def _specs(ctx, stage: str) -> list:
     """The spec.json of each point of a stage's sweep (its first repeat), in point order."""
-    return sorted(glob.glob(os.path.join(ctx.out, stage, "points", "*", "repeat-00", "spec.json")))
+    return sorted(glob.glob(os.path.join(ctx.out, stage, paths.POINTS_DIR, "*", paths.repeat_name(0), paths.SPEC_FILE)))
 
 
 def _bare(name: str, of: str, kind: str, point: int = 0) -> Stage:
