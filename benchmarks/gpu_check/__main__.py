@@ -1,5 +1,5 @@
-"""python -m benchmarks.gpu_check [--device cuda|cpu] [--budget S] [--out DIR] [--tar PATH] (the
-package says what it does): the environment's lines, every stage in order within the budget,
+"""python -m benchmarks.gpu_check [--device cuda|cpu] [--budget S] [--out DIR] [--tar PATH]
+[--stages A,B] (the package says what it does; --stages: only those, in their order): the environment's lines, every stage in order within the budget,
 the table (printed, OUT/table.md, OUT/table.json), each sweep's report while time is left, and
 one tarball (default beside OUT) of every sweep and log (no checkpoint files). Exit 0 when no stage failed
 (a stage skipped for a reason, or `unsupported` with its reason, has not failed), 1 otherwise,
@@ -34,7 +34,14 @@ def main(argv=None) -> int:
     parser.add_argument("--budget", type=float, default=None, help="seconds for the whole check")
     parser.add_argument("--out", default=None, help="its folder (default outputs/gpu-check-DEVICE-TIME)")
     parser.add_argument("--tar", default=None, help="the tarball of OUT (default OUT.tar.gz)")
+    parser.add_argument("--stages", default=None, help="only these stages (comma-separated names)")
     args = parser.parse_args(argv)
+    names = _stage_names()
+    chosen = names if args.stages is None else [x.strip() for x in args.stages.split(",") if x.strip()]
+    unknown = [x for x in chosen if x not in names]
+    if unknown or not chosen:
+        print(f"gpu-check: --stages takes names of {', '.join(names)}; got {args.stages!r}", file=sys.stderr)
+        return 2
     budget = runner.Budget(args.budget or BUDGET_S[args.device], RESERVE_S[args.device])
     out = os.path.abspath(args.out or os.path.join(
         environment.ROOT, "outputs", f"gpu-check-{args.device}-{time.strftime('%Y%m%d-%H%M%S')}"))
@@ -57,7 +64,7 @@ def main(argv=None) -> int:
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
         [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + [environment.ROOT]))
     done = {}
-    for stage in STAGES:
+    for stage in (s for s in STAGES if s.name in chosen):
         ran = runner.run(stage, ctx, budget, env, say)
         done[stage.name] = figures.rows(stage, ran, ctx, done)
         for row in done[stage.name]:
@@ -79,6 +86,12 @@ def main(argv=None) -> int:
     return 1 if any(r.status in figures.BAD for r in table) else 0
 
 
+def _stage_names() -> list:
+    """The stages' names, read before anything but the standard library is imported."""
+    from benchmarks.gpu_check.stages import STAGES
+    return [stage.name for stage in STAGES]
+
+
 def _table(table, device, budget) -> str:
     from tabulate import tabulate
     from benchmarks.gpu_check import figures
@@ -90,10 +103,11 @@ def _table(table, device, budget) -> str:
 def _reports(ctx, budget, env) -> None:
     """`python -m analysis report SWEEP --no-plot` of each sweep while the budget lasts."""
     from benchmarks.gpu_check.stages import STAGES
+    from contract import paths
     for stage in STAGES:
         folder = os.path.join(ctx.out, stage.name)
         left = budget.seconds - budget.elapsed() - 10
-        if stage.kind == "bare" or not os.path.isdir(os.path.join(folder, "points")) or left < 5:
+        if stage.kind == "bare" or not os.path.isdir(os.path.join(folder, paths.POINTS_DIR)) or left < 5:
             continue
         with open(os.path.join(ctx.out, "logs", f"report-{stage.name}.log"), "w") as f:
             try:
