@@ -207,18 +207,19 @@ def full_value(name: str, shape, seed: int, rows=None) -> torch.Tensor:
 
 # ---- its session and its GPU path (its tensor-parallel plan: tp_plan, Qwen3's) -----------------
 def session(spec, dist):
-    """torchtitan's model on GPUs, this definition on the CPU (frameworks/pytorch/titan/moe_session.py).
-    torchtitan's GPT-OSS trains in bf16 only: its experts hand their bf16 output to a combine in
-    the input's dtype, which an fp32 forward refuses (seen on the CPU, its model built at ep 2
-    with FSDP: "scatter(): Expected self.dtype to be equal to src.dtype"); at bf16 AMP (FSDP's
-    mixed precision) its forward runs."""
+    """torchtitan's model where titan.choose takes it (GPUs where it loads), this definition
+    elsewhere (frameworks/pytorch/titan/moe_session.py). torchtitan's GPT-OSS trains in bf16
+    only: its experts hand their bf16 output to a combine in the input's dtype, which an fp32
+    forward refuses (seen on the CPU, its model built at ep 2 with FSDP: "scatter(): Expected
+    self.dtype to be equal to src.dtype"); at bf16 AMP (FSDP's mixed precision) it runs."""
     from frameworks.pytorch.titan import moe_session as titan_moe
     from frameworks.pytorch.titan import session as titan
-    if titan.uses_torchtitan(spec) and spec.precision != "amp":
+    family = sys.modules[__name__]
+    if spec.precision != "amp" and titan.choose(spec, family)[0]:
         raise capability.Unsupported(
             "torchtitan 0.3.0's GPT-OSS trains in bf16 only (its experts' bf16 output meets an fp32 "
             "combine: scatter(): Expected self.dtype to be equal to src.dtype): use precision=amp")
-    return titan_moe.session(sys.modules[__name__], spec, dist)
+    return titan_moe.session(family, spec, dist)
 
 
 def titan_config(cfg: dict, attn_backend: str):
