@@ -1,5 +1,5 @@
-"""One rank of a tiny mixture of experts (DeepSeek-V3, or Qwen3's with a third argument
-`qwen3_moe`) at a layout, for tests/integration/test_moe_layouts.py; run under
+"""One rank of a tiny mixture of experts (DeepSeek-V3, or another with a third argument naming
+it: `qwen3_moe`, `gpt_oss`) at a layout, for tests/integration/test_moe_layouts.py; run under
 torch.distributed.run. The rank builds its session (frameworks/pytorch/lm_session.py), runs one
 forward and backward of the global batch (the gradients synchronised as training syncs them),
 and compares every gradient it holds with its part of the single-device model's gradient,

@@ -1,7 +1,11 @@
 """One rank of torchtitan's Llama 3 built by frameworks/pytorch/titan/session.py's TitanSession on the
 CPU (or a mixture of experts, frameworks/pytorch/titan/moe_session.py's TitanMoESession, with a third
-argument `deepseek_v3` or `qwen3_moe`), for tests/integration/test_llama3_torchtitan_cpu.py and
-test_moe_layouts.py; run under torch.distributed.run.
+argument naming one: `deepseek_v3`, `qwen3_moe`, `gpt_oss`), for
+tests/integration/test_llama3_torchtitan_cpu.py and test_moe_layouts.py; run under
+torch.distributed.run. A fourth argument `amp` trains in bf16 AMP (GPT-OSS's torchtitan model
+trains in bf16 only) with FlexAttention eager (compiled, the CPU has no log-sum-exp, which
+GPT-OSS's sinks need: "torch.compile on CPU only supports inference and `return_lse` is not
+supported yet").
 
 torchtitan takes the device type "cuda" wherever there is no accelerator
 (torchtitan.tools.utils.device_type), so this test helper, and only it, sets it to "cpu":
@@ -9,7 +13,7 @@ then its device mesh, parallelize_llama (FSDP2, tensor parallelism, replicate), 
 initialisation and forward run over gloo as they run on GPUs over NCCL. A training step stops
 at FlexAttention's backward, which torch 2.13 has only on GPUs. Prints one JSON line.
 
-    python -m torch.distributed.run --nproc-per-node 2 tests/titan_cpu_probe.py '{"fsdp": true}' GLOBAL [MODEL]
+    python -m torch.distributed.run --nproc-per-node 2 tests/titan_cpu_probe.py '{"fsdp": true}' GLOBAL [MODEL [amp]]
 """
 import json
 import os
@@ -23,7 +27,7 @@ import torchtitan.tools.utils as titan_utils  # noqa: E402
 
 titan_utils.device_type, titan_utils.device_module, parallel_dims.device_type = "cpu", torch.cpu, "cpu"
 
-from contract import parallel  # noqa: E402
+from contract import models, parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402
 from frameworks.pytorch.layouts import parallelize  # noqa: E402
 from frameworks.pytorch.titan import session as titan  # noqa: E402
@@ -31,15 +35,19 @@ from tests.frameworks_env import model_cfg  # noqa: E402
 from tests.runspecs import run_spec  # noqa: E402
 
 
-def main(settings: dict, global_batch: int, model: str = "llama3") -> dict:
+def main(settings: dict, global_batch: int, model: str = "llama3", precision: str = "fp32") -> dict:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     lay, bad = parallel.resolve(settings, world, 1, None, global_batch)
     assert not bad, bad
-    spec = run_spec(model=model_cfg(model, "tiny"), precision="fp32", amp_dtype=None,
-                    compile=False, seed=0, parallel=lay.as_dict(), device="cpu",
-                    rendezvous_timeout_s=60)
+    if precision == "amp":
+        from torch.nn.attention.flex_attention import flex_attention
+        from torchtitan.models.common.attention import FlexAttention
+        FlexAttention._compiled_flex_attn = flex_attention
+    spec = run_spec(model=model_cfg(model, "tiny"), precision=precision,
+                    amp_dtype="bf16" if precision == "amp" else None, compile=False, seed=0,
+                    parallel=lay.as_dict(), device="cpu", rendezvous_timeout_s=60)
     dist = DistEnv(rank, world, rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
-    if model in ("deepseek_v3", "qwen3_moe"):
+    if models.get(model).experts:
         import importlib
 
         from frameworks.pytorch.titan import moe_session as titan_moe

@@ -1,7 +1,7 @@
 """One spec per model (contract/models/): the lookup, each spec against the rest of the tree
 (its config, the frameworks that implement it, the report's sections, the gate's metrics),
 and each FLOP count against the figures worked by hand in test_flops.py, test_llama3.py,
-test_deepseek_v3.py and test_qwen3_moe.py."""
+test_deepseek_v3.py, test_qwen3_moe.py and test_gpt_oss.py."""
 import ast
 import os
 
@@ -20,14 +20,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_a_model_is_found_by_its_module_and_an_unknown_one_is_one_line():
     assert models.get("gpt").name == "gpt" and models.find("gpt") is models.get("gpt")
     assert set(models.names()) >= {"resnet50", "bert_base", "gpt", "llama3", "deepseek_v3", "qwen3_moe",
-                                   "wide_deep", "insightface"}
+                                   "gpt_oss", "wide_deep", "insightface"}
     with pytest.raises(models.UnknownModel) as err:
         models.get("gpt9")
     line = str(err.value)
     assert line.startswith("unknown model 'gpt9': no contract/models/gpt9.py declares it (known: ")
     assert "llama3" in line and "\n" not in line
     assert models.find("gpt9") is None and models.find(None) is None
-    assert models.named(lambda s: s.experts) == ("deepseek_v3", "qwen3_moe")
+    assert models.named(lambda s: s.experts) == ("deepseek_v3", "gpt_oss", "qwen3_moe")
     assert models.published("llama3.1") is models.get("llama3") and models.published("x") is None
 
 
@@ -105,6 +105,8 @@ BY_HAND = {
     ("llama3", "8b"): 57_914_449_920 * 8192,          # (6 N + 12 l h s) x s: "4.74E+14"
     ("deepseek_v3", "671b"): 249_811_304_448 * 4096,  # dgxc-benchmarking's count without MTP
     ("qwen3_moe", "30b_a3b"): 23_006_281_728 * 4096,
+    ("gpt_oss", "20b"): 24_120_709_632 * 8192,        # the window counted per layer (test_gpt_oss.py)
+    ("gpt_oss", "tiny"): 52_887_552 + 4_583_424,
 }
 
 

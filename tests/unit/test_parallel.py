@@ -111,8 +111,9 @@ def test_a_point_is_refused_in_one_line_naming_every_broken_relation():
 
 
 def test_layouts_are_for_the_models_built_on_them():
-    assert _refusal("model=resnet50", "gpus_per_node=2", "parallel.tp=2") == \
-        "parallel layouts (tp2) are built for model=deepseek_v3, gpt, llama3, qwen3_moe only, not model=resnet50"
+    assert _refusal("model=resnet50", "gpus_per_node=2", "parallel.tp=2") == (
+        "parallel layouts (tp2) are built for model=deepseek_v3, gpt, gpt_oss, llama3, qwen3_moe only, "
+        "not model=resnet50")
     # the model's spec says which frameworks implement it: refused before any layout is asked
     assert _refusal("model=gpt", "framework=jax", "gpus_per_node=2", "parallel.tp=2") == \
         "model=gpt is built for framework=pytorch only, not jax"
@@ -165,7 +166,8 @@ def test_expert_parallelism_borrows_the_ranks_of_a_stage():
     ({"ep": 3}, 6, {}, "experts % ep = 0: 8 % 3 = 2"),
     ({"ep": 2, "tp": 2}, 4, {"seq_len": 63}, "sequence % (cp x tp) = 0 (with ep, each tp rank routes "
                                              "its part of the sequence): 63 % (1 x 2) = 1"),
-    ({"ep": 2}, 2, {"name": "gpt"}, "expert parallelism (ep = 2) is built for model=deepseek_v3, qwen3_moe only, not model=gpt"),
+    ({"ep": 2}, 2, {"name": "gpt"}, "expert parallelism (ep = 2) is built for model=deepseek_v3, gpt_oss, "
+                                    "qwen3_moe only, not model=gpt"),
     ({"tp": 2, "sequence_parallel": True}, 2, {}, "sequence parallelism is built for model=gpt, llama3 only, "
                                                   "not model=deepseek_v3"),
 ])

@@ -10,7 +10,8 @@ stage's ranks; frameworks/pytorch/models/moe.py dispatches the tokens).
   meta device like every parameter and filled with the single-device values of those
   experts (frameworks/pytorch/layouts/parallelize.py's init_parameters reads `Experts.ids`).
 - With tensor parallelism and ep = 1 the experts' hidden width is split over tp (w1, w3 by
-  rows of their outputs, w2 by columns: torchtitan's expert TP); with ep > 1 each tp rank
+  rows of their outputs, w2 by columns: torchtitan's expert TP; each weight's dim is its
+  experts class's `SPLIT`, a bias tp does not split replicated); with ep > 1 each tp rank
   routes its part of the sequence and the router's gate runs on it as a sequence-parallel
   module (its weight replicated, its gradient summed over tp), as torchtitan's.
 - Gradients (`wrap_experts`): a routed expert's gradient arrives whole on its rank (the
@@ -26,7 +27,7 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.tensor import Shard, distribute_tensor
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import SequenceParallel, parallelize_module
 
 from contract import parallel
@@ -67,14 +68,15 @@ def apply(model: nn.Module, mesh, sparse: dict, layout, rank: int) -> None:
             per = layer.count // layout.ep
             layer.ep, layer.ep_group = layout.ep, sparse["ep"].get_group()
             experts.ids = range(ep_i * per, (ep_i + 1) * per)
-            for name in ("w1", "w2", "w3"):
+            for name in experts.SPLIT:
                 full = getattr(experts, name)
                 setattr(experts, name, nn.Parameter(torch.empty((per,) + tuple(full.shape[1:]), device="meta")))
             if layer.split:
                 parallelize_module(layer.router.gate, tp_mesh, SequenceParallel(use_local_output=True))
-        elif tp_mesh is not None:   # the hidden width: w1, w3 (E, F, D) by F; w2 (E, D, F) by F
-            for name, dim in (("w1", 1), ("w2", 2), ("w3", 1)):
-                setattr(experts, name, nn.Parameter(distribute_tensor(getattr(experts, name), tp_mesh, [Shard(dim)])))
+        elif tp_mesh is not None:   # the hidden width (w1, w3 (E, F, D) by F; w2 (E, D, F) by F): SPLIT
+            for name, dim in experts.SPLIT.items():
+                placement = Replicate() if dim is None else Shard(dim)
+                setattr(experts, name, nn.Parameter(distribute_tensor(getattr(experts, name), tp_mesh, [placement])))
 
 
 def wrap_experts(model: nn.Module, sparse: dict, layout) -> None:

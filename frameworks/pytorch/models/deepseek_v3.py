@@ -60,10 +60,11 @@ def tied(cfg: dict) -> dict:
     return {}
 
 
-def yarn_frequencies(dim: int, theta: float, scaling) -> torch.Tensor:
-    """RoPE's inverse frequencies with YaRN's NTK-by-parts scaling, DeepSeek's truncated
-    cut-offs (torchtitan's _yarn_inv_freq): below beta_fast rotations over the original
-    context kept, above beta_slow divided by `factor`, a linear ramp between."""
+def yarn_frequencies(dim: int, theta: float, scaling, truncate: bool = True) -> torch.Tensor:
+    """RoPE's inverse frequencies with YaRN's NTK-by-parts scaling (torchtitan's
+    _yarn_inv_freq): below beta_fast rotations over the original context kept, above beta_slow
+    divided by `factor`, a linear ramp between; the cut-offs floored and ceiled (`truncate`,
+    DeepSeek's) or kept fractional."""
     freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim))
     if not scaling or scaling["factor"] <= 1.0:
         return freqs
@@ -72,8 +73,10 @@ def yarn_frequencies(dim: int, theta: float, scaling) -> torch.Tensor:
     def correction(rotations):
         return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
 
-    low = max(math.floor(correction(scaling["beta_fast"])), 0)
-    high = min(math.ceil(correction(scaling["beta_slow"])), dim - 1)
+    low, high = correction(scaling["beta_fast"]), correction(scaling["beta_slow"])
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001
     ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)

@@ -2,14 +2,18 @@
 moe.py) in plain torch, and its token dispatch to experts split over ep ranks by all-to-all
 with uneven splits (its AllToAllTokenDispatcher), timed.
 
-- Routing (torchtitan's TokenChoiceTopKRouter): scores = softmax or sigmoid of a linear gate,
-  in fp32; the expert bias is added for the choice only; node-limited routing keeps the
-  `limited_groups` best of `expert_groups` groups (a group's score: its two best experts);
+- Routing (torchtitan's TokenChoiceTopKRouter): scores = softmax or sigmoid of a linear gate
+  (with a bias where `gate_bias`), in fp32; the expert bias is added for the choice only;
+  node-limited routing keeps the `limited_groups` best of `expert_groups` groups (a group's
+  score: its two best experts);
   the top-k scores, renormalised where `route_norm`, times `route_scale`, weight the experts'
   outputs. No capacity: no token is ever dropped.
 - Routed experts: SwiGLU experts stacked as (experts, ...) weights, run one after another on
   their tokens (torchtitan's grouped GEMM, torch._grouped_mm, has no backward on the CPU in
-  torch 2.13); shared experts: one SwiGLU every token passes through.
+  torch 2.13); a family whose experts differ (biases, another activation) gives its own
+  `Experts` subclass (`experts_class`): its weights and how tensor parallelism splits each
+  (`SPLIT`), one expert's output (`expert`). Shared experts: one SwiGLU every token passes
+  through.
 - Load balancing without an auxiliary loss (DeepSeek-V3; Wang et al. 2024, arXiv 2408.15664),
   as torchtitan's optimizer pre-hook does it: before each optimizer step the expert bias moves
   by coeff x sign(mean load - load), centred, from the iteration's tokens per expert summed
@@ -94,9 +98,9 @@ class Router(nn.Module):
     """Token-choice top-k routing (module docstring): (scores, experts), each (tokens, top_k)."""
 
     def __init__(self, hidden, experts, top_k, score_func, expert_groups, limited_groups,
-                 route_scale, route_norm):
+                 route_scale, route_norm, gate_bias=False):
         super().__init__()
-        self.gate = nn.Linear(hidden, experts, bias=False)
+        self.gate = nn.Linear(hidden, experts, bias=gate_bias)
         self.experts, self.top_k, self.score_func = experts, top_k, score_func
         self.expert_groups, self.limited_groups = expert_groups, limited_groups
         self.route_scale, self.route_norm = route_scale, route_norm
@@ -121,8 +125,13 @@ class Router(nn.Module):
 
 class Experts(nn.Module):
     """SwiGLU experts, w2(silu(w1 x) * w3 x) each, their weights stacked; a rank of an expert
-    group holds `ids` of them (all without expert parallelism). `grad_scale`: what the
-    weights' gradients are multiplied by (expert_parallel.py's wrap_experts says why)."""
+    group holds `ids` of them (all without expert parallelism). `SPLIT`: each weight, in the
+    order `expert` takes them, and the dim tensor parallelism splits (torchtitan's expert TP:
+    the hidden width; None: replicated), read by frameworks/pytorch/layouts/expert_parallel.py.
+    `grad_scale`: what the weights' gradients are multiplied by (expert_parallel.py's
+    wrap_experts says why)."""
+
+    SPLIT = {"w1": 1, "w2": 2, "w3": 1}
 
     def __init__(self, experts, hidden, moe_hidden):
         super().__init__()
@@ -131,31 +140,41 @@ class Experts(nn.Module):
         self.w2 = nn.Parameter(torch.empty(experts, hidden, moe_hidden))
         self.w3 = nn.Parameter(torch.empty(experts, moe_hidden, hidden))
 
+    def weights(self) -> list:
+        """This rank's parts of the weights (SPLIT's order), their gradients scaled."""
+        weights = [local(getattr(self, name)) for name in self.SPLIT]
+        if self.grad_scale != 1.0:
+            weights = [ScaleGrad.apply(w, self.grad_scale) for w in weights]
+        return weights
+
+    @staticmethod
+    def expert(rows, w1, w2, w3):
+        """One expert's output of its rows."""
+        return (F.silu(rows @ w1.t()) * (rows @ w3.t())) @ w2.t()
+
     def forward(self, x, counts):
         """x: rows sorted by expert, counts[e] of them for this rank's e-th expert. Every
         expert runs, on no row if none came, so each weight has a gradient on every rank."""
-        w1, w2, w3 = (local(w) for w in (self.w1, self.w2, self.w3))
-        if self.grad_scale != 1.0:
-            w1, w2, w3 = (ScaleGrad.apply(w, self.grad_scale) for w in (w1, w2, w3))
+        weights = self.weights()
         out, start = [], 0
         for e, n in enumerate(counts):
             rows = x[start:start + n]
             start += n
-            out.append((F.silu(rows @ w1[e].t()) * (rows @ w3[e].t())) @ w2[e].t())
+            out.append(self.expert(rows, *(w[e] for w in weights)))
         return torch.cat(out)
 
 
 class MoE(nn.Module):
-    """The MoE feed-forward of a layer (module docstring); `FeedForward`: the family's SwiGLU,
-    the shared experts' module."""
+    """The MoE feed-forward of a layer (module docstring); `feed_forward`: the family's SwiGLU,
+    the shared experts' module; `experts_class`: the routed experts' (Experts or a family's)."""
 
     def __init__(self, hidden, moe_hidden, experts, shared_experts, top_k, score_func, feed_forward,
                  expert_groups=None, limited_groups=None, route_scale=1.0, route_norm=False,
-                 load_balance_coeff=1e-3):
+                 load_balance_coeff=1e-3, gate_bias=False, experts_class=Experts):
         super().__init__()
         self.router = Router(hidden, experts, top_k, score_func, expert_groups, limited_groups,
-                             route_scale, route_norm)
-        self.experts = Experts(experts, hidden, moe_hidden)
+                             route_scale, route_norm, gate_bias)
+        self.experts = experts_class(experts, hidden, moe_hidden)
         self.shared_experts = feed_forward(hidden, moe_hidden * shared_experts) if shared_experts else None
         self.load_balance_coeff, self.top_k, self.count = load_balance_coeff, top_k, experts
         self.register_buffer("expert_bias", torch.zeros(experts))
