@@ -8,7 +8,7 @@ Each layout is one real point through `python -m launch` as a user runs it (laun
 1 repeat, 1 + 2 steps, global batch 2, micro-batch 1: one rank accumulates two micro-batches,
 two ranks take one each). The figures are each rank's peaks from its record: on a CPU, its
 live tensors' (`memory.peak_tensor_bytes`, what the report shows; frameworks/pytorch/
-tensor_memory.py) and its host peak RSS (ru_maxrss, `peak_host_bytes`: also the process's own
+layouts/tensor_memory.py) and its host peak RSS (ru_maxrss, `peak_host_bytes`: also the process's own
 baseline, the interpreter, torch and gloo, and what glibc's malloc keeps of freed blocks); on a
 GPU, device memory (torch.cuda.max_memory_allocated). `--fixed-malloc` runs every process with
 glibc's mmap threshold fixed at 64 KiB and one malloc arena (MALLOC_MMAP_THRESHOLD_,

@@ -1,6 +1,6 @@
 """A point's checkpoint settings, checked once and read the same on both sides: the submitting
 side refuses a bad one in one line (launchers/plan/points.py), a rank reads it from its run
-spec (frameworks/pytorch/checkpoint_session.py). docs/checkpoint.md says what each does.
+spec (frameworks/pytorch/checkpoint/bench.py). docs/checkpoint.md says what each does.
 
     checkpoint.dir    where (null: SWEEP/checkpoints/; contract/paths.py checkpoint_root)
     checkpoint.mode   sync | async (DCP's async_save)

@@ -108,13 +108,22 @@ def _where(rank, end: dict) -> str:
     return f"rank {rank} ({node})" if node else f"rank {rank}"
 
 
+def final(run: dict) -> bool:
+    """Whether a recorded repeat (its run.json) is done for good: every ending is a finding
+    about the point but `cancelled`, a repeat stopped from outside (its launcher stopped, its
+    job cancelled, its ranks signalled) before it could measure anything. A rerun into the
+    folder, or a requeued allocation, runs a cancelled repeat again."""
+    return run.get("status") != "cancelled"
+
+
 def run_status(rank_records: dict, world_size: int, ended_by=None, rank_ends=None):
     """One repeat's (status, error): `run_outcome`'s first two."""
     out = run_outcome(rank_records, world_size, ended_by, rank_ends)
     return out["status"], out["error"]
 
 
-def run_outcome(rank_records: dict, world_size: int, ended_by=None, rank_ends=None) -> dict:
+def run_outcome(rank_records: dict, world_size: int, ended_by=None, rank_ends=None,
+                why: str = None) -> dict:
     """One repeat's {status, error, cause, lost} from its ranks: `cause` is the rank whose
     ending names the status (None if none), `lost` the ranks that left no record.
 
@@ -122,8 +131,9 @@ def run_outcome(rank_records: dict, world_size: int, ended_by=None, rank_ends=No
     rank -> {exit_code, signal, node, stopped}: how each rank's process ended, where
     the launcher knows (`stopped` when the launcher itself ended it after a peer
     failed or the repeat timed out). ended_by is what stopped the repeat from outside
-    ("timeout" or "cancelled"): it names the status, and the ranks' first cause
-    stays in the error.
+    ("timeout" or "cancelled"): it names the status, `why` says it in the error (the
+    signal that stopped the launcher: "SIGINT to the launcher"), and the ranks' first
+    cause stays in the error.
 
     The first cause names the status: a rank that died without a record of its own
     accord (a crash: a signal or a non-zero exit), else the first rank whose record
@@ -153,7 +163,7 @@ def run_outcome(rank_records: dict, world_size: int, ended_by=None, rank_ends=No
         status = status or "failed"
         error = f"{error}; {lost}" if error else lost
     if ended_by:
-        status, error = ended_by, f"repeat ended by {ended_by}" + (f"; first: {error}" if error else "")
+        status, error = ended_by, f"repeat ended by {why or ended_by}" + (f"; first: {error}" if error else "")
     return {"status": status or "ok", "error": error, "cause": cause, "lost": missing}
 
 

@@ -9,7 +9,7 @@ submission and read back by the driver in the allocation; both import this, not 
 import json
 import os
 
-from contract import paths, records
+from contract import paths, records, statuses
 from contract.point import Point
 
 
@@ -23,9 +23,20 @@ def read_point(point_dir) -> Point:
         return Point.from_dict(json.load(f))
 
 
+def read_run(rdir: str):
+    """A repeat's run.json, or None where it has none yet; one that cannot be read counts as
+    recorded (its status `corrupt`: the analysis says so), never as a repeat to run again."""
+    path = os.path.join(rdir, paths.RUN_FILE)
+    if not os.path.exists(path):
+        return None
+    return records.read_json(path) or {"status": "corrupt", "error": f"{path} cannot be read"}
+
+
 def recorded(point: Point) -> int:
-    """How many of the point's repeats are recorded (their run.json exists)."""
-    return sum(os.path.exists(os.path.join(rdir, paths.RUN_FILE)) for rdir in point.repeat_dirs)
+    """How many of the point's repeats are recorded for good (statuses.final: a cancelled
+    repeat runs again)."""
+    return sum(run is not None and statuses.final(run)
+               for run in map(read_run, point.repeat_dirs))
 
 
 def write_spec(folder: str, spec) -> str:

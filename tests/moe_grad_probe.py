@@ -18,7 +18,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from contract import parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402
-from frameworks.pytorch import lm_session, parallelize  # noqa: E402
+from frameworks.pytorch import lm_session  # noqa: E402
+from frameworks.pytorch.layouts import parallelize  # noqa: E402
 from tests.frameworks_env import model_cfg  # noqa: E402
 from tests.runspecs import run_spec  # noqa: E402
 
@@ -36,7 +37,7 @@ def main(settings: dict, global_batch: int, name: str = "deepseek_v3") -> dict:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     lay, bad = parallel.resolve(settings, world, 1, None, global_batch)
     assert not bad, bad
-    cfg, family = model_cfg(name, "tiny"), importlib.import_module(f"frameworks.pytorch.{name}")
+    cfg, family = model_cfg(name, "tiny"), importlib.import_module(f"frameworks.pytorch.models.{name}")
     spec = run_spec(model=cfg, precision="fp32", amp_dtype=None, compile=False, seed=0,
                     parallel=lay.as_dict(), device="cpu", rendezvous_timeout_s=60)
     dist = DistEnv(rank, world, rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))

@@ -1,5 +1,5 @@
-"""One rank of torchtitan's Llama 3 built by frameworks/pytorch/titan.py's TitanSession on the
-CPU (or a mixture of experts, frameworks/pytorch/titan_moe.py's TitanMoESession, with a third
+"""One rank of torchtitan's Llama 3 built by frameworks/pytorch/titan/session.py's TitanSession on the
+CPU (or a mixture of experts, frameworks/pytorch/titan/moe_session.py's TitanMoESession, with a third
 argument `deepseek_v3` or `qwen3_moe`), for tests/integration/test_llama3_torchtitan_cpu.py and
 test_moe_layouts.py; run under torch.distributed.run.
 
@@ -25,7 +25,8 @@ titan_utils.device_type, titan_utils.device_module, parallel_dims.device_type = 
 
 from contract import parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402
-from frameworks.pytorch import parallelize, titan  # noqa: E402
+from frameworks.pytorch.layouts import parallelize  # noqa: E402
+from frameworks.pytorch.titan import session as titan  # noqa: E402
 from tests.frameworks_env import model_cfg  # noqa: E402
 from tests.runspecs import run_spec  # noqa: E402
 
@@ -41,8 +42,8 @@ def main(settings: dict, global_batch: int, model: str = "llama3") -> dict:
     if model in ("deepseek_v3", "qwen3_moe"):
         import importlib
 
-        from frameworks.pytorch import titan_moe
-        session = titan_moe.session_of(importlib.import_module(f"frameworks.pytorch.{model}"))(spec, dist)
+        from frameworks.pytorch.titan import moe_session as titan_moe
+        session = titan_moe.session_of(importlib.import_module(f"frameworks.pytorch.models.{model}"))(spec, dist)
     else:
         session = titan.TitanSession(spec, dist)
     out = {"rank": rank, "record": session.parallel_record(), "samples": session.samples_per_step,

@@ -17,7 +17,7 @@ MODEL_KEYS = tuple(dict.fromkeys(k for n in models.names() for k in models.get(n
 SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
 # A rank's peak memory in the record, in the order the figure is taken: device memory (the
 # GPU allocator's max_memory_allocated), a CPU rank's live tensors (what that counts, counted
-# by PyTorch's layouts: frameworks/pytorch/tensor_memory.py), its host peak RSS (ru_maxrss:
+# by PyTorch's layouts: frameworks/pytorch/layouts/tensor_memory.py), its host peak RSS (ru_maxrss:
 # also the interpreter and libraries, and what glibc's malloc keeps of freed blocks).
 MEMORY_KINDS = {"device": "peak_device_bytes", "tensors": "peak_tensor_bytes", "host": "peak_host_bytes"}
 MEMORY_WORDS = {

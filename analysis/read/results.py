@@ -50,7 +50,7 @@ class Results:
                   framework, environment, window (its timed window), profile (profile=true's
                   trace, else None), parallel (a layout's grid place and parameter counts),
                   pipeline (its bubble), moe (a mixture of experts' load and all-to-all
-                  seconds, frameworks/pytorch/moe.py) and checkpoint (its saves and loads,
+                  seconds, frameworks/pytorch/models/moe.py) and checkpoint (its saves and loads,
                   docs/checkpoint.md)
     manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
     preflights    (sweep, point) -> its preflight.json, for points run with preflight=true

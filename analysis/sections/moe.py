@@ -4,7 +4,7 @@ TFLOP/s per device and MFU on the activated parameters, the experts' load and th
 share of a step; under it the published figures of DeepSeek-V3 (analysis/published/,
 dgxc-benchmarking's), each with the points of the sweep that have its layout.
 
-Figures of a point, from its ok repeats' rank records (their `moe`, frameworks/pytorch/moe.py):
+Figures of a point, from its ok repeats' rank records (their `moe`, frameworks/pytorch/models/moe.py):
 - FLOPs: dgxc-benchmarking's count on the activated parameters (contract/models/deepseek_v3.py), so that
   our MFU and its published MFU are the same ratio (its count adds one MTP layer: module text);
 - expert load: max over mean tokens per expert of a step's global counts (the worst MoE layer

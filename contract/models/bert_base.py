@@ -47,6 +47,6 @@ def flops_per_sample(model: dict, gathered: bool = True) -> int:
 SPEC = ModelSpec(
     name="bert_base",
     frameworks=("pytorch", "tensorflow", "jax", "paddle", "mxnet", "mindspore", "oneflow"),
-    pytorch_session="frameworks.pytorch.session:TorchSession",
+    pytorch_session="frameworks.pytorch.models.bert_base:session",
     flops=flops_per_sample, flops_keys=SHAPE,
     inputs=MASKED_TOKENS, files=True, checkpoint=True)

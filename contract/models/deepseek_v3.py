@@ -73,7 +73,8 @@ def flops_per_sample(model: dict) -> int:
 
 
 SPEC = ModelSpec(
-    name="deepseek_v3", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.deepseek_v3:session",
+    name="deepseek_v3", frameworks=("pytorch",),
+    pytorch_session="frameworks.pytorch.models.deepseek_v3:session",
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_lora_rank", "qk_nope_head_dim",
                 "qk_rope_head_dim", "v_head_dim", "moe_hidden", "experts", "top_k", "vocab_size"),

@@ -40,7 +40,7 @@ def flops_per_sample(model: dict) -> int:
 
 
 SPEC = ModelSpec(
-    name="gpt", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.gpt:session",
+    name="gpt", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.gpt:session",
     flops=flops_per_sample, flops_keys=SHAPE, language_model=True,
     layouts=("tp", "pp", "fsdp", "sp"), tp_divides=("heads",),
     report="gpt", published=("gpt",), metric="tokens_per_s", compare_keys=("seq_len",),

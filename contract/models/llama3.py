@@ -42,7 +42,7 @@ def flops_per_sample(model: dict) -> int:
 
 
 SPEC = ModelSpec(
-    name="llama3", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.llama3:session",
+    name="llama3", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.llama3:session",
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size"),
     language_model=True, layouts=("tp", "pp", "fsdp", "cp", "sp"), tp_divides=("heads", "kv_heads"),

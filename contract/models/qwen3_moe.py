@@ -33,7 +33,7 @@ def flops_per_sample(model: dict) -> int:
 
 
 SPEC = ModelSpec(
-    name="qwen3_moe", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.qwen3_moe:session",
+    name="qwen3_moe", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.qwen3_moe:session",
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_heads", "head_dim", "moe_hidden", "experts",
                 "top_k", "vocab_size"),

@@ -1,7 +1,7 @@
 """ResNet-50 v1.5 (conf/model/resnet50.yaml): every framework's, images, data=files.
 
 FLOPs (docs/flops.md): every convolution and the classifier, from the layer shapes of
-frameworks/pytorch/models.py (v1.5: the stride on the 3x3 convolution). A convolution of
+frameworks/pytorch/models/resnet50.py (v1.5: the stride on the 3x3 convolution). A convolution of
 k x k x c_in x c_out on an output of H x W costs H*W*k*k*c_in*c_out multiply-adds. At 224 x 224
 with 1000 classes that is 4,089,184,256 multiply-adds, the "4.1 GFLOPs" usually quoted (which
 counts multiply-adds): 8.18 GFLOPs forward, 24.5 GFLOPs per image trained (3 x forward, a
@@ -17,7 +17,7 @@ def _out(size, kernel, stride, pad) -> int:
 
 
 def layers(layers=(3, 4, 6, 3), width=64, image_size=224, num_classes=1000, **_) -> list:
-    """Every convolution and the classifier of ResNet v1.5 as frameworks/pytorch/models.py
+    """Every convolution and the classifier of ResNet v1.5 as frameworks/pytorch/models/resnet50.py
     builds it: (name, k, c_in, c_out, out_h, out_w), the classifier as a 1x1 "convolution"
     on a 1x1 output."""
     out = []
@@ -54,6 +54,6 @@ def flops_per_sample(model: dict) -> int:
 SPEC = ModelSpec(
     name="resnet50",
     frameworks=("pytorch", "tensorflow", "jax", "paddle", "mxnet", "mindspore", "oneflow"),
-    pytorch_session="frameworks.pytorch.session:TorchSession",
+    pytorch_session="frameworks.pytorch.models.resnet50:session",
     flops=flops_per_sample, flops_keys=SHAPE,
     inputs=IMAGES, files=True, checkpoint=True)

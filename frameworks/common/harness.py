@@ -13,12 +13,11 @@ the run. Standard library only: this runs in the framework's Python.
 import argparse
 import math
 import os
-import signal
 import socket
 import sys
 import time
 
-from . import capability, datafiles, distenv, environment, memory
+from . import capability, datafiles, distenv, environment, memory, sigterm
 from frameworks import registry
 from contract import paths, records
 from contract import spec as run_spec
@@ -194,10 +193,6 @@ def record_parameter_checksum(session, record, seconds=None) -> None:
         record["parameter_checksum_error"] = error
 
 
-def _on_sigterm(signum, frame):
-    raise Cancelled("terminated by SIGTERM")
-
-
 def run(adapter, spec, dist, host=None):
     """Build the session and run the loop; return the finished record and the session
     (None if it was never built), which the caller closes after saving the record.
@@ -207,6 +202,7 @@ def run(adapter, spec, dist, host=None):
     leaves a record that says why."""
     origin = time.perf_counter()
     record = records.new_record(spec.as_dict(), dist, host or socket.gethostname(), time.time())
+    sigterm.pending(record, record_path(spec, dist))  # what SIGTERM saves if a step holds on
     record["parameter_checksum"] = None  # run_steps fills it in once the loop has ended ok
     record["mode"] = spec.mode  # eager, jit, graph, ... (contract/modes.py)
     record["data"] = datafiles.settings(spec, dist)  # source, backend, workers (docs/data.md)
@@ -222,6 +218,7 @@ def run(adapter, spec, dist, host=None):
         oom_rule = adapter.oom_rule  # its OOM rule, asked on failure (also while building)
         limits = memory.limit_memory(spec.memory_limit_mb)  # after the framework's import
         session = make(spec, dist)
+        sigterm.reclaim()  # a framework may have taken SIGTERM for itself
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
         parallel = session.parallel_record()
@@ -232,7 +229,7 @@ def run(adapter, spec, dist, host=None):
         record["status"] = "ok"
     except BaseException as exc:  # every ending, even KeyboardInterrupt, leaves a record
         record["error"] = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, Cancelled):
+        if isinstance(exc, Cancelled) or sigterm.received():  # the stop's, however it surfaced
             record["status"] = "cancelled"
         elif isinstance(exc, capability.Unsupported):
             record["status"] = "unsupported"
@@ -281,27 +278,31 @@ def _safe(fn):
         return None
 
 
-def main(argv=None) -> int:
-    """`python -m frameworks --spec PATH`: one rank of one repeat, any framework."""
+def main(argv=None, adapter=None) -> int:
+    """`python -m frameworks --spec PATH`: one rank of one repeat, any framework (`adapter`:
+    the spec's framework's from the registry when None)."""
     parser = argparse.ArgumentParser(description="Run one rank of one benchmark repeat.")
     parser.add_argument("--spec", required=True, help="run-spec JSON written by the launcher")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    sigterm.install()  # SIGTERM: `cancelled`, and an end within sigterm.GIVE_UP_S
     try:
         spec = run_spec.read(args.spec)
         dist = distenv.from_env()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
-    record, session = run(None, spec, dist)
-    path = os.path.join(spec.record_dir, paths.rank_record_name(dist.rank))
-    records.write_json_atomic(path, record)  # saved before teardown, which can hang
+    record, session = run(adapter, spec, dist)
+    sigterm.save(record_path(spec, dist), record)  # saved before teardown, which can hang
     if record["status"] != "ok":
         print(f"worker rank {dist.rank}: {record['status']}: {record['error']}", file=sys.stderr)
     code = 0 if record["status"] == "ok" else 1
     if session is not None:
         close_within(session, CLOSE_TIMEOUT_S, code)
     return code
+
+
+def record_path(spec, dist) -> str:
+    return os.path.join(spec.record_dir, paths.rank_record_name(dist.rank))
 
 
 CLOSE_TIMEOUT_S = 60

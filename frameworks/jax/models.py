@@ -1,4 +1,5 @@
-"""ResNet-50 v1.5 and BERT-base pretraining in Flax (linen), matching frameworks/pytorch/models.py.
+"""ResNet-50 v1.5 and BERT-base pretraining in Flax (linen), matching frameworks/pytorch/models/
+(resnet50.py, bert_base.py).
 
 The same layers and parameter counts as the PyTorch reference, in JAX's idiom:
 images are NHWC (XLA's preferred layout; the batch has the same sizes as

@@ -1,7 +1,7 @@
 """ResNet-50 v1.5 and BERT-base pretraining as MindSpore Cells.
 
 The same layers, parameter counts and loss as the PyTorch reference
-(frameworks/pytorch/models.py), built from the same model-config dict (full or
+(frameworks/pytorch/models/resnet50.py, bert_base.py), built from the same model-config dict (full or
 tiny sizes). Parameters are MindSpore's trainable ones: BatchNorm's moving
 mean and variance are state, as PyTorch's running statistics are buffers.
 """

@@ -1,6 +1,6 @@
 """ResNet-50 v1.5 and BERT-base pretraining as MXNet Gluon HybridBlocks.
 
-Layer for layer the definitions of frameworks/pytorch/models.py: the same shapes,
+Layer for layer the definitions of frameworks/pytorch/models/resnet50.py, bert_base.py: the same shapes,
 the same parameter counts (tests/integration/test_framework_mxnet.py), the same
 losses. Each block is a HybridBlock, so `hybridize()` (the suite's `compile`)
 turns the whole step into one symbolic graph. MXNet-specific points:

@@ -1,7 +1,7 @@
 """ResNet-50 v1.5 and BERT-base pretraining in OneFlow (its torch-like oneflow.nn).
 
 The same layers, parameter counts and loss as the PyTorch reference
-(frameworks/pytorch/models.py), built from the same model-config dict (full or
+(frameworks/pytorch/models/resnet50.py, bert_base.py), built from the same model-config dict (full or
 tiny sizes). OneFlow 0.9 has no fused scaled_dot_product_attention, so
 attention is written out (softmax(QK^T/sqrt(d) + mask) V), as PyTorch's math
 path computes it.

@@ -1,6 +1,6 @@
 """ResNet-50 v1.5 and BERT-base pretraining in PaddlePaddle (paddle.nn, dynamic graph).
 
-Layer for layer the definitions of frameworks/pytorch/models.py: the same shapes,
+Layer for layer the definitions of frameworks/pytorch/models/resnet50.py, bert_base.py: the same shapes,
 the same parameter counts (tests/integration/test_frameworks.py), the same
 losses. Paddle-specific points:
 - BatchNorm's running mean and variance are non-trainable *parameters* in Paddle,

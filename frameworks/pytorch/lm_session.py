@@ -1,9 +1,9 @@
 """A decoder language model's training session at any layout (dp x tp x pp, FSDP, a pipeline
-schedule, micro-batches): the harness's surface over frameworks/pytorch/parallelize.py's split
-model. The model is a family module (frameworks/pytorch/gpt.py says what one provides).
+schedule, micro-batches): the harness's surface over frameworks/pytorch/layouts/parallelize.py's split
+model. The model is a family module (frameworks/pytorch/models/gpt.py says what one provides).
 
 One iteration trains on the global batch: each data-parallel rank takes its rows of it (the
-same rows whatever the layout, frameworks/pytorch/gpt.py), in `accumulation` micro-batches,
+same rows whatever the layout, frameworks/pytorch/models/gpt.py), in `accumulation` micro-batches,
 through the pipeline schedule where there is one, else one after another with the gradient
 all-reduce (DDP) or reduce-scatter (FSDP) on the last. The loss a rank records is the
 iteration's loss over the whole global batch, as Megatron-LM logs it: averaged over the
@@ -11,10 +11,10 @@ data-parallel ranks, from the last pipeline stage. The samples a rank counts are
 on one rank of each data-parallel replica (tp 0 and cp 0 of the last stage) and none
 elsewhere, so that the method's throughput (the sum over ranks, over the longest window) is the
 global batch's. With context parallelism a rank trains on its part of each sequence
-(frameworks/pytorch/context_parallel.py) and the loss is averaged over dp x cp. A mixture of
+(frameworks/pytorch/layouts/context_parallel.py) and the loss is averaged over dp x cp. A mixture of
 experts (its spec's `experts`, contract/models/) has its experts split over ep ranks
-(frameworks/pytorch/expert_parallel.py), its load balanced before each optimizer step, and
-its load and all-to-all seconds per step in the record's `moe` (frameworks/pytorch/moe.py).
+(frameworks/pytorch/layouts/expert_parallel.py), its load balanced before each optimizer step, and
+its load and all-to-all seconds per step in the record's `moe` (frameworks/pytorch/models/moe.py).
 Standard library + torch only.
 """
 import contextlib
@@ -28,7 +28,9 @@ from torch.distributed.tensor.parallel import loss_parallel
 from frameworks.common import accelerator, capability
 from contract import modes, parallel
 from contract.models import get as spec_of
-from frameworks.pytorch import context_parallel, expert_parallel, models, moe, parallelize, tensor_memory
+from frameworks.pytorch import models
+from frameworks.pytorch.layouts import context_parallel, expert_parallel, parallelize, tensor_memory
+from frameworks.pytorch.models import moe
 from frameworks.pytorch.session import DTYPES, TorchSession, setup_device
 
 
@@ -198,7 +200,7 @@ class LMSession(TorchSession):
 
     def _tensor_peak(self, record) -> None:
         """On a CPU, `memory.peak_tensor_bytes`: the peak of live tensor bytes over one more
-        iteration, untimed, counted operator by operator (frameworks/pytorch/tensor_memory.py),
+        iteration, untimed, counted operator by operator (frameworks/pytorch/layouts/tensor_memory.py),
         what max_memory_allocated gives on a GPU, where the record has that as
         peak_device_bytes. Not with compile=true: a compiled graph's buffers bypass the count."""
         if self.cuda or self.compiled:

@@ -2,8 +2,9 @@
 DDP, torch.compile, AMP, gradient clipping and the CUDA-event timer, written once.
 
 A model family changes what is built through three hooks: `build_model(cfg)`,
-`synthetic_batch(cfg, batch_size, seed)` and `build_optimizer(cfg, params)`
-(frameworks/pytorch/special.py overrides them for DLPerf's special cases).
+`synthetic_batch(cfg, batch_size, seed)` and `build_optimizer(cfg, params)`; by default the
+plain model its module defines (frameworks/pytorch/models/: ResNet-50, BERT), and for DLPerf's
+special cases (models/wide_deep.py, models/insightface.py) SpecialSession's.
 Standard library + torch only: this runs in the framework's Python.
 """
 import datetime
@@ -177,3 +178,16 @@ class TorchSession(harness.Session):
             torch_dist.barrier()
             time.sleep(0.2)
             torch_dist.destroy_process_group()
+
+
+class SpecialSession(TorchSession):
+    """TorchSession with a special model (frameworks/pytorch/models/wide_deep.py,
+    insightface.py): made on the device itself (a table of 10^8 rows never visits the host),
+    with its own synthetic batch (`host_batch`: fixed random inputs made once, as DLPerf's
+    synthetic-data runs)."""
+
+    host_batch = None   # (cfg, batch_size, generator) -> (inputs, labels) on the host
+
+    def synthetic_batch(self, cfg, batch_size, seed):
+        inputs, labels = type(self).host_batch(cfg, batch_size, torch.Generator().manual_seed(seed))
+        return tuple(t.to(self.device) for t in inputs), tuple(t.to(self.device) for t in labels)

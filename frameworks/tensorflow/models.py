@@ -1,6 +1,6 @@
 """ResNet-50 v1.5 and BERT-base pretraining as Keras 3 models on the TensorFlow backend.
 
-They match frameworks/pytorch/models.py layer for layer: the same parameter counts
+They match frameworks/pytorch/models/resnet50.py, bert_base.py layer for layer: the same parameter counts
 (tests/integration/test_frameworks.py), the same losses, the same optimizer
 settings. Differences that are only the framework's idiom:
 

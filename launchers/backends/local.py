@@ -4,6 +4,12 @@ Each rank gets the same environment contract as under Slurm (RANK, WORLD_SIZE,
 LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Points run one after
 another, synchronously: this is the embedded default that needs no cluster. The object
 is at once the submitter and the allocation: this machine.
+
+The launcher owns its ranks (launchers/backends/stopping.py): Ctrl-C, SIGTERM or SIGHUP
+stops them by the step runner's rule and the repeat says `cancelled`; a launcher killed
+outright takes them with it (the parent-death signal). Each rank leads a session of its
+own, so that a terminal's Ctrl-C reaches the launcher alone (which stops the ranks in
+order) and a signal to a rank's group reaches what the rank started.
 """
 import os
 import signal
@@ -14,7 +20,7 @@ import time
 from contract import spec as specs
 from contract import paths, statuses
 from launchers import sweepdir
-from launchers.backends import ports, step, worker
+from launchers.backends import ports, step, stopping, worker
 from launchers.backends.base import Launcher
 from launchers.driver import preflight, repeats, search
 from launchers.health import step as health_step
@@ -97,14 +103,17 @@ class LocalLauncher(Launcher):
     def submit(self, pts: list, dry_run: bool = False) -> None:
         """The sweep's local points, one after another; a search runs here, one try after
         another (launchers/driver/search.py)."""
-        for point in pts:
-            if dry_run:
+        if dry_run:
+            for point in pts:
                 print(search.describe(point) if point.search is not None else self.describe(point))
-            elif point.search is not None:
-                search.run(point, self, print)
-            else:
-                sweepdir.write_point(point)
-                repeats.run_point(point.dir, self, print)
+            return
+        with stopping.owner(self.log):
+            for point in pts:
+                if point.search is not None:
+                    search.run(point, self, self.log)
+                else:
+                    sweepdir.write_point(point)
+                    repeats.run_point(point.dir, self, self.log)
 
     def describe(self, point) -> str:
         """What a dry run prints of a point."""
@@ -114,7 +123,8 @@ class LocalLauncher(Launcher):
                 f"{' '.join(argv)}")
 
     def health(self, point) -> dict:
-        return self.health_step(point, point.dir)
+        with stopping.owner(self.log):
+            return self.health_step(point, point.dir)
 
     # ---- this machine is the allocation ----------------------------------------------------
     def hosts(self) -> list:
@@ -138,7 +148,8 @@ class LocalLauncher(Launcher):
                 try:
                     procs.append(subprocess.Popen(argv, cwd=ROOT, env=rank_env(point, rank, port),
                                                   stdout=log, stderr=subprocess.STDOUT,
-                                                  start_new_session=True))
+                                                  start_new_session=True,
+                                                  preexec_fn=stopping.die_with_owner()))
                 except OSError as exc:  # not an interpreter at all: the repeat fails, saying so
                     step.stop(Processes(procs), step.TERM_S)
                     raise worker.WorkerUnavailable(f"cannot start {argv[0]}: "

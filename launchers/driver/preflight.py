@@ -5,24 +5,29 @@ The repeat loop (launchers/driver/repeats.py) calls `passes(point, launcher)` in
 gets while repeats are unrecorded, with the backend's launcher object in that allocation:
 one health step (`launcher.health_step`, launchers/health/step.py). All healthy: the
 repeats run there. A node sick, or the sending end of a slow link
-(launchers/health/verdict.py, `exclude`): the launcher queues the point again without every
-node left out so far (`launcher.resubmit_without`: on Slurm submitit's `exclude`, sbatch
---exclude, at most health.retries times, and the allocation is given back). A point that
+(launchers/health/verdict.py): the launcher queues the point again without every node the
+round's attempts leave out together (launchers/health/evidence.py: a slow link of 2 nodes is
+pinned on its end once another attempt has paired each end with someone else, and a node
+left out on a guess is let back in when that clears it; `launcher.resubmit_without`: on
+Slurm submitit's `exclude`, sbatch --exclude, at most health.retries times, and the
+allocation is given back). A point that
 cannot find enough healthy nodes (the retries spent, fewer usable nodes in its partition
 than it needs once the sick are left out, or a local machine that is sick: it has no other)
 ends `unhealthy`: no repeat runs, and `launch status` and the report say which nodes were
 left out and why.
 
 SWEEP/points/<p>/preflight.json (paths.PREFLIGHT_FILE) keeps each attempt (its job, nodes,
-verdict and folder, paths.health_attempt_dir), the nodes left out and why, the
-resubmissions and the outcome: "ok", "resubmitted" or "unhealthy" (with its error). A
-submission of the sweep by hand starts a new round; the earlier ones stay in `rounds`.
+verdict, links and folder, paths.health_attempt_dir), the nodes left out and why, those let
+back in and why, the resubmissions and the outcome: "ok", "resubmitted" or "unhealthy" (with
+its error). A submission of the sweep by hand starts a new round; the earlier ones stay in
+`rounds`.
 """
 import os
 import time
 
 from contract import paths, records, statuses
 from launchers import sweepdir
+from launchers.health import evidence
 from launchers.health import verdict as health_verdict
 
 
@@ -36,8 +41,8 @@ def read(point_dir: str):
 
 def _fresh(point) -> dict:
     return {"schema": paths.PREFLIGHT_SCHEMA, "version": paths.SCHEMA_VERSION,
-            "point": point.name, "attempts": [], "excluded": {}, "resubmissions": 0,
-            "outcome": None, "error": None, "rounds": []}
+            "point": point.name, "attempts": [], "excluded": {}, "readmitted": {},
+            "resubmissions": 0, "outcome": None, "error": None, "rounds": []}
 
 
 def _write(point_dir: str, state: dict) -> None:
@@ -48,9 +53,10 @@ def new_round(point_dir: str) -> None:
     """A submission by hand: what earlier rounds left out no longer holds (nodes get fixed)."""
     state = read(point_dir)
     if state and state.get("attempts"):
-        keep = {k: state.get(k) for k in ("attempts", "excluded", "resubmissions", "outcome", "error")}
+        keep = {k: state.get(k) for k in ("attempts", "excluded", "readmitted", "resubmissions",
+                                          "outcome", "error")}
         state.update(rounds=state.get("rounds", []) + [keep], attempts=[], excluded={},
-                     resubmissions=0, outcome=None, error=None)
+                     readmitted={}, resubmissions=0, outcome=None, error=None)
         _write(point_dir, state)
 
 
@@ -66,6 +72,9 @@ def _attempt(point, state: dict, launcher) -> dict:
     state["attempts"].append({**launcher.where(), "attempt": n, "dir": os.path.relpath(hdir, point.dir),
                               "ok": verdict["ok"], "sick": verdict["sick"],
                               "slow_links": verdict["slow_links"], "exclude": verdict["exclude"],
+                              # every link measured, [src, dst, GB/s, slow]: the evidence
+                              "links": [[l["src"], l["dst"], l["gbytes_s"], l["slow"]]
+                                        for l in verdict["links"]],
                               "ended_unix": time.time()})
     return verdict
 
@@ -75,6 +84,21 @@ def _unhealthy(point, state: dict, why: str, log) -> bool:
     _write(point.dir, state)
     log(f"{point.name}: {statuses.UNHEALTHY}: {why}")
     return False
+
+
+def _leave_out(state: dict, log) -> None:
+    """The nodes this round's attempts leave out together; one left out before that they now
+    clear is let back in, saying why."""
+    before, readmitted = state["excluded"], state.setdefault("readmitted", {})
+    state["excluded"] = evidence.left_out(state["attempts"])
+    for node in state["excluded"]:
+        readmitted.pop(node, None)
+    for node in sorted(set(before) - set(state["excluded"])):
+        why = (f"left out before ({'; '.join(before[node])}); attempt "
+               f"{state['attempts'][-1]['attempt']} puts the slow links on "
+               f"{', '.join(sorted(state['excluded']))}")
+        readmitted[node] = why
+        log(f"preflight: {node} let back in: {why}")
 
 
 def left_out(state: dict) -> str:
@@ -98,7 +122,7 @@ def passes(point, launcher, log=print) -> bool:
         state.update(outcome="ok", error=None)
         _write(point.dir, state)
         return True
-    state["excluded"].update(verdict["exclude"])
+    _leave_out(state, log)
     try:
         job_id = launcher.resubmit_without(point, state)
     except Unhealthy as exc:

@@ -3,17 +3,20 @@ and runs a point's repeats, each with fresh ranks, after its preflight where it 
 
 How ranks start is the launcher object's business (`launcher.start_repeat`: processes here,
 an `srun` step on Slurm); what a repeat is, when it counts as done, and how its status is
-decided live here, once. A repeat is done when its run.json exists: a rerun or a requeued
-allocation skips it, so nothing is counted twice, and a repeat interrupted half-way is moved
-aside whole and run again.
+decided live here, once. A repeat is done when its run.json exists and is final
+(contract/statuses.py `final`: not `cancelled`): a rerun or a requeued allocation skips it,
+so nothing is counted twice; a repeat interrupted half-way, or cancelled, is moved aside
+whole and run again. A stop signal to the launcher (launchers/backends/stopping.py) ends
+the loop: the repeat it cut short is recorded `cancelled` with the signal as its cause,
+and no other starts.
 """
-import json
 import os
 import shutil
 import time
 
 from contract import paths, records, statuses
 from launchers import sweepdir
+from launchers.backends import stopping
 from launchers.backends.worker import WorkerUnavailable
 from launchers.driver import preflight, run_spec
 
@@ -56,10 +59,13 @@ def run_repeat(point, repeat: int, launcher) -> dict:
     spec_path = sweepdir.write_spec(rdir, run_spec.of(point, repeat))
     started = time.time()
     world = point.world_size
-    rank_ends, cause, lost = {}, None, []
+    rank_ends, cause, lost, stopped_by = {}, None, [], None
     try:
         rank_ends, ended_by = launcher.start_repeat(point, spec_path, rdir)
-        out = statuses.run_outcome(sweepdir.read_rank_records(rdir, world), world, ended_by, rank_ends)
+        if ended_by == "cancelled":  # the launcher's stop signal
+            stopped_by = stopping.received()
+        out = statuses.run_outcome(sweepdir.read_rank_records(rdir, world), world, ended_by, rank_ends,
+                                   why=stopping.cause() if stopped_by else None)
         status, error, cause, lost = out["status"], out["error"], out["cause"], out["lost"]
     except WorkerUnavailable as exc:
         status, error = "failed", str(exc)
@@ -75,6 +81,8 @@ def run_repeat(point, repeat: int, launcher) -> dict:
            "log_tail": {"rank": tail_rank, "lines": log_tail(rdir, tail_rank)}
            if status != "ok" and tail_rank is not None else None,
            "started_unix": started, "ended_unix": time.time()}
+    if stopped_by:
+        run["stopped_by"] = stopped_by
     records.write_json_atomic(os.path.join(rdir, paths.RUN_FILE), run)
     return run
 
@@ -104,18 +112,21 @@ def run_point(point_dir: str, launcher, log=print):
         return None
     ended, unsupported = [], None
     for repeat in range(point.repeats):
-        done = os.path.join(point.repeat_dir(repeat), paths.RUN_FILE)
-        if os.path.exists(done):
-            with open(done) as f:
-                run = json.load(f)
+        run = sweepdir.read_run(point.repeat_dir(repeat))
+        if run is not None and statuses.final(run):
             log(f"{point.name} repeat {repeat}: already recorded ({run['status']})")
         elif unsupported:
             run = _not_run(point, repeat, unsupported)
             log(f"{point.name} repeat {repeat}: unsupported (not run)")
         else:
+            stopping.check()
+            if run is not None:
+                log(f"{point.name} repeat {repeat}: {run['status']} before ({run['error']}); "
+                    "running it again")
             run = run_repeat(point, repeat, launcher)
             detail = f" ({run['error']})" if run["error"] else ""
             log(f"{point.name} repeat {repeat}: {run['status']}{detail}")
+            stopping.check()
         if run["status"] == "unsupported" and not unsupported:
             unsupported = run
         ended.append(run["status"])

@@ -18,7 +18,7 @@ from contract import paths, records, typed
 from contract.point import Framework
 from contract.spec import HealthSpec
 from launchers import sweepdir
-from launchers.backends import step
+from launchers.backends import step, stopping
 from launchers.health import verdict as health_verdict
 
 MODULE = "healthchecks.rank"
@@ -60,8 +60,11 @@ def run(point, hdir: str, launcher) -> dict:
     ranks = launcher.start_health(point, spec_path, hdir)
     out = step.run(ranks, timeout, GRACE_S, "the health step", launcher.log)
     why = {"timeout": f"the health step passed health.timeout_s={timeout:g}",
-           "failure": f"stopped {GRACE_S} s after {out.first}"}.get(out.stop)
-    return finish(point, hdir, launcher.hosts(), why, ranks.ends(), out.stopped)
+           "failure": f"stopped {GRACE_S} s after {out.first}",
+           "cancelled": f"stopped by {stopping.received()}"}.get(out.stop)
+    verdict = finish(point, hdir, launcher.hosts(), why, ranks.ends(), out.stopped)
+    stopping.check()  # the owner was stopped: no verdict acted on
+    return verdict
 
 
 def finish(point, hdir: str, hosts: list, ended_by: str = None, rank_ends=None,

@@ -21,9 +21,10 @@ checks, each link's bandwidth, and which nodes and links are sick (docs/health.m
   health.link_cap_s), is slow; a node all of whose links one way are slow is named (sick),
   and a slow link no node explains is named on its own line.
 
-`exclude` is what preflight leaves out: every sick node, and for each slow link that no
-node explains, the node that sends on it unless its other end is left out already (either
-end gone removes the link). `render` prints a verdict: a row per node, a line per slow link
+`exclude` is what this step alone would leave out: every sick node, and for each slow link
+that no node explains, the node that sends on it unless its other end is left out already
+(either end gone removes the link); preflight weighs every attempt of its round together
+(launchers/health/evidence.py). `render` prints a verdict: a row per node, a line per slow link
 and, once each, why the checks that did not apply were skipped.
 """
 import statistics

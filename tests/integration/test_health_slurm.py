@@ -10,6 +10,7 @@ run to run (a healthy link was once measured at 0.385 of the median): the tests 
 health.min_fraction=0.2, and a rate limit that makes a link some 25 to 50 times slower
 (a real fabric gets the default, 0.8).
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -55,14 +56,8 @@ def cluster():
 def throttle(cluster):
     """throttle(node, rate): the node's port rate-limited both ways (tc on both ends of its
     veth) for one test; lifted after it, whatever the test did."""
-    limited = []
-
-    def limit(name, rate="40mbit"):
-        limited.append(name)
-        cluster.limit_rate(name, rate, both=True)
-    yield limit
-    for name in limited:
-        cluster.unlimit(name)
+    with contextlib.ExitStack() as limits:
+        yield lambda name, rate="40mbit": limits.enter_context(cluster.throttled(name, rate))
 
 
 def launch(*args, timeout=240):

@@ -1,4 +1,4 @@
-"""The GPU path of Llama 3 (frameworks/pytorch/titan.py: torchtitan's model, parallelize_llama,
+"""The GPU path of Llama 3 (frameworks/pytorch/titan/session.py: torchtitan's model, parallelize_llama,
 pipeline_llm) built and run on this machine's CPU as far as the CPU goes (tests/titan_cpu_probe.py
 says how): every layout builds, holds its share of the parameters and runs its forward; the
 training step stops at FlexAttention's backward, which torch 2.13 has only on GPUs, and

@@ -290,6 +290,16 @@ class LocalSlurmCluster:
             _run([which("tc") or "tc", *where, "qdisc", "replace", dev, veth, "root", "tbf",
                   "rate", rate, "burst", "32kbit", "latency", "400ms"])
 
+    @contextlib.contextmanager
+    def throttled(self, name: str, rate: str = "40mbit"):
+        """The node's port rate-limited both ways while the body runs, lifted after it,
+        whatever the body did."""
+        try:
+            self.limit_rate(name, rate, both=True)
+            yield
+        finally:
+            self.unlimit(name)
+
     def unlimit(self, name: str) -> None:
         """Lift the node's rate limits, both ends (one never set is no error)."""
         for *where, dev, veth in self._tc_ends(name, True):

@@ -18,7 +18,7 @@ from analysis.sections import checkpoint as checkpoint_section
 from contract import checkpoint, paths, records, statuses
 from frameworks.common import bare_io, harness
 from frameworks.common.distenv import DistEnv
-from frameworks.pytorch import checkpoint as dcp_checkpoint
+from frameworks.pytorch.checkpoint import dcp as dcp_checkpoint
 from launchers.plan import points
 from tests.runspecs import run_spec, stand_in
 from tests.sweepfiles import write_point, write_repeat

@@ -1,8 +1,8 @@
 """DeepSeek-V3: its parameter counts and FLOPs against hand figures (dgxc-benchmarking's published
-163.7 TFLOP/s among them), and the CPU definition (frameworks/pytorch/deepseek_v3.py,
-frameworks/pytorch/moe.py) against torchtitan's own model: the same parameters, activated
+163.7 TFLOP/s among them), and the CPU definition (frameworks/pytorch/models/deepseek_v3.py,
+frameworks/pytorch/models/moe.py) against torchtitan's own model: the same parameters, activated
 parameters and FLOPs, the same router, MoE layer and logits from the same weights; the
-GPU path's settings (frameworks/pytorch/titan_moe.py)."""
+GPU path's settings (frameworks/pytorch/titan/moe_session.py)."""
 import importlib.util
 
 import pytest
@@ -10,7 +10,8 @@ import torch
 
 from analysis.figures import flops
 from contract.models import deepseek_v3 as deepseek_v3_spec
-from frameworks.pytorch import deepseek_v3, moe, parallelize
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import deepseek_v3, moe
 from tests.frameworks_env import model_cfg
 
 # 671B by hand, from the shape (h 7168, 128 heads, q rank 1536, kv rank 512, head dims 128 + 64
@@ -55,8 +56,8 @@ def test_flops_as_dgxc_benchmarking_counts_them_reproduce_its_163_7():
     assert flops.flops_per_sample(cfg) == 249_811_304_448 * 4096
 
 
-titan = pytest.importorskip("frameworks.pytorch.titan")
-titan_moe = pytest.importorskip("frameworks.pytorch.titan_moe")
+titan = pytest.importorskip("frameworks.pytorch.titan.session")
+titan_moe = pytest.importorskip("frameworks.pytorch.titan.moe_session")
 torchtitan = pytest.importorskip(
     "torchtitan.models.deepseek_v3", reason="torchtitan not installed: `make venv` installs "
     "requirements-torchtitan.txt (pip install --no-deps)")

@@ -136,3 +136,24 @@ def test_an_array_task_names_itself_by_array_and_task(monkeypatch):
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "1013")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
     assert slurm_nodes.this_job() == "1013_0"
+
+
+def test_a_cancelled_repeat_is_not_done_a_rerun_runs_it_again(tmp_path):
+    """The rule (contract/statuses.py `final`): every recorded ending is a finding but
+    `cancelled`, a repeat stopped from outside before it measured anything."""
+    from contract import statuses
+    assert not statuses.final({"status": "cancelled"})
+    assert all(statuses.final({"status": s}) for s in statuses.STATUSES if s != "cancelled")
+    point = make(tmp_path, repeats=2)
+    calls = []
+    repeats.run_repeat(point, 0, launcher(writer(calls, status="cancelled")))
+    repeats.run_repeat(point, 1, launcher(writer(calls, status="timeout")))
+    assert sweepdir.recorded(point) == 1  # the timeout is a finding; the cancelled repeat is not
+    logged = []
+    got = repeats.run_point(point.dir, launcher(writer(calls)), log=logged.append)
+    assert got == ["ok", "timeout"] and calls == [0, 1, 0]
+    assert logged[0].startswith("000-pytorch-resnet50-fp32-1x1-bs4 repeat 0: cancelled before (rank 0: x); "
+                                "running it again")
+    aside = [d for d in os.listdir(point.dir) if ".interrupted-" in d]
+    assert len(aside) == 1 and aside[0].startswith("repeat-00")  # the cancelled one, kept whole
+    assert json.load(open(os.path.join(point.dir, aside[0], "run.json")))["status"] == "cancelled"

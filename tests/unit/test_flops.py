@@ -13,7 +13,8 @@ from analysis.figures import flops
 from analysis.figures import metrics
 from analysis.report import contents as report
 from contract.models import bert_base, gpt, resnet50
-from frameworks.pytorch import gpt as torch_gpt, parallelize
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import gpt as torch_gpt
 from tests.frameworks_env import model_cfg
 from tests.sweepfiles import write_point, write_repeat
 

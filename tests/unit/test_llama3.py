@@ -1,5 +1,5 @@
 """Llama 3: its parameter counts against the published sizes, its FLOPs against hand figures,
-and the CPU definition (frameworks/pytorch/llama3.py) against torchtitan's own model: the same
+and the CPU definition (frameworks/pytorch/models/llama3.py) against torchtitan's own model: the same
 parameters, the same FLOPs, the same logits from the same weights."""
 import re
 
@@ -8,7 +8,8 @@ import torch
 
 from analysis.figures import flops
 from contract.models import llama3 as llama3_spec
-from frameworks.pytorch import llama3, parallelize
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import llama3
 from tests.frameworks_env import model_cfg
 from tests.runspecs import run_spec
 
@@ -54,7 +55,7 @@ def test_a_tied_output_layer_counts_once_and_is_a_matmul():
     assert llama3_spec.flops_per_token(cfg) == 6 * 1_235_814_400 + 12 * 16 * 2048 * 8192
 
 
-titan = pytest.importorskip("frameworks.pytorch.titan")
+titan = pytest.importorskip("frameworks.pytorch.titan.session")
 torchtitan = pytest.importorskip(
     "torchtitan.models.llama3", reason="torchtitan not installed: `make venv` installs "
     "requirements-torchtitan.txt (pip install --no-deps)")

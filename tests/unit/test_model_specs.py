@@ -72,6 +72,8 @@ def test_a_spec_agrees_with_the_tree(name):
             assert name in _framework_models(framework), framework
     if spec.pytorch_session:
         assert callable(resolve(spec.pytorch_session))   # imports the PyTorch module it names
+        # beside its definition: frameworks/pytorch/models/<name>.py, or a package of that name
+        assert spec.pytorch_session.split(":")[0].split(".")[:4] == ["frameworks", "pytorch", "models", name]
     assert spec.report is None or spec.report in special.SECTIONS
     assert spec.metric in compare.METRICS
     assert set(spec.tp_divides) <= set(model_cfg(name, _a_size(name)))
@@ -149,7 +151,8 @@ def test_the_worker_imports_torch_before_the_memory_cap_and_no_layout_module():
     import sys
     code = ("import sys; import frameworks.pytorch.worker; "
             "print(all(m in sys.modules for m in ('torch', 'frameworks.pytorch.session', "
-            "'frameworks.pytorch.special')), 'torch.distributed.pipelining' in sys.modules, "
+            "'frameworks.pytorch.models.wide_deep', 'frameworks.pytorch.models.insightface')), "
+            "'torch.distributed.pipelining' in sys.modules, "
             "'frameworks.pytorch.lm_session' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False", "False"], out.stderr[-2000:]

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from frameworks.pytorch import models
+from frameworks.pytorch.models import bert_base, resnet50
 from tests.frameworks_env import model_cfg
 
 
@@ -22,7 +23,7 @@ def test_tiny_sizes_are_small_and_pinned():
 
 
 def test_v15_stride_sits_on_the_3x3_convolution():
-    net = models.ResNet()
+    net = resnet50.ResNet()
     first_of_stage2 = net.blocks[3]
     assert first_of_stage2.conv1.stride == (1, 1) and first_of_stage2.conv2.stride == (2, 2)
     assert first_of_stage2.down[0].stride == (2, 2)
@@ -43,7 +44,7 @@ def test_tiny_models_train_one_step():
 
 
 def test_decoder_is_tied_to_word_embeddings():
-    m = models.BertForPretraining(**model_cfg("bert_base", "tiny"))
+    m = bert_base.BertForPretraining(**model_cfg("bert_base", "tiny"))
     names = [n for n, _ in m.named_parameters()]
     assert not any("decoder" in n for n in names) and "word.weight" in names
 

@@ -1,4 +1,4 @@
-"""Partial FC (frameworks/pytorch/special.py) against an unsharded computation, on 1 and on
+"""Partial FC (frameworks/pytorch/models/insightface.py) against an unsharded computation, on 1 and on
 2 gloo ranks; and the search for the largest size that trains (launchers/driver/search.py; its settings,
 launchers/plan/search.py)."""
 import os
@@ -10,7 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from frameworks.pytorch.special import PartialFC, shard_rows
+from frameworks.pytorch.models.insightface import PartialFC, shard_rows
 from contract.point import Point
 from launchers.driver import search
 from launchers.plan import points, search as search_settings

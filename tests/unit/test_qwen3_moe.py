@@ -1,5 +1,5 @@
 """Qwen3's mixtures of experts: parameter counts and activated FLOPs by hand, and the CPU
-definition (frameworks/pytorch/qwen3_moe.py) against torchtitan's own qwen3 MoE flavours: the
+definition (frameworks/pytorch/models/qwen3_moe.py) against torchtitan's own qwen3 MoE flavours: the
 same parameters and FLOPs, the same logits from the same weights."""
 
 import pytest
@@ -7,7 +7,8 @@ import torch
 
 from analysis.figures import flops
 from contract.models import qwen3_moe as qwen3_moe_spec
-from frameworks.pytorch import parallelize, qwen3_moe
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import qwen3_moe
 from tests.frameworks_env import model_cfg
 
 # 30B-A3B by hand (h 2048, 48 layers, 32 query heads and 4 key-value heads of 128, 128 experts
@@ -36,8 +37,8 @@ def test_flops_by_hand():
     assert flops.flops_per_sample(cfg) == 23_006_281_728 * 4096
 
 
-titan = pytest.importorskip("frameworks.pytorch.titan")
-titan_moe = pytest.importorskip("frameworks.pytorch.titan_moe")
+titan = pytest.importorskip("frameworks.pytorch.titan.session")
+titan_moe = pytest.importorskip("frameworks.pytorch.titan.moe_session")
 torchtitan = pytest.importorskip("torchtitan.models.qwen3", reason="torchtitan not installed")
 
 

@@ -1,4 +1,4 @@
-"""The row-sharded embedding (frameworks/pytorch/sharded_embedding.py): the partition rule
+"""The row-sharded embedding (frameworks/pytorch/layouts/sharded_embedding.py): the partition rule
 by hand, a shard's rows equal to the full table's, and lookups and gradients on 2 gloo
 processes equal to one unsharded table's."""
 import socket
@@ -8,9 +8,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from frameworks.pytorch.sharded_embedding import (RowShardedEmbedding, init_rows, owner,
+from frameworks.pytorch.layouts.sharded_embedding import (RowShardedEmbedding, init_rows, owner,
                                                   shard_rows, shard_starts)
-from frameworks.pytorch.special import WideDeep
+from frameworks.pytorch.models.wide_deep import WideDeep
 
 
 def test_rows_per_rank_and_owner_by_hand():

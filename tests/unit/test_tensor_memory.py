@@ -1,4 +1,4 @@
-"""The peak of live tensor bytes (frameworks/pytorch/tensor_memory.py), against figures
+"""The peak of live tensor bytes (frameworks/pytorch/layouts/tensor_memory.py), against figures
 computed by hand: 1000 float32 values are 4000 bytes."""
 import threading
 
@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from frameworks.pytorch.tensor_memory import LiveTensors, peak_of  # noqa: E402
+from frameworks.pytorch.layouts.tensor_memory import LiveTensors, peak_of  # noqa: E402
 
 N = 4000  # bytes of torch.ones(1000)
 

@@ -3,8 +3,10 @@ sees it: the job's ids and hosts, whether the allocation is ending under it, and
 last step left (nodes to probe, an srun left to Slurm).
 
 How an allocation ends under a repeat: scancel, preemption, `scontrol requeue`, the requeue
-signal before the time limit. The driver gets SIGTERM (`ending`), the repeat is not
-recorded (AllocationEnding): it is moved aside whole and rerun by the requeued job.
+signal before the time limit. The driver gets SIGTERM (`ending`: the owner's stop signal,
+launchers/backends/stopping.py, the local launcher's rule too), the step runner stops the
+step quickly (Slurm signals the ranks itself), and the repeat is not recorded
+(AllocationEnding): it is moved aside whole and rerun by the requeued job.
 
 A repeat that lost ranks without any exit status (their node vanished) leaves `suspects`:
 before the next step the driver probes those nodes (sinfo, then their slurmd's port); when
@@ -13,9 +15,9 @@ the job (`scontrol requeue` by the driver if Slurm does not), and the driver exi
 unrecorded repeats run in a new allocation instead of hanging on the dead node.
 """
 import os
-import signal
 import time
 
+from launchers.backends import stopping
 from launchers.backends.slurm import nodes
 from launchers.driver import repeats
 
@@ -32,7 +34,6 @@ def log(message: str) -> None:
 
 class Allocation:
     def __init__(self):
-        self.ending = None
         self.job_id = nodes.this_job()
         self.job_number = os.environ["SLURM_JOB_ID"]  # a number: the port block's slot
         self.restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
@@ -46,14 +47,15 @@ class Allocation:
     def here(cls) -> "Allocation":
         """This job's allocation; its SIGTERM (cancel, preemption, requeue) sets `ending`."""
         alloc = cls()
-        signal.signal(signal.SIGTERM, alloc._on_sigterm)
+        stopping.install(log, who="the driver", what="the allocation is ending")
         log(f"job {alloc.job_id} (start {alloc.restarts + 1}) on {os.uname().nodename}: "
             f"nodes {alloc.nodelist}, MASTER_ADDR={alloc.master}")
         return alloc
 
-    def _on_sigterm(self, signum, frame):
-        self.ending = "SIGTERM"
-        log("got SIGTERM: the allocation is ending")
+    @property
+    def ending(self):
+        """The stop signal the driver got ('SIGTERM': the allocation is ending), or None."""
+        return stopping.received()
 
     def still_running(self) -> bool:
         return not self.ending and nodes.job_running(self.job_id)

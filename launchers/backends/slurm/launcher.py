@@ -42,7 +42,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 
 from contract import spec as specs
 from contract import paths, records
-from launchers.backends import containers
+from launchers.backends import containers, stopping
 from launchers.backends.base import Launcher, NoVerdict
 from launchers.backends.slurm import arrays, job, nodes, preview, sacct, srun, srun_output
 from launchers.backends.slurm.allocation import Allocation, AllocationEnding, log
@@ -185,6 +185,9 @@ class SlurmLauncher(Launcher):
         except BaseException:  # submitit's requeue (SystemExit) or anything else: no record
             repeats.set_aside(rdir)
             raise
+        if outcome.stop == "cancelled":  # the driver's stop signal: the allocation is ending
+            repeats.set_aside(rdir)
+            raise AllocationEnding(alloc.ending)
         # A step that failed while the allocation ends was cut short, not failed; unless a
         # rank had failed of itself before (the allocation may be ending because its node
         # died). One that succeeded is whole: its records are, and it is recorded.
@@ -274,7 +277,7 @@ class Driver:
     def __call__(self):
         try:
             return self.run(self.launcher())
-        except AllocationEnding as exc:
+        except (AllocationEnding, stopping.Stopped) as exc:
             raise SystemExit(f"driver: the allocation is ending ({exc}); unrecorded repeats "
                              "rerun when the job is requeued or the sweep resubmitted")
 

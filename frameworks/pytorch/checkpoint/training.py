@@ -1,10 +1,10 @@
 """checkpoint.every=N inside a training point (docs/checkpoint.md): the point's own training
 session (frameworks/pytorch/worker.py wraps it), checkpointing through
-frameworks/pytorch/checkpoint.py as it trains."""
+frameworks/pytorch/checkpoint/dcp.py as it trains."""
 import time
 
 from frameworks.common import harness
-from frameworks.pytorch.checkpoint import Saves, check_model
+from frameworks.pytorch.checkpoint.dcp import Saves, check_model
 
 
 class Checkpointing:

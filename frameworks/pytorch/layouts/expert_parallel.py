@@ -1,6 +1,6 @@
 """Expert parallelism for the CPU layouts: a mixture of experts' routed experts split over the
 ep ranks of a pipeline stage, torchtitan's way (contract/parallel.py says how ep borrows the
-stage's ranks; frameworks/pytorch/moe.py dispatches the tokens).
+stage's ranks; frameworks/pytorch/models/moe.py dispatches the tokens).
 
 - Meshes (`meshes`): torchtitan's sparse mesh, a stage's dp x cp x tp ranks in grid order
   as (edp, ep), ep innermost: "ep" the expert groups (the all-to-alls), "edp" the ranks that
@@ -8,7 +8,7 @@ stage's ranks; frameworks/pytorch/moe.py dispatches the tokens).
   and tp too where each tp rank routes its own part of the sequence (ep > 1).
 - A rank of an expert group keeps E / ep of each MoE layer's experts (`apply`), made on the
   meta device like every parameter and filled with the single-device values of those
-  experts (frameworks/pytorch/parallelize.py's init_parameters reads `Experts.ids`).
+  experts (frameworks/pytorch/layouts/parallelize.py's init_parameters reads `Experts.ids`).
 - With tensor parallelism and ep = 1 the experts' hidden width is split over tp (w1, w3 by
   rows of their outputs, w2 by columns: torchtitan's expert TP); with ep > 1 each tp rank
   routes its part of the sequence and the router's gate runs on it as a sequence-parallel
@@ -30,7 +30,7 @@ from torch.distributed.tensor import Shard, distribute_tensor
 from torch.distributed.tensor.parallel import SequenceParallel, parallelize_module
 
 from contract import parallel
-from frameworks.pytorch import moe
+from frameworks.pytorch.models import moe
 
 
 def meshes(mesh, layout, device_type: str) -> dict:

@@ -1,7 +1,7 @@
 """Qwen3's mixtures of experts (30B-A3B, 235B-A22B) on the CPU: the same definition as
-torchtitan 0.3.0's qwen3 MoE flavours, trained at any layout of frameworks/pytorch/parallelize.py,
+torchtitan 0.3.0's qwen3 MoE flavours, trained at any layout of frameworks/pytorch/layouts/parallelize.py,
 expert parallelism included, with plain scaled-dot-product attention (as
-frameworks/pytorch/deepseek_v3.py says why; the GPU path is frameworks/pytorch/titan_moe.py).
+frameworks/pytorch/models/deepseek_v3.py says why; the GPU path is frameworks/pytorch/titan/moe_session.py).
 tests/unit/test_qwen3_moe.py checks both definitions' parameters, activated FLOPs and logits.
 
 The architecture (Qwen3 technical report, 2025; torchtitan's `_build_qwen3_moe_layers`): a token
@@ -11,7 +11,7 @@ feed-forward, a final RMSNorm and an untied output layer.
   2048) sharing `kv_heads` key-value heads; each head's query and key RMS-normalised (`q_norm`,
   `k_norm`, one weight of head_dim for all heads) before rotary positions (theta `rope_theta`,
   the rotate-half convention, torchtitan's CosSinRoPE); softmax scale head_dim^-1/2.
-- MoE (frameworks/pytorch/moe.py) in every layer: `experts` routed SwiGLU experts `moe_hidden`
+- MoE (frameworks/pytorch/models/moe.py) in every layer: `experts` routed SwiGLU experts `moe_hidden`
   wide, softmax scores, the top `top_k` renormalised; no shared expert; the load balancing of
   DeepSeek-V3 (torchtitan's default coefficient).
 Initial values: torchtitan's qwen3 (normal): N(0, 0.02) everywhere, but the attention's output
@@ -24,11 +24,14 @@ from torch import nn
 from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-from frameworks.pytorch import llama3, models, moe, parallelize
-from frameworks.pytorch.gpt import loss_fn, seeded_normal, synthetic_tokens  # noqa: F401 (the family's surface)
-from frameworks.pytorch.llama3 import CausalAttention, FeedForward
+from frameworks.pytorch import models
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import llama3, moe
+from frameworks.pytorch.models.gpt import loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
+from frameworks.pytorch.models.gpt import seeded_normal
+from frameworks.pytorch.models.llama3 import CausalAttention, FeedForward
 
-IMPLEMENTATION = "dlbench qwen3_moe (frameworks/pytorch/qwen3_moe.py, scaled-dot-product attention)"
+IMPLEMENTATION = "dlbench qwen3_moe (frameworks/pytorch/models/qwen3_moe.py, scaled-dot-product attention)"
 EPS = 1e-6
 INIT_STD = 0.02
 
@@ -56,7 +59,7 @@ def rotate_half(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 class HeadNorm(nn.RMSNorm):
     """One RMSNorm weight for every head; a tensor-parallel rank's heads are a part of them,
-    so the weight's gradient is summed over `tp_mesh` (frameworks/pytorch/moe.py's sum_grad)."""
+    so the weight's gradient is summed over `tp_mesh` (frameworks/pytorch/models/moe.py's sum_grad)."""
 
     tp_mesh = None
 
@@ -154,13 +157,13 @@ def tp_plan(model, sequence_parallel: bool) -> dict:
 
 
 def session(spec, dist):
-    """torchtitan's model on GPUs, this definition on the CPU (frameworks/pytorch/titan_moe.py)."""
-    from frameworks.pytorch import titan_moe
+    """torchtitan's model on GPUs, this definition on the CPU (frameworks/pytorch/titan/moe_session.py)."""
+    from frameworks.pytorch.titan import moe_session as titan_moe
     return titan_moe.session(sys.modules[__name__], spec, dist)
 
 
 def titan_config(cfg: dict, attn_backend: str):
-    """torchtitan's model config of this shape (its builders; frameworks/pytorch/titan_moe.py)."""
+    """torchtitan's model config of this shape (its builders; frameworks/pytorch/titan/moe_session.py)."""
     from torchtitan.models.common import CosSinRoPE, Embedding, Linear
     from torchtitan.models.qwen3 import _EMBEDDING_INIT, _LINEAR_INIT, _build_qwen3_moe_layers, _qwen3_norm
     from torchtitan.models.qwen3.model import Qwen3Model

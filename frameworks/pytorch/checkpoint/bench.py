@@ -1,7 +1,7 @@
 """Checkpoints measured (docs/checkpoint.md): `bench=checkpoint` (CheckpointSession, whose
 `run_bench` replaces the training loop, as bench=comm's does) and `checkpoint.every=N` inside
-a training point is frameworks/pytorch/checkpoint_training.py. The checkpoint itself, DCP's
-save and load, is frameworks/pytorch/checkpoint.py.
+a training point is frameworks/pytorch/checkpoint/training.py. The checkpoint itself, DCP's
+save and load, is frameworks/pytorch/checkpoint/dcp.py.
 
 bench=checkpoint, one repeat: the point's model and layout built as for training, its
 `warmup_steps` training steps (at least one: the optimizer's state exists only after a step),
@@ -15,7 +15,7 @@ bench=checkpoint, one repeat: the point's model and layout built as for training
 3. beside it the bare write of the same bytes by the same rank into one plain file, fsynced
    (`bare_write_s`), evicted, and read back (`bare_read_s`), on the same filesystem;
 4. the files removed unless `checkpoint.keep`.
-Each rank records its own times; the analysis takes the slowest rank's (analysis/checkpoint.py).
+Each rank records its own times; the analysis takes the slowest rank's (analysis/figures/checkpoint.py).
 """
 import math
 import os
@@ -27,7 +27,7 @@ from contract import checkpoint as settings_of
 from contract import paths
 from frameworks.common import bare_io, harness
 from frameworks.pytorch import worker
-from frameworks.pytorch.checkpoint import CheckpointMismatch, Saves, check_model, differences
+from frameworks.pytorch.checkpoint.dcp import CheckpointMismatch, Saves, check_model, differences
 
 
 def _clock(fn, *args):

@@ -1,11 +1,11 @@
 """DeepSeek-V3 on the CPU: the same definition as torchtitan 0.3.0's deepseek_v3 model, trained
-at any layout of frameworks/pytorch/parallelize.py, expert parallelism included
-(frameworks/pytorch/expert_parallel.py), with plain scaled-dot-product attention.
+at any layout of frameworks/pytorch/layouts/parallelize.py, expert parallelism included
+(frameworks/pytorch/layouts/expert_parallel.py), with plain scaled-dot-product attention.
 
 torchtitan's attention is FlexAttention and its routed experts a grouped GEMM
 (torch._grouped_mm), and neither has a backward on the CPU in torch 2.13, so on the CPU this
 module is the model; on a GPU torchtitan's own model and parallelize function run
-(frameworks/pytorch/titan_moe.py). tests/unit/test_deepseek_v3.py checks that both have the
+(frameworks/pytorch/titan/moe_session.py). tests/unit/test_deepseek_v3.py checks that both have the
 same parameters, activated parameters and FLOPs (tiny, 16B and 671B on the meta device) and
 that torchtitan's forward, given this module's weights, computes the same logits.
 
@@ -20,9 +20,9 @@ feed-forward, a final RMSNorm and an untied output layer.
   heads); values `v_head_dim` wide; softmax scale (qk head dim)^-1/2 x (0.1 mscale ln(factor)
   + 1)^2; `wo` back to `hidden`.
 - Feed-forward: a SwiGLU `ffn_hidden` wide in the first `dense_layers` layers, then the MoE
-  layer of frameworks/pytorch/moe.py (routed experts, shared experts, load balancing).
+  layer of frameworks/pytorch/models/moe.py (routed experts, shared experts, load balancing).
 
-As frameworks/pytorch/llama3.py, the model knows nothing of parallelism: its parts are named
+As frameworks/pytorch/models/llama3.py, the model knows nothing of parallelism: its parts are named
 for the tensor-parallel plan (`tp_plan`, at the end of this module), head counts are read from
 the projections' outputs, a pipeline stage is the model with other stages' parts dropped
 (`keep`), and each layer's attention core (`layers.<i>.attention.core`) is what context
@@ -40,12 +40,15 @@ from torch import nn
 from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-from frameworks.pytorch import llama3, models, moe, parallelize
-from frameworks.pytorch.gpt import loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
-from frameworks.pytorch.gpt import seeded_normal
-from frameworks.pytorch.llama3 import FeedForward, rotate
+from frameworks.pytorch import models
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import llama3, moe
+from frameworks.pytorch.models.gpt import loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
+from frameworks.pytorch.models.gpt import seeded_normal
+from frameworks.pytorch.models.llama3 import FeedForward, rotate
 
-IMPLEMENTATION = "dlbench deepseek_v3 (frameworks/pytorch/deepseek_v3.py, scaled-dot-product attention)"
+IMPLEMENTATION = ("dlbench deepseek_v3 (frameworks/pytorch/models/deepseek_v3.py, "
+                  "scaled-dot-product attention)")
 # its GPU path: torchtitan's sharding declarations and parallelize function, its flavours
 TITAN_SHARDING = "torchtitan.models.deepseek_v3.sharding:set_deepseek_v3_sharding_config"
 TITAN_PARALLELIZE = "torchtitan.models.deepseek_v3:parallelize_deepseekv3"
@@ -226,13 +229,13 @@ def tp_plan(model, sequence_parallel: bool) -> dict:
 
 
 def session(spec, dist):
-    """torchtitan's model on GPUs, this definition on the CPU (frameworks/pytorch/titan_moe.py)."""
-    from frameworks.pytorch import titan_moe
+    """torchtitan's model on GPUs, this definition on the CPU (frameworks/pytorch/titan/moe_session.py)."""
+    from frameworks.pytorch.titan import moe_session as titan_moe
     return titan_moe.session(sys.modules[__name__], spec, dist)
 
 
 def titan_config(cfg: dict, attn_backend: str):
-    """torchtitan's model config of this shape (its builders; frameworks/pytorch/titan_moe.py)."""
+    """torchtitan's model config of this shape (its builders; frameworks/pytorch/titan/moe_session.py)."""
     from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
     from torchtitan.models.deepseek_v3 import (_EMBEDDING_INIT, _NORM_INIT, _build_dsv3_layers,
                                                _output_linear_init)

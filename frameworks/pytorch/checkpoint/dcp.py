@@ -1,8 +1,8 @@
 """A rank's checkpoint through torch.distributed.checkpoint (DCP): its state, saved blocking or
 asynchronously, made durable and committed, loaded back, and its digest to compare what was
 loaded with what was saved (Checkpointer); the folder its saves go to (Saves); the models
-built for it (MODELS). docs/checkpoint.md; what measures it: frameworks/pytorch/
-checkpoint_session.py (bench=checkpoint) and checkpoint_training.py (checkpoint.every).
+built for it (their spec's `checkpoint`: check_model). docs/checkpoint.md; what measures it:
+frameworks/pytorch/checkpoint/bench.py (bench=checkpoint) and training.py (checkpoint.every).
 
 - The state is the model's and the optimizer's, by `get_state_dict` (FSDP2 and DTensor aware:
   each rank saves its own shards), the optimizer's flattened per parameter
@@ -38,7 +38,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from contract import checkpoint as settings_of
 from contract import models, paths, statuses
 from frameworks.common import bare_io, capability
-from frameworks.pytorch.parallelize import local
+from frameworks.pytorch.layouts.parallelize import local
 
 OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 SHARD_PREFIX = "__{rank}_"      # DCP's name of a rank's data files: __<rank>_<k>.distcp

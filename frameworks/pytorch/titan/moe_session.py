@@ -2,7 +2,7 @@
 its parallelize function (parallelize_deepseekv3, parallelize_qwen3: tensor, context and expert
 parallelism, activation checkpointing, torch.compile, FSDP2 of the dense parts over dp_shard x
 cp and of the experts over efsdp), pipeline_llm with a pipeline, its token dispatch backend and
-its load-balancing hook; frameworks/pytorch/titan.py's TitanSession does the rest (the mesh,
+its load-balancing hook; frameworks/pytorch/titan/session.py's TitanSession does the rest (the mesh,
 the batches, the step, its loss over the global batch's tokens, clipping at 1.0).
 
 `model_config(cfg, family)` is torchtitan's own model config for the point's shape, made by its
@@ -12,13 +12,13 @@ initialisation) with `moe_comm_backend` = the point's `model.dispatch`; the fami
 torchtitan's sharding declarations and parallelize function (`TITAN_SHARDING`,
 `TITAN_PARALLELIZE`) and its flavours (`TITAN_FLAVOURS`):
 - standard: torch.distributed's all-to-all (torchtitan's AllToAllTokenDispatcher), the one
-  the CPU definition (frameworks/pytorch/moe.py) does too;
+  the CPU definition (frameworks/pytorch/models/moe.py) does too;
 - deepep, hybridep: DeepEP's kernels (NVSHMEM, NVLink / GB200 NVL72), where the `deep_ep`
   package is installed (the suite does not install it); their buffers are sized for a
   rank's tokens of one micro-batch.
 The named sizes equal torchtitan's flavours (tests/unit/test_deepseek_v3.py, test_qwen3_moe.py).
 
-The layout maps onto torchtitan's ParallelismConfig as for Llama 3 (titan.py), with
+The layout maps onto torchtitan's ParallelismConfig as for Llama 3 (session.py), with
 expert_parallel_degree = ep. torchtitan's experts borrow their ranks from FSDP's (its mesh
 rule dp_shard x cp x tp = efsdp x ep), so an expert-parallel point without FSDP, whose dp is
 torchtitan's dp_replicate, runs only where ep divides cp x tp; elsewhere it is `unsupported`
@@ -29,7 +29,7 @@ Not run yet: no GPU was lent to the sessions that built this (docs/moe.md).
 import importlib.util
 import re
 
-from frameworks.pytorch import titan
+from frameworks.pytorch.titan import session as titan
 from frameworks.registry import resolve
 
 DISPATCH = {"standard": None, "deepep": "deep_ep", "hybridep": "deep_ep"}   # -> the module it needs
@@ -123,7 +123,7 @@ class TitanMoESession(titan.TitanSession):
 
     def _config(self, spec):
         config = model_config(spec.model, self.family, max_tokens=tokens_per_rank(spec.model, self.layout))
-        # what the model config's update_from_config does for a layout (titan.py says why not it)
+        # what the model config's update_from_config does for a layout (session.py says why not it)
         resolve(self.family.TITAN_SHARDING)(
             config, enable_sp=self.titan_configs["parallelism"].enable_sequence_parallel,
             enable_ep=self.layout.ep > 1)

@@ -1,10 +1,10 @@
 """Llama 3 on the CPU: the same definition as torchtitan's llama3 model, trained at any
-layout of frameworks/pytorch/parallelize.py with plain scaled-dot-product attention.
+layout of frameworks/pytorch/layouts/parallelize.py with plain scaled-dot-product attention.
 
 torchtitan 0.3.0's attention backends are FlexAttention and varlen, and FlexAttention has no
 backward on the CPU in torch 2.13 ("FlexAttention does not support backward on CPU"), so on
 the CPU this module is the model; on a GPU torchtitan's own model and parallelize functions
-run (frameworks/pytorch/titan.py). tests/unit/test_llama3.py checks that both have the same
+run (frameworks/pytorch/titan/session.py). tests/unit/test_llama3.py checks that both have the same
 parameters and FLOPs, for the tiny size and for 8B (on the meta device).
 
 The architecture (Llama 3's, "The Llama 3 Herd of Models", 2024, table 3): a token embedding
@@ -15,13 +15,13 @@ query heads sharing `kv_heads` key-value heads) with rotary position embeddings 
 no dropout. The output layer is the token embedding only where `tie_embeddings` (the 1B of
 Llama 3.2); Llama 3 and 3.1 are untied.
 
-As frameworks/pytorch/gpt.py, the model knows nothing of parallelism: its parts are named for
+As frameworks/pytorch/models/gpt.py, the model knows nothing of parallelism: its parts are named for
 the tensor-parallel plan (`tp_plan`, at the end of this module, with the `session`: `embed`, `layers.<i>.attention.wq|wk|wv|wo`,
 `layers.<i>.feed_forward.w1|w2|w3`, `head.output`), head counts are read from the projections'
 outputs (a tensor-parallel rank holds heads / tp of them), a pipeline stage is the model with
 other stages' parts dropped (`keep`), and each layer's attention core is a module of its own
 (`layers.<i>.attention.core`) that context parallelism replaces
-(frameworks/pytorch/context_parallel.py), setting `positions`, the places in the sequence of
+(frameworks/pytorch/layouts/context_parallel.py), setting `positions`, the places in the sequence of
 the tokens a rank holds. Initial values: torchtitan's (normal in place of its truncated
 normal), from a generator seeded by the seed and the parameter's name (`full_value`).
 """
@@ -36,11 +36,13 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                SequenceParallel)
 from torch.utils.checkpoint import checkpoint
 
-from frameworks.pytorch import models, parallelize
-from frameworks.pytorch.gpt import keep_stage, loss_fn, synthetic_tokens  # noqa: F401 (the family's surface)
-from frameworks.pytorch.gpt import seeded_normal
+from frameworks.pytorch import models
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models.gpt import (keep_stage, loss_fn,  # noqa: F401 (the family's surface)
+                                           synthetic_tokens)
+from frameworks.pytorch.models.gpt import seeded_normal
 
-IMPLEMENTATION = "dlbench llama3 (frameworks/pytorch/llama3.py, scaled-dot-product attention)"
+IMPLEMENTATION = "dlbench llama3 (frameworks/pytorch/models/llama3.py, scaled-dot-product attention)"
 INIT_STD = 0.02
 ROPE_SCALING = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192}   # Llama 3.1's
@@ -188,7 +190,7 @@ def full_value(name: str, shape, seed: int) -> torch.Tensor:
     initialises it (normal in place of truncated normal): RMSNorm weights at one; the token
     embedding N(0, 1); the output layer N(0, hidden^-1/2); wq, wk, wv, w1 N(0, 0.02); wo, w2,
     w3 N(0, 0.02 / sqrt(2 (layer + 1))), torchtitan's depth scaling. A tied embedding takes
-    the output layer's value (frameworks/pytorch/parallelize.py asks for it by that name), as
+    the output layer's value (frameworks/pytorch/layouts/parallelize.py asks for it by that name), as
     torchtitan's tied 1B skips the embedding's own initialisation."""
     std = init_std(name, shape)
     return torch.ones(shape) if std is None else seeded_normal(shape, std, seed, name)
@@ -240,7 +242,8 @@ def tp_plan(model, sequence_parallel: bool) -> dict:
 def session(spec, dist):
     """torchtitan's Llama 3 on GPUs; on the CPU this definition with scaled dot-product
     attention (docs/llama3.md)."""
-    from frameworks.pytorch import lm_session, titan
+    from frameworks.pytorch import lm_session
+    from frameworks.pytorch.titan import session as titan
     if titan.uses_torchtitan(spec):
         return titan.TitanSession(spec, dist)
     return lm_session.session_of(sys.modules[__name__])(spec, dist)

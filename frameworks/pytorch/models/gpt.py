@@ -4,7 +4,7 @@ Learned token and position embeddings, `layers` pre-LayerNorm blocks (causal sel
 with fused QKV, a GELU MLP of 4 x hidden, dropout as Megatron's), a final LayerNorm and an
 output layer tied to the token embedding; causal LM loss on `seq_len + 1` tokens.
 
-The model's definition knows nothing of parallelism (frameworks/pytorch/parallelize.py splits
+The model's definition knows nothing of parallelism (frameworks/pytorch/layouts/parallelize.py splits
 it, by the plan `tp_plan` at the end of this module):
 - its parts are named so that a tensor-parallel plan can address them (`embed.word`,
   `layers.<i>.qkv`, `head.output`, ...), and the fused QKV is laid out head by head
@@ -33,9 +33,10 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleOut
                                                SequenceParallel)
 from torch.utils.checkpoint import checkpoint
 
-from frameworks.pytorch import models, parallelize
+from frameworks.pytorch import models
+from frameworks.pytorch.layouts import parallelize
 
-IMPLEMENTATION = "dlbench gpt (frameworks/pytorch/gpt.py)"
+IMPLEMENTATION = "dlbench gpt (frameworks/pytorch/models/gpt.py)"
 INIT_STD = 0.02                  # Megatron's init_method_std
 # The output layer is the token embedding; on a pipeline's last stage, a copy of it
 TIED = {"head.output.weight": "embed.word.weight"}
@@ -175,7 +176,8 @@ def synthetic_tokens(cfg: dict, rows: int, seed: int) -> torch.Tensor:
 
 # ---- its split and its session ---------------------------------------------------------------
 def tp_plan(model, sequence_parallel: bool) -> dict:
-    """Megatron's splits of the GPT, as a parallelize_module plan (frameworks/pytorch/parallelize.py)."""
+    """Megatron's splits of the GPT, as a parallelize_module plan
+    (frameworks/pytorch/layouts/parallelize.py)."""
     seq = Shard(1) if sequence_parallel else Replicate()
     plan = {}
     if model.embed is not None:

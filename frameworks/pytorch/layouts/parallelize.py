@@ -5,7 +5,7 @@ DDP), then the parameters made and filled. No hand-written collective splits the
 one collective of ours is Megatron's: where the output layer is the token embedding (GPT), the
 first and last pipeline stages sum that weight's gradient (`tie_stages`).
 
-The model comes as a family module (frameworks/pytorch/gpt.py, frameworks/pytorch/llama3.py):
+The model comes as a family module (frameworks/pytorch/models/gpt.py, frameworks/pytorch/models/llama3.py):
 its `Model` with `embed`, `layers` (a ModuleDict) and `head`, `keep` and `tie`; `tied(cfg)`,
 `full_value`, and its tensor-parallel plan `tp_plan(model, sequence_parallel)`, which names its
 parts and how each splits (the family's last stage reuses `head_plan` here).
@@ -13,7 +13,7 @@ parts and how each splits (the family's last stage reuses `head_plan` here).
 - DeviceMesh holds the grid (pp, dp, cp, tp), tensor parallel innermost
   (contract/parallel.py says why and checks the sizes).
 - Context parallelism (Llama 3): each layer attends over the cp ranks' parts of the sequence
-  (frameworks/pytorch/context_parallel.py); the cp ranks train on the same samples, so the
+  (frameworks/pytorch/layouts/context_parallel.py); the cp ranks train on the same samples, so the
   gradients are averaged over dp x cp, one flattened mesh dimension ("dp_cp"), as torchtitan
   shards FSDP over dp_shard x cp.
 - Tensor parallelism (DTensor, Megatron's splits): QKV and the MLP's first layer by columns,
@@ -30,7 +30,7 @@ parts and how each splits (the family's last stage reuses `head_plan` here).
   `replicate` (all-reduced gradients, DDP's meaning) beside tensor parallelism (DDP takes no
   DTensor parameter) or a pipeline (DDP's bucket rebuild fails inside a pipeline stage in
   torch 2.13: "rebuilt parameter indices size is not same as original model parameters").
-- Parameters are made on the meta device and filled last (frameworks/pytorch/gpt.py), so no
+- Parameters are made on the meta device and filled last (frameworks/pytorch/models/gpt.py), so no
   rank ever holds more than its share plus one parameter's full value.
 """
 import torch
@@ -45,7 +45,7 @@ from torch.distributed.tensor._utils import compute_local_shape_and_global_offse
 from torch.distributed.tensor.parallel import ColwiseParallel, SequenceParallel, parallelize_module
 
 from contract import models
-from frameworks.pytorch import context_parallel, expert_parallel
+from frameworks.pytorch.layouts import context_parallel, expert_parallel
 
 MESH_DIMS = ("pp", "dp", "cp", "tp")
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}

@@ -29,7 +29,7 @@ global batch's tokens, backward, clipping at 1.0, the optimizer).
 Not run yet: this machine has no GPU, and torchtitan takes a CUDA device even where there is
 none (torchtitan.tools.utils: device_type "cuda"); the mapping of a point onto torchtitan's
 configs is checked here against torchtitan's own validation (tests/unit/test_llama3.py), and
-frameworks/pytorch/llama3.py trains the same definition on the CPU. torchtitan is installed
+frameworks/pytorch/models/llama3.py trains the same definition on the CPU. torchtitan is installed
 beside the suite's torch with --no-deps (requirements-torchtitan.txt) and imported lazily.
 """
 import functools
@@ -42,7 +42,9 @@ import torch
 
 from frameworks.common import capability
 from contract import parallel
-from frameworks.pytorch import gpt, models, parallelize
+from frameworks.pytorch import models
+from frameworks.pytorch.layouts import parallelize
+from frameworks.pytorch.models import gpt
 from frameworks.pytorch.session import TorchSession, setup_device
 
 FLAVOURS = {"1b": "1B", "8b": "8B", "70b": "70B", "405b": "405B"}  # our size -> torchtitan's flavour
@@ -177,7 +179,7 @@ class TitanSession(TorchSession):
         dist_utils.set_determinism(self.dims, self.device, self.titan.DebugConfig(seed=spec.seed),
                                    distinct_seed_mesh_dims=["pp"])
 
-    # ---- what a model family changes (frameworks/pytorch/titan_moe.py: DeepSeek-V3) -------
+    # ---- what a model family changes (frameworks/pytorch/titan/moe_session.py: DeepSeek-V3) -------
     def _gap(self, spec):
         return gap(spec, self.layout)
 
@@ -354,5 +356,5 @@ def _version() -> str:
 
 def uses_torchtitan(spec) -> bool:
     """Llama 3 runs through torchtitan where its ranks have GPUs (device cuda, or auto with a
-    GPU), else the CPU definition (frameworks/pytorch/llama3.py)."""
+    GPU), else the CPU definition (frameworks/pytorch/models/llama3.py)."""
     return spec.device == "cuda" or (spec.device == "auto" and torch.cuda.is_available())

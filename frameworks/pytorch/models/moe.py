@@ -14,7 +14,7 @@ with uneven splits (its AllToAllTokenDispatcher), timed.
   as torchtitan's optimizer pre-hook does it: before each optimizer step the expert bias moves
   by coeff x sign(mean load - load), centred, from the iteration's tokens per expert summed
   over every rank that routed some of them (`balance`).
-- Expert parallelism (frameworks/pytorch/expert_parallel.py sets it up): a rank holds experts
+- Expert parallelism (frameworks/pytorch/layouts/expert_parallel.py sets it up): a rank holds experts
   [ep_i x E / ep, (ep_i + 1) x E / ep); it sorts its (token, choice) pairs by expert, tells
   each rank of its expert group how many it sends to each of its experts (an all-to-all of
   counts), sends the tokens (an all-to-all of uneven splits), runs its experts on what it got,
@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
-from frameworks.pytorch.sharded_embedding import ScaleGrad
+from frameworks.pytorch.layouts.sharded_embedding import ScaleGrad
 
 
 class Clock:
@@ -141,7 +141,7 @@ class MoE(nn.Module):
         self.load_balance_coeff, self.top_k, self.count = load_balance_coeff, top_k, experts
         self.register_buffer("expert_bias", torch.zeros(experts))
         self.register_buffer("tokens_per_expert", torch.zeros(experts))   # this iteration's, this rank's
-        # set by frameworks/pytorch/expert_parallel.py: the expert group, the tp mesh and
+        # set by frameworks/pytorch/layouts/expert_parallel.py: the expert group, the tp mesh and
         # whether the tp ranks split the sequence between them (ep > 1)
         self.ep, self.ep_group, self.tp_mesh, self.split = 1, None, None, False
         self.clock = Clock()
@@ -250,7 +250,7 @@ class Balancer:
     experts' load, max over mean tokens per expert of the stage's global counts (the worst of
     its layers, and each layer's), and this rank's seconds in the dispatch and combine
     all-to-alls; over the timed steps (those after the warm-up) their sums and each layer's
-    tokens per expert (analysis/moe.py turns them into the report's figures)."""
+    tokens per expert (analysis/sections/moe.py turns them into the report's figures)."""
 
     def __init__(self, modules, group, layout, recompute: bool, warmup: int):
         self.layers = [(name, m) for module in modules for name, m in module.named_modules()

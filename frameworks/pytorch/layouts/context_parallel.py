@@ -14,7 +14,7 @@ A sequence is cut into 2 x cp equal chunks and rank cp_i holds chunks cp_i and 2
 (contract/parallel.py's cp_chunks), so each rank does as much causal attention
 (torchtitan's and Megatron-LM's load balancing); its causal mask comes from the positions, not
 from the order of the gathered keys. The ranks of a cp group train on the same samples, so
-gradients are averaged over dp x cp (frameworks/pytorch/parallelize.py).
+gradients are averaged over dp x cp (frameworks/pytorch/layouts/parallelize.py).
 """
 import torch
 import torch.nn.functional as F
