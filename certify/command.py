@@ -116,12 +116,12 @@ def prepare(args: dict) -> dict:
             "baselines": baselines, "gate": gate, "planned": planned, "store": given.get("store")}
 
 
-def health_summary(h: dict) -> dict:
-    """What verdict.json keeps of the gate's verdict (its whole is CERT/health/health.json)."""
+def health_summary(h: dict, folder: str, gate) -> dict:
+    """What verdict.json keeps of the gate's verdict (its whole: CERT/health-<time>/health.json)."""
     return {"ok": bool(h.get("ok")), "hosts": h.get("hosts") or [], "sick": h.get("sick") or {},
             "slow_links": [{k: link.get(k) for k in ("src", "dst", "gbytes_s", "below", "why")}
-                           for link in h.get("slow_links") or ()],
-            "error": h.get("error"), "file": os.path.join(paths.HEALTH_DIR, paths.HEALTH_FILE)}
+                           for link in h.get("slow_links") or ()], "error": h.get("error"),
+            "file": os.path.relpath(os.path.join(gate[0].dir, paths.HEALTH_FILE), folder)}
 
 
 def certify(p: dict) -> dict:
@@ -155,7 +155,7 @@ def certify(p: dict) -> dict:
             "baseline": p["baselines"].as_dict(), "threshold": p["threshold"],
             "verdict": word, "exit_code": code, "why": why,
             "counts": {v: counts.get(v, 0) for v in (rule.PASS, rule.FAIL, rule.MEASURED, rule.NOT_RUN)},
-            "health": health_summary(health), "items": rows,
+            "health": health_summary(health, p["folder"], p["gate"]), "items": rows,
             "report": os.path.join(paths.REPORT_DIR, "report.html"),
             "archive": archive.default_out(p["folder"])}
 

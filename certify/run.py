@@ -11,6 +11,7 @@ node fails it, named, instead of being left out.
 import os
 from dataclasses import dataclass
 
+from contract import paths
 from launchers.backends.base import NoVerdict
 from launchers.commands import status
 from launchers.health import command as health_command
@@ -79,8 +80,8 @@ def plan(suite, system: dict, folder: str, health: list = ()) -> tuple:
     nothing run; ConfigError (one line, naming the item) else."""
     given = [*system_overrides(system, system["nodes"]), *suite.health, *health]
     cfg = compose(given, "health gate")
-    try:
-        gate = health_command.make(cfg, given, os.path.join(folder, "health"))
+    try:   # a folder of its own each time: a certification run again gets a gate of its own
+        gate = health_command.make(cfg, given, paths.health_run_dir(folder))
     except ConfigError as exc:
         raise ConfigError(f"health gate: {exc}") from None
     return gate, [_item_points(suite, item, system, folder) for item in suite.items]

@@ -32,7 +32,8 @@ A certification (`python -m launch certify SUITE`, certify/; docs/certify.md):
 
     CERT/verdict.json                                 the verdict: each item's measured figure,
                                                       baseline, ratio, PASS or FAIL (certify/)
-    CERT/health/                                      the health gate: one attempt's folder above
+    CERT/health-<time>/                               the health gate, a folder each time it ran:
+                                                      one attempt's folder above
     CERT/<item>/points/...                            each item's sweep, as above
     CERT.tar.zst                                      its archive (analysis/read/archive.py)
 
@@ -174,7 +175,7 @@ def certification_files(root) -> list:
     for folder, dirs, names in os.walk(str(root)):
         if VERDICT_FILE in names:
             found.append(os.path.join(folder, VERDICT_FILE))
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in skip]
+        dirs[:] = [d for d in dirs if not d.startswith((".", HEALTH_RUN_PREFIX)) and d not in skip]
     return sorted(found)
 
 

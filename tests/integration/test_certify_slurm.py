@@ -88,7 +88,7 @@ def test_against_the_record_with_a_loose_threshold_every_item_passes(recorded):
     with archive.unpacked(out) as (folder, damaged):
         assert damaged == {}
         manifest = json.load(open(os.path.join(folder, paths.ARCHIVE_MANIFEST)))
-    assert {paths.VERDICT_FILE, f"{paths.HEALTH_DIR}/{paths.HEALTH_FILE}"} <= set(manifest["files"])
+    assert {paths.VERDICT_FILE, verdict["health"]["file"]} <= set(manifest["files"])
     assert any(f.startswith("checkpoint/points/") and f.endswith("/rank-00002.json") for f in manifest["files"])
     extracted = tmp / "extracted"   # and by tar and zstd alone, as a site's reader would
     extracted.mkdir()
@@ -119,6 +119,9 @@ def test_the_record_judged_at_threshold_one_and_a_half_fails_every_item(recorded
     assert r.returncode == 1, r.stdout[-4000:] + r.stderr[-3000:]
     assert verdict["verdict"] == "FAIL" and verdict["counts"]["FAIL"] == 6
     assert verdict["baseline"]["kind"] == "archive"
+    gate = second / verdict["health"]["file"]   # its own gate, run now: not the last run's
+    assert verdict["health"]["ok"] and gate.stat().st_mtime > time.time() - wall
+    assert len(list(second.glob(f"{paths.HEALTH_RUN_PREFIX}*"))) == 2
     assert [p.stat().st_mtime for p in runs] == before   # judged, not measured again
     assert all(i["ratio"] == pytest.approx(1, rel=1e-5) for i in verdict["items"])
     cells = [c for item in lines_of(r.stdout).values() for c in item]
@@ -127,11 +130,8 @@ def test_the_record_judged_at_threshold_one_and_a_half_fails_every_item(recorded
 
 def test_a_node_throttled_both_ways_fails_the_certification_named(recorded, slurm_cluster):
     tmp, _, _ = recorded
-    slurm_cluster.limit_rate(SLOW, "40mbit", both=True)
-    try:
+    with slurm_cluster.throttled(SLOW, "40mbit"):
         r, verdict, wall = certify(tmp, f"certify.baseline={tmp / 'first'}", f"certify.dir={tmp / 'sick'}")
-    finally:
-        slurm_cluster.unlimit(SLOW)
     assert r.returncode == 1, r.stdout[-4000:] + r.stderr[-3000:]
     assert list(verdict["health"]["sick"]) == [SLOW], verdict["health"]
     assert f"health gate: FAIL: {SLOW} (links: sends slowly and receives slowly" in r.stdout
