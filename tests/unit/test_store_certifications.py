@@ -2,9 +2,10 @@
 sweeps, and a store of version 1 brought up to it: the table added, each stored point's
 figures given their bench (a collective's losing the training figures it never had), the
 sweeps kept; then a certification added to it, and rebuilt from the folders."""
-import json
 import os
 import sqlite3
+
+import sqlalchemy as sa
 
 from analysis.store import database as store
 from analysis.store import schema
@@ -26,17 +27,26 @@ def certification(root, name, created, verdict="PASS") -> str:
     return folder
 
 
-def as_version_1(db: str) -> None:
-    """What the suite before version 2 would have left: no certifications table, figures
-    without their bench, version 1."""
-    with sqlite3.connect(db) as conn:
-        conn.execute("DROP TABLE certifications")
-        for row_id, fig in conn.execute("SELECT id, figures FROM points").fetchall():
-            fig = json.loads(fig)
+def as_version_1(where: str) -> None:
+    """What the suite before version 2 would have left in the store at `where` (SQLite or
+    PostgreSQL): no certifications table, figures without their bench, version 1."""
+    engine = store.Store(where).engine
+    with engine.begin() as conn:
+        schema.certifications.drop(conn)
+        for row_id, fig in conn.execute(sa.select(schema.points.c.id, schema.points.c.figures)).all():
+            fig = dict(fig)
             fig.pop("bench")
             fig["throughput"] = fig["throughput"] or 0.0   # a collective's, as version 1 stored it
-            conn.execute("UPDATE points SET figures = ? WHERE id = ?", (json.dumps(fig), row_id))
-        conn.execute("UPDATE meta SET value = '1' WHERE key = 'version'")
+            conn.execute(schema.points.update().where(schema.points.c.id == row_id).values(figures=fig))
+        conn.execute(schema.meta.update().where(schema.meta.c.key == "version").values(value="1"))
+    engine.dispose()
+
+
+def stored_figures(where: str, sweep: str) -> dict:
+    """point -> its stored figures, of one stored sweep."""
+    st = store.Store(where, write=False)
+    frame = st.points(columns=("point", "figures"))
+    return {p: f for p, f, s in zip(frame.point, frame.figures, frame.sweep) if s == sweep}
 
 
 def test_a_version_1_store_is_brought_up_to_version_2(tmp_path, capsys):
@@ -58,8 +68,7 @@ def test_a_version_1_store_is_brought_up_to_version_2(tmp_path, capsys):
     assert code == 0 and "added certification certify-1@1790000000.000 (PASS, 1 items)" in out, err
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='version'").fetchone() == ("2",)
-        figures = {p: json.loads(f) for p, f in conn.execute(
-            "SELECT point, figures FROM points JOIN sweeps ON sweeps.id = points.sweep_id WHERE sweeps.name = 'old'")}
+    figures = stored_figures(db, "old")
     assert {p[:3]: f["bench"] for p, f in figures.items()} == {"000": "train", "001": "comm", "002": "checkpoint"}
     assert figures["001-comm-pytorch-float32-1x2"]["throughput"] is None      # no training figure
     assert figures["000-pytorch-resnet50-fp32-1x2-bs8"]["throughput"] > 0
