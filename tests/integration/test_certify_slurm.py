@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import subprocess
-import tarfile
 import time
 
 import pytest

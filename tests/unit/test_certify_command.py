@@ -11,7 +11,7 @@ import yaml
 import launch
 from analysis.read.load import load
 from analysis.report import contents
-from certify import baselines, command, judge, run
+from certify import baselines, judge, run
 from certify import suite as suites
 from contract import paths, records
 from launchers import sweepdir
