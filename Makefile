@@ -19,9 +19,10 @@ demo: venv
 
 # Framework environments, the Slurm packages and the test image (mk/image.mk) are part of
 # what the tests need; the Slurm cluster itself is started and stopped by the tests' own fixture.
-# The six framework envs build three at a time: a cold build is mostly downloads.
+# The framework envs and the older releases' (mk/versions.mk) build three at a time: a cold
+# build is mostly downloads.
 test-deps: venv
-	@$(MAKE) --no-print-directory -j 3 envs
+	@$(MAKE) --no-print-directory -j 3 envs version-envs
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps postgres-deps image; \
 	 else echo "not root: Slurm, browser, PostgreSQL and container tests will skip"; fi
 

@@ -115,6 +115,12 @@ def rank_log_name(rank: int) -> str:
     return f"rank-{rank:05d}.log"
 
 
+def nccl_log_pattern(rank: int) -> str:
+    """NCCL_DEBUG_FILE of rank `rank` in its repeat's folder: NCCL's own INFO lines, %h and %p
+    its host and process id (contract/nccl_net.py reads them back)."""
+    return f"nccl-{rank:05d}.%h.%p.log"
+
+
 def profile_dir(record_dir, rank: int) -> str:
     """Where rank `rank` of a repeat writes its trace: repeat-NN/profile/rank-KKKKK/."""
     return os.path.join(str(record_dir), PROFILE_DIR, f"rank-{rank:05d}")

@@ -74,6 +74,9 @@ class Expect:
     matmul_tflops: Optional[float] = setting(None, above=0)  # each device's fp32 matrix multiply, TFLOP/s
     ib_rate_gbits: Optional[float] = setting(None, above=0)  # each node's slowest InfiniBand port, Gb/s
     gpus_per_node: Optional[int] = setting(None, minimum=1)  # GPUs each node has (NVML, or the node's gres)
+    # the network NCCL must use between nodes: IB, RoCE, Socket, plugin, or a plugin's network
+    # name (contract/nccl_net.py: meets)
+    nccl_transport: Optional[str] = None
 
 
 @dataclass(frozen=True)

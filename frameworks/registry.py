@@ -4,7 +4,8 @@ and every side reads it here (`get`, `names`): what a framework runs and how, it
 in one place. The harness reads its benches (train, input, comm, checkpoint) and the
 session of each, its out-of-memory rule, its data=files loaders; the capability check its
 precision rules; profile=true its tracer; the planner its modes and what layouts and
-checkpoints it supports; `launch doctor` the name its module imports by.
+checkpoints it supports; `launch doctor` the name its module imports by and, with the
+worker's first check, the oldest releases it supports (contract/versions.py).
 
 An adapter names its code by lazy references, "module:attribute" as entry points do
 (".worker:JaxSession": relative to the framework's package), so that reading an adapter
@@ -20,6 +21,7 @@ from typing import Mapping, Optional
 
 from contract.modes import Modes  # noqa: F401  (re-exported: what an adapter declares)
 from contract.statuses import Unsupported
+from contract.versions import FP16, RANKS, TORCHTITAN, Release  # noqa: F401  (re-exported)
 
 ANY = "any"  # a Precision key: every AMP dtype
 
@@ -64,6 +66,8 @@ class Adapter:
     oom: object = None               # is_oom(exc) -> bool; None: the harness's (MemoryError)
     data_backends: tuple = ()        # data=files loaders (data.backend), the default first
     import_name: Optional[str] = None  # the module it imports as (None: its name)
+    releases: tuple = ()             # Release(...): the oldest release of the framework and of
+                                     # what its worker imports beside it, and why
     modes: Modes = Modes()           # compile=false, compile=true, and auto's choice
     precision: Precision = Precision()  # where its AMP cannot run, and why
     tracer: object = None            # profile=true: trace(folder, steps, session) -> dict

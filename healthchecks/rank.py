@@ -18,9 +18,9 @@ import socket
 import sys
 import time
 
-from contract import paths, records
+from contract import nccl_net, paths, records
 from contract.spec import HealthSpec, read
-from frameworks.common import distenv
+from frameworks.common import distenv, environment
 from healthchecks import linktest, nodechecks
 
 
@@ -53,6 +53,8 @@ def run(spec: HealthSpec, dist, record: dict) -> None:
         return
     import torch.distributed as td
     backend = "nccl" if device != "cpu" else "gloo"
+    if backend == "nccl":  # the network NCCL chooses, by its own lines (contract/nccl_net.py)
+        os.environ.update(nccl_net.debug_env(os.environ, spec.record_dir, dist.rank))
     td.init_process_group(backend, init_method="env://", rank=dist.rank, world_size=dist.world_size,
                           timeout=datetime.timedelta(seconds=spec.link_timeout_s))
     try:
@@ -62,6 +64,9 @@ def run(spec: HealthSpec, dist, record: dict) -> None:
                                            cap_s=settings.get("link_cap_s"))
     finally:
         td.destroy_process_group()
+        nccl = nccl_net.read(spec.record_dir, dist.rank) if backend == "nccl" else None
+        if nccl:
+            record.update(nccl=nccl, infiniband_ports=environment.infiniband_ports())
 
 
 def main(argv=None) -> int:

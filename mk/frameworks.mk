@@ -10,10 +10,16 @@ envs: $(addprefix env-,$(FRAMEWORK_ENVS))
 
 $(addprefix env-,$(FRAMEWORK_ENVS)): env-%: .venvs/%/.installed
 
-.venvs/%/.installed: frameworks/%/requirements.txt
-	@v=$$(cat frameworks/$*/python-version 2>/dev/null); \
+# $(call build_env,FOLDER): .venvs/$* from FOLDER/requirements.txt, in FOLDER/python-version's
+# pyenv Python where it names one (mk/versions.mk builds its environments the same way)
+define build_env
+	@v=$$(cat $(1)/python-version 2>/dev/null); \
 	 py=$${v:+$(PYENV_ROOT)/versions/$$v/bin/python}; py=$${py:-python3}; \
 	 echo "building .venvs/$* with $$py"; \
 	 rm -rf .venvs/$* && $$py -m venv .venvs/$* && \
-	 .venvs/$*/bin/pip install -q --disable-pip-version-check -r frameworks/$*/requirements.txt && \
+	 .venvs/$*/bin/pip install -q --disable-pip-version-check -r $(1)/requirements.txt && \
 	 touch $@
+endef
+
+.venvs/%/.installed: frameworks/%/requirements.txt
+	$(call build_env,frameworks/$*)

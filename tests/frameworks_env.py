@@ -362,7 +362,11 @@ def assert_trained(name: str, point: Point, world: int = 1) -> list:
     for rec in ranks:
         assert rec["status"] == "ok", rec["error"]
         assert rec["world_size"] == world
-        assert rec["framework"] == {"name": name, "version": fw.version}
+        assert {k: rec["framework"].get(k) for k in ("name", "version")} == {"name": name, "version": fw.version}
+        # every release its adapter declares, as installed (contract/versions.py: read before the import)
+        releases = registry.get(name).releases
+        assert set(rec["framework"]["releases"]) == {r.package for r in releases}
+        assert rec["framework"]["releases"][releases[0].package] is not None
         spec = rec["spec"]
         # The mode the point resolved (its adapter's modes), in the spec and the record.
         fw_modes = registry.get(name).modes

@@ -201,7 +201,9 @@ class _Reader:
                                   "moe": _dict_or_none(rec.get("moe")),
                                   # bench=checkpoint's or checkpoint.every's
                                   # (analysis/figures/checkpoint.py)
-                                  "checkpoint": _dict_or_none(rec.get("checkpoint"))})
+                                  "checkpoint": _dict_or_none(rec.get("checkpoint")),
+                                  # the network NCCL chose (contract/nccl_net.py), NCCL points
+                                  "nccl": _dict_or_none(rec.get("nccl"))})
         return [{**c, "sweep": sweep, "point": point, "repeat": repeat, "rank": rec["rank"]}
                 for c in rec.get("comm") or ()]
 

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from analysis.figures.training import training_points
 from analysis.sections import (certification, checkpoint, comm, environment, failures, health,
-                               input_pipeline, published, special, summary, traces)
+                               input_pipeline, network, published, special, summary, traces)
 from analysis.sections.main_tables import detail_tables, limits_of, main_tables
 
 
@@ -29,7 +29,8 @@ def _comm(results, comm_table) -> str:
 # The sections after the main tables, in order: (key, fold, maker(results) -> Markdown).
 # A new section (node health, a special model) is one line here: the terminal and
 # report.html both show it, in this place.
-AFTER_TABLES = (("special", False, special.render_special),
+AFTER_TABLES = (("network", False, network.section),  # NCCL's network; flags sockets on InfiniBand
+                ("special", False, special.render_special),
                 ("input", False, input_pipeline.section),   # data=files, bench=input (docs/data.md)
                 ("checkpoint", False, checkpoint.section),  # bench=checkpoint, checkpoint.every
                 ("published", False, published.section))

@@ -19,7 +19,7 @@ import time
 
 from . import capability, datafiles, distenv, environment, memory, sigterm
 from frameworks import registry
-from contract import paths, records
+from contract import nccl_net, paths, records, versions
 from contract import spec as run_spec
 from . import profile  # profile=true: a trace after the timed window (common/profile.py)
 from contract.statuses import Cancelled  # SIGTERM's exception (harness.Cancelled to the adapters)
@@ -209,11 +209,21 @@ def run(adapter, spec, dist, host=None):
     # the image this rank ran in, as the submitting side named and hashed it (docs/containers.md)
     record["container"] = None if spec.container is None else spec.container.as_dict()
     session = limits = oom_rule = None
+    nccl_before = {}  # the NCCL_DEBUG* values before the run's, put back at its end
     try:
         record["environment"] = environment.capture(topology=dist.local_rank == 0)
         if os.environ.get("DLBENCH_FAIL_RANK") == str(dist.rank):  # fault injection for tests
             raise RuntimeError(f"injected failure on rank {dist.rank} (DLBENCH_FAIL_RANK)")
         adapter = adapter or registry.get(spec.framework)
+        # its releases, asked before the framework's import: one too old for the point is
+        # `unsupported`, naming both versions (contract/versions.py)
+        found = record["framework"]["releases"] = versions.found(adapter.releases)
+        versions.check(adapter.releases, spec, dist.world_size, found)
+        # NCCL's INIT and NET lines to this rank's file, before the framework starts NCCL: the
+        # network it chose, read back below (contract/nccl_net.py)
+        asked = nccl_net.debug_env(os.environ, spec.record_dir, dist.rank)
+        nccl_before = {k: os.environ.get(k) for k in asked}
+        os.environ.update(asked)
         make = _constructor(adapter, spec, dist, record)
         oom_rule = adapter.oom_rule  # its OOM rule, asked on failure (also while building)
         limits = memory.limit_memory(spec.memory_limit_mb)  # after the framework's import
@@ -245,6 +255,14 @@ def run(adapter, spec, dist, host=None):
         if session is not None:
             record["memory"]["peak_device_bytes"] = _safe(session.peak_device_bytes)
         record["memory"]["peak_host_bytes"] = environment.peak_host_bytes()
+        nccl = _safe(lambda: nccl_net.read(spec.record_dir, dist.rank))
+        if nccl:  # an NCCL point: the network and version NCCL chose, by its own lines
+            record["nccl"] = nccl
+        for key, value in nccl_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         record["ended_unix"] = time.time()
     return record, session
 

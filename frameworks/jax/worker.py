@@ -72,7 +72,7 @@ def _local_gpu_ids(local_rank):
     return [local_rank % len(visible)] if visible else [local_rank]
 
 
-def configure(spec) -> bool:
+def configure(spec, distributed: bool) -> bool:
     """JAX's settings from the spec and the framework's options (XLA flags, platform, PRNG,
     CPU collectives), set before the first backend use; whether a GPU may be used."""
     opts = spec.options
@@ -82,7 +82,9 @@ def configure(spec) -> bool:
         jax.config.update("jax_platforms", "cpu")
     if opts.get("prng_impl"):
         jax.config.update("jax_default_prng_impl", opts["prng_impl"])
-    if opts.get("cpu_collectives"):
+    # Only with several processes: a lone one has no distributed client, and JAX before 0.5
+    # fails its CPU backend when gloo is asked without one (make_gloo_tcp_collectives()).
+    if opts.get("cpu_collectives") and distributed:
         jax.config.update("jax_cpu_collectives_implementation", opts["cpu_collectives"])
     return spec.device != "cpu" and _cuda_plugin_installed()
 
@@ -121,7 +123,7 @@ class JaxSession(harness.Session):
     def __init__(self, spec, dist):
         self.dist = dist
         # Everything up to the devices must precede the first backend use (jax.devices()...).
-        gpu = configure(spec)
+        gpu = configure(spec, dist.distributed)
         if dist.distributed:
             self._start_distributed(spec, gpu)
         devices = self._devices(spec)

@@ -1,6 +1,6 @@
 """MindSpore (docs/frameworks/mindspore.md): the training session (worker.py) and
 mindspore.dataset's data=files pipeline (loader.py)."""
-from frameworks.registry import Adapter, Bench, Modes, Precision
+from frameworks.registry import Adapter, Bench, Modes, Precision, Release
 
 ADAPTER = Adapter(
     "mindspore",
@@ -9,6 +9,7 @@ ADAPTER = Adapter(
     oom=".worker:MindSporeSession.is_oom",
     data_backends=("mindspore.dataset",),
     import_name="mindspore",
+    releases=(Release("mindspore", "2.10.0", "the only release run here; older ones never ran"),),
     modes=Modes("pynative", "graph", auto=True),
     precision=Precision(cpu={"bf16": "MindSpore has no bf16 CPU kernels (Conv2D, MatMul, Gather); "
                                      "amp_dtype=fp16 runs"}),

@@ -1,6 +1,6 @@
 """MXNet's Gluon (docs/frameworks/mxnet.md): the training session (worker.py) and the gluon
 DataLoader's data=files pipeline (loader.py)."""
-from frameworks.registry import Adapter, Bench, Modes, Precision
+from frameworks.registry import Adapter, Bench, Modes, Precision, Release
 
 ADAPTER = Adapter(
     "mxnet",
@@ -9,6 +9,8 @@ ADAPTER = Adapter(
     oom=".worker:MXNetSession.is_oom",
     data_backends=("gluon",),
     import_name="mxnet",
+    releases=(Release("mxnet", "1.9.1", "the last release (MXNet is retired), the only one run here",
+                      dists=("mxnet", "mxnet-mkl", "mxnet-cu112", "mxnet-cu117")),),
     modes=Modes("imperative", "hybridize", auto=True),
     precision=Precision(gpu={"bf16": "MXNet 1.9's bf16 AMP runs on oneDNN CPU kernels only; on a "
                                      "GPU use amp_dtype=fp16"},

@@ -1,7 +1,7 @@
 """OneFlow (docs/frameworks/oneflow.md): the training session (worker.py) and the
 oneflow.utils.data DataLoader's data=files pipeline (loader.py); both import oneflow only
 when a session is built (importing it joins the process group)."""
-from frameworks.registry import ANY, Adapter, Bench, Modes, Precision
+from frameworks.registry import ANY, Adapter, Bench, Modes, Precision, Release
 
 ADAPTER = Adapter(
     "oneflow",
@@ -10,6 +10,7 @@ ADAPTER = Adapter(
     oom=".worker:OneFlowSession.is_oom",
     data_backends=("oneflow.utils.data",),
     import_name="oneflow",
+    releases=(Release("oneflow", "0.9.0", "the only release run here; older ones never ran"),),
     modes=Modes("eager", "graph", auto=True),
     precision=Precision(cpu={ANY: "OneFlow 0.9 has no CPU autocast (it warns 'CPU autocast is not "
                                 "supported currently' and runs fp32): precision=amp needs a CUDA "

@@ -1,6 +1,6 @@
 """PaddlePaddle (docs/frameworks/paddle.md): the training session (worker.py) and
 paddle.io's data=files pipeline (loader.py)."""
-from frameworks.registry import Adapter, Bench, Modes, Precision
+from frameworks.registry import Adapter, Bench, Modes, Precision, Release
 
 ADAPTER = Adapter(
     "paddle",
@@ -9,6 +9,8 @@ ADAPTER = Adapter(
     oom=".worker:PaddleSession.is_oom",
     data_backends=("paddle.io",),
     import_name="paddle",
+    releases=(Release("paddle", "3.3.1", "the only release run here; older ones never ran",
+                      dists=("paddlepaddle", "paddlepaddle-gpu")),),
     modes=Modes("eager", "to_static", auto=False),
     precision=Precision(cpu_eager="PaddlePaddle cannot run AMP on a CPU in dynamic-graph mode "
                                   "(auto_cast enables itself only on CUDA, XPU and custom places); "

@@ -4,7 +4,7 @@ bench=checkpoint (checkpoint/bench.py), the data=files pipeline (loader.py) and 
 trace (tracer.py). The rest, by role: session.py and lm_session.py (the sessions models train
 in), models/ (each model's definition, plan and session), layouts/ (a model split over the
 grid), titan/ (torchtitan's path on GPUs), checkpoint/ (DCP)."""
-from frameworks.registry import Adapter, Bench, Modes, Precision
+from frameworks.registry import TORCHTITAN, Adapter, Bench, Modes, Precision, Release
 
 ADAPTER = Adapter(
     "pytorch",
@@ -15,6 +15,12 @@ ADAPTER = Adapter(
     oom=".session:TorchSession.is_oom",
     data_backends=("torch", "dali"),
     import_name="torch",
+    releases=(Release("torch", "2.11.0", "the oldest run here (tests/versions/torch-2.11: ResNet-50 "
+                                 "and BERT; the lent GPU machines carry it)"),
+              Release("torch", "2.13.0", "torchtitan 0.3.0 imports torch.distributed.fsdp's "
+                                 "DataParallelMeshDims, new in 2.13", when=TORCHTITAN),
+              Release("torchtitan", "0.3.0", "its Llama3Model.Config and layer builders, as "
+                                    "frameworks/pytorch/titan/ calls them", when=TORCHTITAN)),
     modes=Modes("eager", "torch.compile", auto=False),
     precision=Precision(),
     tracer=".tracer:trace",

@@ -1,7 +1,7 @@
 """TensorFlow with Keras (docs/frameworks/tensorflow.md): the training session (worker.py),
 tf.data's data=files pipeline (loader.py) and profile=true's trace (tracer.py). This package
 is named `tensorflow`: only the repository root may be on sys.path (worker.py says why)."""
-from frameworks.registry import Adapter, Bench, Modes, Precision
+from frameworks.registry import FP16, Adapter, Bench, Modes, Precision, Release
 
 ADAPTER = Adapter(
     "tensorflow",
@@ -10,6 +10,13 @@ ADAPTER = Adapter(
     oom=".worker:TFSession.is_oom",
     data_backends=("tf.data",),
     import_name="tensorflow",
+    releases=(Release("tensorflow", "2.15.1", "the oldest run here (tests/versions/tensorflow-2.15.1, "
+                                     "Keras 2's last)",
+                      dists=("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel")),
+              Release("keras", "2.15.0", "keras.optimizers.AdamW, keras.mixed_precision's policies; "
+                                  "the Keras of TensorFlow 2.15"),
+              Release("keras", "3.0", "keras.optimizers.LossScaleOptimizer and its scale_loss (Keras 3; "
+                               "Keras 2's loss scaling is another API)", when=FP16)),
     modes=Modes("tf.function", "xla", auto=False),
     precision=Precision(),
     tracer=".tracer:trace",

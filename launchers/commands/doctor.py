@@ -16,12 +16,16 @@ One line per check, in this order: `ok`, `FAILED` and why, or `skipped` and why.
     nccl      cluster.env's NCCL_SOCKET_IFNAME and NCCL_IB_HCA name what the node has
     image F   for each framework with an image: its runtime is here, and on one node the
               image starts and imports the framework (its version as the image has it)
+    versions F  the image's releases of the framework and of what its worker imports beside
+              it, against the adapter's supported ones (contract/versions.py): FAILED where
+              every point would end `unsupported`
 
 Exit status 1 when a check failed (a sweep would fail), else 0; bad input is one line and
 exit status 2. Every job it starts is a one-node srun with a time limit, named
 dlbench-doctor-<token>, waited for at most STEP_TIMEOUT_S; whatever of that name Slurm still
 holds at the end is cancelled, so nothing is left queued.
 """
+import json
 import os
 import secrets
 import shutil
@@ -29,21 +33,25 @@ import subprocess
 import sys
 import time
 
-from contract import records
+from contract import records, versions
 from contract.point import Framework
 from launchers.backends import containers
 from launchers.backends.slurm import job
+from frameworks import registry
 from launchers.commands import doctor_node
 from launchers.plan import one_point, points
 from launchers.suite import ROOT, ConfigError
 
 STEP_TIMEOUT_S = 180   # one step: queueing, the image's start, the framework's import
 ASK_TIMEOUT_S = 30     # one question to the controller
-# A rank's imports: the adapter's training session as a rank loads it (the suite's code in the
-# image's Python, then the framework), and the framework's version as the image has it (the
-# module its adapter names). A constant program; the framework is its argument.
-VERSION_PROGRAM = ("import importlib, sys; from frameworks import registry; "
-                   "a = registry.get(sys.argv[1]); a.load(a.bench('train').session); "
+# A rank's imports: first the versions of the adapter's releases as the image has them (its
+# packages' metadata, nothing imported), then the adapter's training session as a rank loads
+# it (the suite's code in the image's Python, then the framework), and the framework's version
+# (the module its adapter names). A constant program; the framework is its argument.
+VERSION_PROGRAM = ("import importlib, json, sys; from contract import versions; "
+                   "from frameworks import registry; a = registry.get(sys.argv[1]); "
+                   "print('releases', json.dumps(versions.found(a.releases)), flush=True); "
+                   "a.load(a.bench('train').session); "
                    "print(importlib.import_module(a.import_name).__version__)")
 
 
@@ -190,6 +198,8 @@ class Doctor:
                 *[str(a) for a in point.cluster.srun_args], *box.wrap, python, "-c", VERSION_PROGRAM, fw]
         env = containers.environ(point, self.ask_env(root_on_path=True))
         code, text = self.step(argv, env=env)
+        found = [json.loads(ln.split(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("releases {")]
+        text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("releases {"))
         last = text.splitlines()[-1] if text else ""
         if code != 0:
             self.say("FAILED", check, f"{point.cluster.container_runtime} {image} on a node: "
@@ -197,6 +207,17 @@ class Doctor:
         else:
             self.say("ok", check, f"{point.cluster.container_runtime} ran {image} on a node: "
                      f"{fw} {last} imports there")
+        if found:
+            self.releases(fw, found[0])
+
+    def releases(self, fw: str, found: dict) -> None:
+        """The image's versions against the releases the framework's adapter supports."""
+        pinned = versions.pins()
+        said = [versions.judge(r, found.get(r.package), pinned) for r in registry.get(fw).releases]
+        refused = [words for no, words in said if no]
+        self.say("FAILED" if refused else "ok", f"versions {fw}",
+                 "; ".join(refused or [words for _, words in said])
+                 + " (docs/frameworks/README.md, \"Supported versions\")")
 
     @staticmethod
     def ask_env(root_on_path=False) -> dict:

@@ -75,6 +75,7 @@ def _attempt(point, state: dict, launcher) -> dict:
                               # every link measured, [src, dst, GB/s, slow]: the evidence
                               "links": [[l["src"], l["dst"], l["gbytes_s"], l["slow"]]
                                         for l in verdict["links"]],
+                              "network_flags": verdict.get("network_flags") or [],
                               "ended_unix": time.time()})
     return verdict
 

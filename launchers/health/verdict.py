@@ -30,7 +30,7 @@ and, once each, why the checks that did not apply were skipped.
 import statistics
 from collections import Counter
 
-from contract import paths, statuses
+from contract import nccl_net, paths, statuses
 from healthchecks import linktest, nodechecks
 from launchers.health import expected
 
@@ -216,6 +216,21 @@ def _links(rows: list, settings: dict) -> dict:
             "ambiguous": found["ambiguous"], "median": median, "reference": reference}
 
 
+def _network(rows: list, settings: dict) -> list:
+    """NCCL's network on the link test's ranks (contract/nccl_net.py): the flags of sockets
+    on nodes that have InfiniBand; a node whose network is not the one
+    health.expect.nccl_transport requires is sick."""
+    expect = (settings.get("expect") or {}).get("nccl_transport")
+    ranks = [{"rank": r, "host": row["node"], "nccl": rec["nccl"], "ports": rec.get("infiniband_ports")}
+             for row in rows for r, rec in row["ranks"].items() if rec and rec.get("nccl")]
+    for row in rows:
+        off = [r for r in ranks if expect and r["host"] == row["node"] and not nccl_net.meets(r["nccl"], expect)]
+        if off:
+            row["sick"].append(f"network: NCCL used {nccl_net.describe(off[0]['nccl'])}; "
+                               f"health.expect.nccl_transport requires {expect}")
+    return nccl_net.flags(ranks, len(rows))
+
+
 def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str = None,
           rank_ends=None, stopped=()) -> dict:
     """The verdict of one health step (health.json's content but for where it ran)."""
@@ -229,6 +244,7 @@ def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_
         medians = {}
     expected.nodes(rows, settings)
     links = _links(rows, settings)
+    network = _network(rows, settings)
     sick, exclude = {}, {}
     for row in rows:
         reasons = row["sick"] + [f"{name}: {c['reason']}" for name, c in row["checks"].items()
@@ -248,7 +264,7 @@ def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_
                       | ({"notes": row["notes"]} if row.get("notes") else {}) for row in rows],
             "links": links["links"], "slow_links": links["slow"], "link_median_gbytes_s": links["median"],
             "link_reference_gbytes_s": links["reference"], "expect": settings.get("expect") or {},
-            "medians": medians, "sick": sick, "exclude": exclude}
+            "medians": medians, "sick": sick, "exclude": exclude, "network_flags": network}
 
 
 def render(verdict: dict) -> str:
@@ -266,6 +282,7 @@ def render(verdict: dict) -> str:
         rows.append((node["node"], node["status"], detail))
     width = [max(len(str(r[i])) for r in [head] + rows) for i in range(2)]
     lines = [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in [head] + rows]
+    lines += [f"network: {flag}" for flag in verdict.get("network_flags") or ()]
     for link in verdict["slow_links"]:
         lines.append(f"slow link {link['src']} -> {link['dst']}: {link['gbytes_s']:.3g} GB/s, "
                      f"{link['below']} ({link['why']})")

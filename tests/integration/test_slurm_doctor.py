@@ -36,11 +36,15 @@ def test_it_passes_on_the_test_cluster_with_the_image(slurm_cluster, test_image,
                         f"cluster.containers.pytorch={test_image}")
     assert res.returncode == 0, res.stdout + res.stderr
     assert [c for c, (s, _) in lines.items() if s == "ok"] == ["slurm", "submit", "node", "gres",
-                                                               "image pytorch"], res.stdout
+                                                               "image pytorch", "versions pytorch"], res.stdout
     assert lines["nccl"][0] == "skipped"
     torch = json.load(open(test_image + ".json"))["torch"]
     assert lines["image pytorch"][1] == (f"charliecloud ran {test_image} on a node: pytorch {torch} "
                                          "imports there")
+    # the image's torch against the adapter's releases (contract/versions.py), its metadata read
+    assert lines["versions pytorch"][1].startswith(f"torch {torch} (>= 2.11.0; tested 2.11.0, 2.13.0); "), \
+        lines["versions pytorch"]
+    assert "torchtitan not found (needed on torchtitan's path" in lines["versions pytorch"][1]
     assert lines["node"][1].endswith(f"sees the checkout {ROOT} and writes to the output folder "
                                      f"{tmp_path / 'out'}")
     assert res.stdout.splitlines()[-1].startswith("doctor: ok in ")

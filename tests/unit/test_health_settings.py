@@ -34,9 +34,9 @@ BAD = [
     ("health.expect.ib_rate_gbits=true", "health.expect.ib_rate_gbits must be a number > 0, got True"),
     ("health.expect.gpus_per_node=1.5", "health.expect.gpus_per_node must be an integer >= 1, got 1.5"),
     ("health.expect=8", "health.expect must be a mapping of link_gbytes_s, matmul_tflops, ib_rate_gbits, "
-                        "gpus_per_node, got 8"),
+                        "gpus_per_node, nccl_transport, got 8"),
     ("+health.expect.flops=1", "unknown health.expect key 'flops' (valid: link_gbytes_s, matmul_tflops, "
-                               "ib_rate_gbits, gpus_per_node)"),
+                               "ib_rate_gbits, gpus_per_node, nccl_transport)"),
 ]
 
 
@@ -82,7 +82,7 @@ def test_a_site_sets_its_figures_once_in_its_file(tmp_path):
 
 @pytest.mark.parametrize("override,message", BAD[:4] + BAD[5:6] + BAD[-7:-1] + [
     ("health.expect.flops=1", "unknown key 'health.expect.flops' (valid in health.expect: link_gbytes_s, "
-                              "matmul_tflops, ib_rate_gbits, gpus_per_node)")])
+                              "matmul_tflops, ib_rate_gbits, gpus_per_node, nccl_transport)")])
 def test_launch_health_refuses_in_one_line_and_exit_2(override, message, capsys, tmp_path):
     code = launch.main(["health", override, f"output_root={tmp_path}"])
     err = capsys.readouterr().err.strip().splitlines()

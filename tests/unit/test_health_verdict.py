@@ -238,3 +238,26 @@ def test_one_node_has_no_links_to_test_and_says_so():
     assert v["ok"]
     assert v["nodes"][0]["checks"]["links"] == nodechecks.skipped("one node: no link between nodes")
     assert "links skipped on every node: one node: no link between nodes" in health_verdict.render(v)
+
+
+def test_the_link_tests_nccl_over_sockets_on_infiniband_is_flagged_and_expect_makes_it_sick():
+    """contract/nccl_net.py's rule on the link test's ranks (tests/unit/data/nccl's lines):
+    n3's NCCL fell back to sockets while its port is active. Flagged, not sick (leaving nodes
+    out mends no setting); with health.expect.nccl_transport=IB, n3 is sick."""
+    from pathlib import Path
+    from contract import nccl_net
+    data = Path(__file__).parent / "data" / "nccl"
+    ports = [{"device": "mlx5_0", "port": "1", "state": "4: ACTIVE", "rate": "400 Gb/sec",
+              "link_layer": "InfiniBand"}]
+    recs = records()
+    for rank, rec in recs.items():
+        name = "socket-2.21.log" if rank >= 4 else "ib-2.21.log"
+        rec.update(nccl=nccl_net.parse((data / name).read_text().splitlines()), infiniband_ports=ports)
+    v = judge(recs)
+    assert v["ok"] and v["sick"] == {}
+    (flag,) = v["network_flags"]
+    assert flag.startswith("NCCL ran over sockets on rank(s) 4, 5, on nodes that have InfiniBand (n3: ")
+    assert f"network: {flag}" in health_verdict.render(v).splitlines()
+    v = judge(recs, expect(nccl_transport="IB"))
+    assert v["sick"] == {"n3": ["network: NCCL used Socket (eth0, eth1), NCCL 2.21.5; "
+                                "health.expect.nccl_transport requires IB"]}
