@@ -4,7 +4,7 @@ same against it with a loose threshold (PASS), its record judged again at thresh
 (every item FAIL, nothing measured again), a node's port throttled to 40 Mbit/s both ways
 (the health gate names it, nothing is measured), the archive checked against its manifest,
 the results store's history. One recorded certification serves every judging variant; the
-whole module costs some 4 minutes of this machine (docs/certify.md, "Tests")."""
+whole module costs some 90 to 120 s of this machine (docs/certify.md, "Tests")."""
 import hashlib
 import json
 import os
