@@ -116,8 +116,9 @@ def test_each_point_judged_from_its_records_by_hand(conf, tmp_path):
     assert resnet["threshold"] == 0.95 and resnet["baseline_from"] == f"{ref}: entry 1"
     assert resnet["config"]["device"] == "NVIDIA H100 80GB HBM3" and resnet["config"]["batch_size"] == 4
     assert resnet["provenance"] == {"image": None, "digest": None, "runtime": None, "framework": "pytorch",
-                                    "framework_version": "9.9", "device": "NVIDIA H100 80GB HBM3",
-                                    "driver": None, "cuda": None, "nccl": None, "hosts": ["node1"],
+                                    "framework_version": "9.9", "releases": None,
+                                    "device": "NVIDIA H100 80GB HBM3", "driver": None, "cuda": None,
+                                    "nccl": None, "nccl_network": None, "hosts": ["node1"],
                                     "image_label": "none"}
     assert (bert["ratio"], bert["threshold"], bert["verdict"], bert["note"]) == (pytest.approx(0.8), 0.5, "PASS", "tiny")
     assert (broken["verdict"], broken["status"], broken["measured"]) == ("FAIL", "failed", None)
