@@ -16,6 +16,7 @@ never run Hydra: they read the run spec the driver writes for them.
 """
 import sys
 
+from contract import secrets
 from launchers.plan import one_point, precheck
 from launchers.suite import ROOT
 
@@ -44,6 +45,11 @@ def run_point() -> None:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    with secrets.masked_output(argv):   # nothing it prints shows a secret (contract/secrets.py)
+        return command(argv)
+
+
+def command(argv) -> int:
     if argv[:1] == ["status"]:
         from launchers.commands import status
         return status.main(argv[1:])

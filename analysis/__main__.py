@@ -50,7 +50,7 @@ from analysis.sections.main_tables import limits_of
 from analysis.store import commands as store_commands
 from analysis.store.keeper import Keeper
 from analysis.terminal import say
-from contract import paths
+from contract import paths, secrets
 
 
 def cmd_report(args) -> int:
@@ -168,6 +168,11 @@ def report_arguments(rep) -> None:
 
 
 def main(argv=None) -> int:
+    with secrets.masked_output(sys.argv[1:] if argv is None else argv):   # contract/secrets.py
+        return command(argv)
+
+
+def command(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis")
     sub = parser.add_subparsers(dest="command", required=True)
     report_arguments(sub.add_parser("report", help="tables, CSV, Parquet and plots of a sweep"))

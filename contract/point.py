@@ -64,6 +64,7 @@ class Cluster:
     container_python: str = "python"
     env: Settings = Settings()          # every rank's environment
     store: Settings = Settings()        # {url}: the results store the sweep's report adds to
+    secret_keys: tuple = ()             # the site's own secret keys (contract/secrets.py)
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ none. Standard library only: this runs in the framework's Python.
 """
 import json
 import os
-import secrets
+from secrets import token_hex
 
-from . import paths
+from . import paths, secrets
 
 SPEC_SCHEMA = paths.SPEC_SCHEMA
 RECORD_SCHEMA = paths.RANK_SCHEMA
@@ -22,7 +22,7 @@ def _create_temporary(folder: str):
     (as open() would): a record is as readable as any other file its user writes, where
     tempfile.mkstemp would leave it 0600."""
     for _ in range(100):
-        tmp = os.path.join(folder, f".tmp-{os.getpid()}-{secrets.token_hex(6)}.json")
+        tmp = os.path.join(folder, f".tmp-{os.getpid()}-{token_hex(6)}.json")
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
                            0o666), tmp
@@ -33,7 +33,10 @@ def _create_temporary(folder: str):
 
 def write_json_atomic(path, obj) -> None:
     """Write obj as JSON so that readers see the old file, the new one, or none. The file
-    gets the mode the umask gives (0644 under umask 022)."""
+    gets the mode the umask gives (0644 under umask 022). Its secrets are masked
+    (contract/secrets.py: by the rule, the site's keys obj declares, and the values of this
+    process's secret variables): every record of the suite is written here."""
+    obj = secrets.masked(obj, values=secrets.environ_values(extra=secrets.declared(obj)))
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = _create_temporary(folder)
     try:

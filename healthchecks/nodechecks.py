@@ -79,16 +79,28 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# NVML's answers that a value cannot be read here, not that it is bad: the GPU lacks it, a
+# container or virtual machine may not read it, the driver predates the call or retired it
+UNREADABLE = ("NVMLError_NotSupported", "NVMLError_NoPermission", "NVMLError_FunctionNotFound",
+              "NVMLError_Deprecated")
+
+
+def _unreadable(nv) -> tuple:
+    return tuple(getattr(nv, name) for name in UNREADABLE if hasattr(nv, name))
+
+
 def _per_device(nv, read) -> list:
-    """[(index, read(handle))] of the devices that support what `read` asks; Skip when none do."""
-    out = []
+    """[(index, read(handle))] of the devices where what `read` asks can be read; Skip when on
+    none (UNREADABLE)."""
+    out, why = [], None
     for i, h in enumerate(_handles(nv)):
         try:
             out.append((i, read(h)))
-        except nv.NVMLError_NotSupported:
+        except _unreadable(nv) as exc:
+            why = why or str(exc)
             continue
     if not out:
-        raise Skip("not supported by this node's GPUs")
+        raise Skip(f"not readable on this node's GPUs (NVML: {why})")
     return out
 
 
@@ -112,12 +124,12 @@ def rows(settings) -> dict:
             elif pending:
                 bad.append(f"GPU {i}: a row remapping is pending (the GPU needs a reset)")
             continue
-        except nv.NVMLError_NotSupported:
+        except _unreadable(nv):
             pass
         try:
             if nv.nvmlDeviceGetRetiredPagesPendingStatus(h):
                 bad.append(f"GPU {i}: retired pages pending (the GPU needs a reset)")
-        except nv.NVMLError_NotSupported:
+        except _unreadable(nv):
             continue
     return sick("; ".join(bad)) if bad else ok()
 

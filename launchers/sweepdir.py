@@ -9,13 +9,19 @@ submission and read back by the driver in the allocation; both import this, not 
 import json
 import os
 
-from contract import paths, records, statuses
+from contract import paths, records, secrets, statuses
 from contract.point import Point
 
 
 def write_point(point: Point) -> None:
     os.makedirs(point.dir, exist_ok=True)
     records.write_json_atomic(os.path.join(point.dir, paths.POINT_FILE), point.as_dict())
+
+
+def as_written(point: Point) -> Point:
+    """The point as its point.json holds it, its secrets masked (contract/secrets.py): what a
+    pickled driver may carry (the values reach its ranks by the environment: secret_env.py)."""
+    return Point.from_dict(secrets.masked(point.as_dict()))
 
 
 def read_point(point_dir) -> Point:

@@ -38,6 +38,18 @@ def require_env(name: str) -> str:
     return python
 
 
+# torch 2.11, as the lent GPU machines carry (the PyPI wheel with its CUDA libraries; it runs
+# on a CPU): built by `make env-torch-2.11` from tests/versions/torch-2.11/requirements.txt.
+TORCH_211 = ROOT / ".venvs" / "torch-2.11" / "bin" / "python"
+
+
+def require_torch_211() -> str:
+    """torch 2.11's interpreter, or skip the test saying how to build it."""
+    if not TORCH_211.exists():
+        pytest.skip(f"no torch 2.11 environment at {TORCH_211}: run `make env-torch-2.11`")
+    return str(TORCH_211)
+
+
 def model_cfg(model: str, size: str) -> dict:
     """A model's resolved settings, as a run spec carries them."""
     from omegaconf import OmegaConf

@@ -19,6 +19,7 @@ import tempfile
 import time
 
 DATABASE = "dlbench"
+PASSWORD_ROLE = "bench"   # a role the server asks a password of (scram-sha-256): password_role()
 
 
 def binaries():
@@ -71,6 +72,11 @@ def server():
         subprocess.run([os.path.join(bindir, "initdb"), "-D", data, "-U", "postgres",
                         "--auth=trust", "-E", "UTF8", "--no-sync"], cwd=folder,
                        check=True, capture_output=True, timeout=120, **_as_server_user())
+        hba = os.path.join(data, "pg_hba.conf")   # its first line: PASSWORD_ROLE gives a password
+        with open(hba) as f:
+            rules = f.read()
+        with open(hba, "w") as f:
+            f.write(f"host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n{rules}")
         proc = subprocess.Popen([os.path.join(bindir, "postgres"), "-D", data, "-p", str(port),
                                  "-h", "127.0.0.1", "-k", folder, "-c", "fsync=off"], cwd=folder,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **_as_server_user())
@@ -97,6 +103,32 @@ def server():
                 proc.kill()
                 proc.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def password_role(url: str, password: str) -> str:
+    """PASSWORD_ROLE made (once) with `password` and the right to make the store's tables in the
+    server of `url`; returns its URL without the password (libpq finds it elsewhere)."""
+    import sqlalchemy as sa
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        exists = conn.exec_driver_sql(
+            f"SELECT 1 FROM pg_roles WHERE rolname = '{PASSWORD_ROLE}'").first()
+        verb = "ALTER" if exists else "CREATE"
+        quoted = password.replace("'", "''")   # DDL takes no bound parameter
+        conn.exec_driver_sql(f"{verb} ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{quoted}'")
+        conn.exec_driver_sql(f"GRANT ALL ON SCHEMA public TO {PASSWORD_ROLE}")
+    engine.dispose()
+    return sa.engine.make_url(url).set(username=PASSWORD_ROLE).render_as_string(hide_password=False)
+
+
+def dump(url: str) -> str:
+    """The whole database of `url` as pg_dump writes it (every table's every row, as text)."""
+    import sqlalchemy as sa
+    u = sa.engine.make_url(url)
+    out = subprocess.run([os.path.join(binaries(), "pg_dump"), "-h", u.host, "-p", str(u.port),
+                          "-U", "postgres", u.database], capture_output=True, text=True,
+                         timeout=120, check=True)
+    return out.stdout
 
 
 if __name__ == "__main__":

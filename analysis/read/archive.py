@@ -2,7 +2,13 @@
 folder of sweeps, or a certification, certify/, likewise).
 
     NAME/...                 every file of the sweep (profiles only with --profiles)
-    NAME/archive.json        the manifest: each file's sha256 and size, what was left out
+    NAME/archive.json        the manifest: each file's sha256 and size, what was left out,
+                             what was masked
+
+No secret goes in (contract/secrets.py): a sweep written before the rule has its secrets
+masked file by file, named in the manifest's `masked` (file -> fields), a binary file that
+holds one left out (`withheld`), or the archive refused where masking would change figures
+(analysis/read/old_secrets.py).
 
 It is a tar (PAX) compressed by zstandard, readable by `tar --zstd -xf` and `zstd -d`, with
 two things more: each file is its own zstd frame, and a seek table (zstd's seekable format:
@@ -28,6 +34,7 @@ import time
 
 import zstandard
 
+from analysis.read import old_secrets
 from analysis.read.record_file import RecordError
 from contract import paths, records
 
@@ -127,8 +134,10 @@ def write(sweep, out=None, profiles: bool = False) -> tuple:
     out = os.path.abspath(out or default_out(sweep))
     name = os.path.basename(os.path.abspath(sweep))
     files, left = _files(sweep, profiles, out)
+    masking = old_secrets.Masking(sweep)   # the secrets of a sweep written before the rule
     manifest = {"schema": paths.ARCHIVE_SCHEMA, "version": paths.SCHEMA_VERSION, "sweep": name,
-                "created_unix": time.time(), "profiles": profiles, "left_out": left, "files": {}}
+                "created_unix": time.time(), "profiles": profiles, "left_out": left, "files": {},
+                "masked": {}, "withheld": []}
     part = out + ".part"
     try:
         with open(part, "wb") as raw:
@@ -138,6 +147,14 @@ def write(sweep, out=None, profiles: bool = False) -> tuple:
                     full = os.path.join(sweep, rel)
                     info = tar.gettarinfo(full, arcname=f"{name}/{rel}")
                     with open(full, "rb") as f:
+                        if masking:   # an old sweep's secrets: each file as masking makes it
+                            data, what = masking.file(rel, f.read())
+                            if data is None:
+                                manifest["withheld"].append(rel)
+                                continue
+                            if what:
+                                manifest["masked"][rel] = what
+                            info.size, f = len(data), io.BytesIO(data)
                         hashing = _Hashing(f)
                         tar.addfile(info, hashing)
                     manifest["files"][rel] = {"sha256": hashing.sha.hexdigest(), "bytes": hashing.size}
@@ -156,6 +173,10 @@ def write(sweep, out=None, profiles: bool = False) -> tuple:
         with contextlib.suppress(OSError):
             os.unlink(part)
         raise RecordError(f"cannot write the archive {out}: {exc.strerror or exc}") from None
+    except RecordError:   # masking would change figures: no archive
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        raise
     return out, manifest
 
 

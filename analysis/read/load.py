@@ -40,7 +40,7 @@ from analysis.read import ahead as read_ahead
 from analysis.read import archive, record_file
 from analysis.read.record_file import CorruptFile, RecordError
 from analysis.read.results import COMM_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
-from contract import paths, statuses
+from contract import paths, secrets, statuses
 
 __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
 
@@ -75,6 +75,9 @@ class _Reader:
         except CorruptFile as c:
             self.bad(c, sweep, os.path.basename(pdir))
             return
+        known = secrets.found(point)   # a sweep written before the secret rule (contract/secrets.py)
+        if known:
+            point = secrets.masked(point, values=known)
         self.manifests[(sweep, row["point"])] = point
         try:
             names = sorted(os.listdir(pdir))
@@ -85,6 +88,8 @@ class _Reader:
             m = paths.REPEAT_RE.match(name)  # set-aside attempts (repeat-NN.interrupted-T): never
             if m and os.path.isdir(os.path.join(pdir, name)):
                 run, timed = self.repeat(os.path.join(pdir, name), row, int(m.group(1)))
+                if run["error"] or run["log_tail"]:   # text the report shows and writes
+                    run.update(secrets.masked({k: run[k] for k in ("error", "log_tail")}, values=known))
                 runs.append(run)
                 if timed is not None:
                     durations.append(timed)

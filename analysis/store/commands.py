@@ -26,6 +26,7 @@ from analysis.store import history
 from analysis.store import place as store_place
 from analysis.store import rows as store_rows
 from analysis.terminal import say
+from contract import paths
 
 
 def open_store(explicit, write: bool, results=None):
@@ -96,9 +97,12 @@ def cmd_refresh(args) -> int:
 
 def cmd_archive(args) -> int:
     out, manifest = archive.write(args.sweep, args.out, profiles=args.profiles)
-    left = manifest["left_out"]
+    left, masked, withheld = manifest["left_out"], manifest["masked"], manifest["withheld"]
     say(f"archive: {out}: {len(manifest['files'])} files, {os.path.getsize(out):,} bytes"
-        + (f"; left out (--profiles to keep): {', '.join(left)}" if left else ""))
+        + (f"; left out (--profiles to keep): {', '.join(left)}" if left else "")
+        + (f"\nsecrets masked (a sweep written before they were; {paths.ARCHIVE_MANIFEST}'s "
+           f"`masked`): {', '.join(masked)}" if masked else "")
+        + (f"\nleft out, binary files holding a secret: {', '.join(withheld)}" if withheld else ""))
     return 0
 
 

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from analysis.store import schema
 from analysis.store.place import StoreError, is_url, network_warning
+from contract import secrets
 
 LOCK_WAIT_S = 30.0   # a writer waits this long for another before it gives up
 
@@ -32,13 +33,29 @@ def shown(where: str) -> str:
         try:
             return sa.engine.make_url(where).render_as_string(hide_password=True)
         except sa.exc.ArgumentError:
-            return str(where)
+            return secrets.mask_url(str(where))
     return os.path.abspath(os.path.expanduser(where))
 
 
-def _first_line(exc) -> str:
+def server_url(where: str):
+    """A server's URL as SQLAlchemy connects to it. A password recorded masked (`***`: the
+    site file's store.url in a point.json, contract/secrets.py) is left out, so that libpq
+    finds it where PostgreSQL's clients do: PGPASSWORD, ~/.pgpass (PGPASSFILE), the service
+    file of `?service=` (PGSERVICEFILE) (docs/results-store.md)."""
+    url = sa.engine.make_url(where)
+    if url.drivername in ("postgresql", "postgres"):   # psycopg (3) is the one installed
+        url = url.set(drivername="postgresql+psycopg")
+    if url.password != secrets.MASK:
+        return url
+    return sa.engine.URL.create(url.drivername, url.username, None, url.host, url.port,   # (set()
+                                url.database, url.query)                                # keeps it)
+
+
+def _first_line(exc, password=None) -> str:
+    """An error's first line, any password in it masked (a driver may echo its connection)."""
     orig = getattr(exc, "orig", None) or exc
-    return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    line = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    return secrets.mask_text(line, values=[password] if password else ())
 
 
 class Store:
@@ -47,12 +64,12 @@ class Store:
     def __init__(self, where: str, write: bool = True):
         self.where, self.write, self.name = where, write, shown(where)
         self.version = None   # the store's schema version, once a transaction has read it
+        self.password = None   # masked in every message
         if is_url(where):
             try:
-                url = sa.engine.make_url(where)
-                if url.drivername in ("postgresql", "postgres"):   # psycopg (3) is the one installed
-                    url = url.set(drivername="postgresql+psycopg")
-                self.engine = sa.create_engine(url)
+                url = server_url(where)
+                self.password = url.password
+                self.engine = sa.create_engine(url, hide_parameters=True)
             except (sa.exc.ArgumentError, ImportError) as exc:
                 raise StoreError(f"results store {self.name}: {_first_line(exc)}") from None
         else:
@@ -89,7 +106,7 @@ class Store:
         return engine
 
     def _failed(self, exc) -> StoreError:
-        text = _first_line(exc)
+        text = _first_line(exc, self.password)
         if "locked" in text or "busy" in text:
             return StoreError(f"results store {self.name} is locked by another process "
                               f"(waited {LOCK_WAIT_S:.0f} s); left as it is")

@@ -19,7 +19,7 @@ import math
 import os
 
 from analysis.figures.metrics import metrics
-from contract import paths
+from contract import paths, secrets
 
 # the points table's columns taken as they are from analysis.load's points
 FROM_POINTS = ("bench", "framework", "model", "model_size", "precision", "amp_dtype", "mode",
@@ -126,7 +126,7 @@ def sweeps(results, folders=None) -> list:
             created_unix=point.get("created_unix"), model_settings=plain(point.get("model")),
             parallel=plain(lay), figures={k: v for k, v in fig.items() if k != "sweep"},
             jobs=_jobs(folders.get(sweep, sweep), p["point"]))
-        out.setdefault(sweep, []).append(row)
+        out.setdefault(sweep, []).append(secrets.masked(row))   # an old sweep's text: masked
     made, keys = [], sweep_keys(results, folders)
     for sweep, rows in out.items():
         created = [r["created_unix"] for r in rows if r["created_unix"] is not None]

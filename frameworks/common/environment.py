@@ -1,30 +1,30 @@
 """What a rank ran on, machine-readable, for its record's metadata.
 
-Environment variables are captured by an allowlist of prefixes, never wholesale,
-so no token or password in a user's environment reaches a record.
-Standard library only: this runs in the framework's Python.
+Environment variables are captured by an allowlist of prefixes, never wholesale, and
+never one the secret rule names (contract/secrets.py), so no token or password in a user's
+environment reaches a record. Standard library only: this runs in the framework's Python.
 """
 import os
 import platform
-import re
 import shutil
 import socket
 import subprocess
 import sys
+
+from contract import secrets
 
 ENV_ALLOWLIST = ("NCCL_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                  "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_STEP_ID", "SLURM_NNODES",
                  "SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_CLUSTER_NAME",
                  "SLURM_JOB_PARTITION", "UCX_", "XLA_FLAGS", "TF_XLA_FLAGS", "TF_ENABLE_",
                  "TF_GPU_", "FLAGS_", "GLOO_", "JAX_", "MS_", "ONEFLOW_", "MXNET_")
-# Never kept, even under an allowed prefix (e.g. a hypothetical NCCL_..._TOKEN).
-SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|AUTH|COOKIE|SESSION|KEY", re.I)
 
 
 def allowed_env(env=None) -> dict:
+    """The allowed variables, less any the secret rule names (a hypothetical NCCL_..._TOKEN)."""
     env = os.environ if env is None else env
     return {k: v for k, v in sorted(env.items())
-            if k.startswith(ENV_ALLOWLIST) and not SECRET.search(k)}
+            if k.startswith(ENV_ALLOWLIST) and not secrets.is_secret_key(k)}
 
 
 def cpu_model() -> str:

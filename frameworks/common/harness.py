@@ -56,7 +56,14 @@ class Session:
         return {}
 
     def peak_device_bytes(self):
+        """The device allocator's peak of allocated bytes (since `reset_peak_device_bytes`),
+        or None (a CPU)."""
         return None
+
+    def reset_peak_device_bytes(self) -> bool:
+        """Start the device's peak afresh, at the timed window's start; True where the
+        framework can, so that the record's peak is the window's (docs/contract.md)."""
+        return False
 
     @staticmethod
     def is_oom(exc: BaseException) -> bool:
@@ -132,6 +139,9 @@ def run_steps(session, spec, record, origin):
 
     session.sync()
     session.barrier()
+    window_peak = session.reset_peak_device_bytes()  # the peak of the timed steps, not the build's
+    if window_peak:
+        record["memory"]["peak_device_scope"] = "window"
     timer = session.timer()
     first = len(steps)
     handles = []
@@ -143,6 +153,8 @@ def run_steps(session, spec, record, origin):
     session.sync()
     w1 = time.perf_counter()
     record["window"] = {"start": w0 - origin, "end": w1 - origin}
+    if window_peak:   # read now: after_window's untimed steps (a trace, a bubble) are not in it
+        record["memory"]["peak_device_bytes"] = session.peak_device_bytes()
     for i, (s, e) in enumerate(timer.read(w0, origin)):
         steps.append({"step": first + i, "phase": "measure", "start": s, "end": e,
                       "samples": batch, "loss": None})
@@ -252,8 +264,11 @@ def run(adapter, spec, dist, host=None):
             record["status"] = "failed"
     finally:
         memory.restore(limits)
-        if session is not None:
-            record["memory"]["peak_device_bytes"] = _safe(session.peak_device_bytes)
+        peaks = record["memory"]
+        if session is not None and peaks["peak_device_bytes"] is None:
+            peaks["peak_device_bytes"] = _safe(session.peak_device_bytes)
+            if peaks["peak_device_bytes"] is not None:   # the window's up to a failure in it,
+                peaks.setdefault("peak_device_scope", "process")   # else the process's
         record["memory"]["peak_host_bytes"] = environment.peak_host_bytes()
         nccl = _safe(lambda: nccl_net.read(spec.record_dir, dist.rank))
         if nccl:  # an NCCL point: the network and version NCCL chose, by its own lines

@@ -44,6 +44,7 @@ def layout_gap(layout: parallel.Layout, amp_dtype):
 
 class LMSession(TorchSession):
     family = None  # the model family module (session_of makes one class per family)
+    implementation_reason = None   # why this definition ran, not torchtitan's (titan.choose)
 
     def __init__(self, spec, dist):
         self.dist, self.layout = dist, spec.parallel
@@ -82,8 +83,9 @@ class LMSession(TorchSession):
         experts = spec_of(cfg["name"]).experts   # a mixture of experts (its spec)
         if experts and cfg.get("dispatch", "standard") != "standard":
             raise capability.Unsupported(
-                f"model.dispatch={cfg['dispatch']} (DeepEP's kernels) needs GPUs: the CPU "
-                "dispatches tokens by all-to-all only (model.dispatch=standard)")
+                f"model.dispatch={cfg['dispatch']} (DeepEP's kernels) is torchtitan's, on GPUs; the "
+                "suite's own MoE layer dispatches tokens by all-to-all only (model.dispatch=standard)"
+                + (f"; here: {self.implementation_reason}" if self.implementation_reason else ""))
         sparse = expert_parallel.meshes(mesh, layout, self.device.type) if experts else None
         self.ids, self.modules = parallelize.build(self.family, cfg, layout, mesh, self.device, spec.seed,
                                                    self.coords["pp"], compile=spec.compile,
@@ -185,6 +187,8 @@ class LMSession(TorchSession):
         out = {"layout": self.layout.as_dict(), "coords": self.coords, "stages": self.ids,
                "mesh_dims": list(parallelize.MESH_DIMS), "parameters": self.counts,
                "implementation": self.family.IMPLEMENTATION}
+        if self.implementation_reason:
+            out["implementation_reason"] = self.implementation_reason
         if self.layout.ep > 1:
             out["expert_coords"] = parallel.expert_coords(self.dist.rank, self.layout)
         return out

@@ -155,6 +155,14 @@ class TorchSession(harness.Session):
     def peak_device_bytes(self):
         return torch.cuda.max_memory_allocated(self.device) if self.cuda else None
 
+    def reset_peak_device_bytes(self) -> bool:
+        """The CUDA allocator's peak started afresh (what is alive stays counted: parameters,
+        gradients, optimizer states, the batch), so that max_memory_allocated is the timed
+        window's, as a CPU rank's peak_tensor_bytes is one timed iteration's."""
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        return self.cuda
+
     @staticmethod
     def is_oom(exc):
         return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(m in str(exc) for m in CPU_OOM)

@@ -1,8 +1,9 @@
 """The sweeper and launcher behind `python -m launch -m ...`.
 
 DlbenchSweeper is Hydra's basic sweeper (the same override grammar, the cartesian product,
-hydra.sweep.dir and its multirun.yaml) without its validate_batch_is_legal, which composes
-every job a first time only for the launcher to compose it again.
+hydra.sweep.dir and its multirun.yaml, whose secrets it masks) without its
+validate_batch_is_legal, which composes every job a first time only for the launcher to
+compose it again.
 
 DlbenchLauncher gets all the jobs' overrides at once: it composes each (compose.py: once
 per distinct combination of group choices) and hands them to launchers/plan/sweep.py, which
@@ -18,6 +19,21 @@ from hydra.plugins.launcher import Launcher
 class DlbenchSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch) -> None:
         """Nothing: DlbenchLauncher composes and checks every job before any runs."""
+
+    def sweep(self, arguments):
+        """Hydra's sweep, its multirun.yaml written with the secrets masked (contract/secrets.py):
+        BasicSweeper.sweep saves `self.config`, which the launcher no longer reads (it was set
+        up with its own), so the masked copy stands in for it while the sweep runs."""
+        from omegaconf import OmegaConf
+
+        from contract import secrets
+        config = self.config
+        self.config = OmegaConf.create(secrets.masked(OmegaConf.to_container(config, resolve=False)))
+        self.config.hydra.sweep.dir = config.hydra.sweep.dir   # ${now:...} once, the sweep's own
+        try:
+            return super().sweep(arguments)
+        finally:
+            self.config = config
 
 
 class DlbenchLauncher(Launcher):

@@ -20,7 +20,7 @@ import time
 from contract import spec as specs
 from contract import paths, statuses
 from launchers import sweepdir
-from launchers.backends import ports, step, stopping, worker
+from launchers.backends import ports, secret_env, step, stopping, worker
 from launchers.backends.base import Launcher
 from launchers.driver import preflight, repeats, search
 from launchers.health import step as health_step
@@ -102,18 +102,20 @@ class LocalLauncher(Launcher):
 
     def submit(self, pts: list, dry_run: bool = False) -> None:
         """The sweep's local points, one after another; a search runs here, one try after
-        another (launchers/driver/search.py)."""
+        another (launchers/driver/search.py). Each runs with its secrets in this process's
+        environment, where its ranks get them (its files hold them masked: secret_env.py)."""
         if dry_run:
             for point in pts:
                 print(search.describe(point) if point.search is not None else self.describe(point))
             return
         with stopping.owner(self.log):
             for point in pts:
-                if point.search is not None:
-                    search.run(point, self, self.log)
-                else:
-                    sweepdir.write_point(point)
-                    repeats.run_point(point.dir, self, self.log)
+                with secret_env.exported([point]):
+                    if point.search is not None:
+                        search.run(point, self, self.log)
+                    else:
+                        sweepdir.write_point(point)
+                        repeats.run_point(point.dir, self, self.log)
 
     def describe(self, point) -> str:
         """What a dry run prints of a point."""
@@ -163,7 +165,7 @@ class LocalLauncher(Launcher):
 
 def rank_env(point, rank: int, port: int, base=None) -> dict:
     world = point.world_size
-    env = {str(k): str(v) for k, v in point.cluster.env.items()}
+    env = {**{str(k): str(v) for k, v in point.cluster.env.items()}, **secret_env.values(point, base)}
     env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     # An outer allocation's variables would mislead.

@@ -44,7 +44,7 @@ try:
 except ImportError:
     from json import loads as _loads
 
-from contract import paths, statuses
+from contract import paths, secrets, statuses
 from launchers.backends.slurm import sacct
 
 # A point's status (statuses.point_status) in Slurm's words.
@@ -82,6 +82,9 @@ def read_points(sweep: str) -> list:
             run = _json(os.path.join(paths.repeat_dir(pdir, r), paths.RUN_FILE))
             if run is not None:
                 runs[r] = run
+        if any(run.get("error") or run.get("log_tail") for run in runs.values()):
+            known = secrets.found(point)   # an old sweep's secrets, masked where shown
+            runs = {r: secrets.masked(run, values=known) for r, run in runs.items()}
         search = point.get("search")
         out.append({"name": os.path.basename(pdir), "dir": pdir, "expected": repeats,
                     "slurm": _json(os.path.join(pdir, paths.SLURM_FILE)), "runs": runs,

@@ -13,7 +13,7 @@ import os
 
 from omegaconf import OmegaConf
 
-from contract import checkpoint, models, modes, typed, values
+from contract import checkpoint, models, modes, secrets, typed, values
 from contract.point import Point
 from frameworks import registry
 from frameworks.common import datafiles
@@ -45,6 +45,7 @@ def validate(cfg) -> dict:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     compile_setting(cfg)
+    check_arguments(fields)
     check_data(cfg)
     check_checkpoint(cfg)
     check_recipe(cfg.model)
@@ -85,6 +86,25 @@ def check_images(cfg) -> None:
         if OmegaConf.is_missing(images, fw):  # ??? in the site file: the user names it
             raise ConfigError(f"cluster.containers.{fw} is not set: the site leaves its image to "
                               f"you (cluster.containers.{fw}=IMAGE)")
+
+
+# What becomes an argument of sbatch, srun or a runtime: shown by ps to every user of a node,
+# and by sacct (a job's comment, its submit line) to every user of the cluster.
+ARGUMENTS = ("sbatch_args", "srun_args", "containers", "container_mounts")
+
+
+def check_arguments(fields: dict) -> None:
+    """No secret (contract/secrets.py) in an argument: cluster.env takes it to the ranks by
+    their environment. One line naming the setting, never the value."""
+    cluster = fields.get("cluster") or {}
+    args = {k: cluster.get(k) for k in ARGUMENTS if cluster.get(k)}
+    args["framework.container"] = (fields.get("framework") or {}).get("container")
+    _, where = secrets.changes(args, extra=cluster.get("secret_keys") or ())
+    if where:
+        name = where[0] if where[0].startswith("framework.") else f"cluster.{where[0]}"
+        raise ConfigError(f"{name} holds a secret, which as an argument of sbatch or srun anyone "
+                          "could read (ps, sacct): give it in cluster.env, which reaches the ranks "
+                          "through their environment (docs/configuration.md, Secrets)")
 
 
 def check_data(cfg) -> None:

@@ -3,6 +3,7 @@
 compose them, without a run, and bad input said in one line (exit status 2)."""
 import sys
 
+from contract import secrets
 from launchers.plan import precheck
 from launchers.suite import ROOT, ConfigError
 
@@ -16,7 +17,8 @@ class Done(Exception):
 
 
 def refuse(message) -> int:
-    print(f"error: {str(message).splitlines()[0]}", file=sys.stderr)
+    """Bad input in one line, its secrets masked (an override may hold one: contract/secrets.py)."""
+    print(f"error: {secrets.mask_text(str(message).splitlines()[0])}", file=sys.stderr)
     return 2
 
 

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 
 import launchers
+from contract import secrets
 from launchers import auto, suite
 from launchers.plan import exclude, points
 from launchers.suite import ConfigError
@@ -41,8 +42,8 @@ def make_points(jobs) -> list:
             raise ConfigError(str(exc)) from None
         if rule is not None:
             skipped += 1
-            print(f"skipped sweep point {job.num} ({' '.join(job.overrides)}): excluded by "
-                  f"{exclude.describe(rule)}")
+            given = secrets.mask_text(" ".join(job.overrides))
+            print(f"skipped sweep point {job.num} ({given}): excluded by {exclude.describe(rule)}")
             continue
         try:
             point = points.make_point(job.cfg, job.sweep_dir, job.num, job.overrides, commit=commit)
@@ -81,7 +82,8 @@ def run(jobs) -> list:
 
 
 def fail(message: str):
-    print(f"error: {message}", file=sys.stderr)
+    """Bad input in one line, its secrets masked (an override may hold one: contract/secrets.py)."""
+    print(f"error: {secrets.mask_text(message)}", file=sys.stderr)
     sys.exit(2)
 
 

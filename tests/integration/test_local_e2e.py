@@ -9,6 +9,7 @@ import pytest
 
 import analysis
 from launchers.suite import ROOT
+from tests import secret_search
 
 pytestmark = pytest.mark.e2e
 
@@ -20,10 +21,17 @@ def launch(*args, env=None, timeout=600):
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
+    """8 points; the site's secrets set as a team sets them (tests/secret_search.py: tokens in
+    cluster.env, one under the site's own key, a password in store.url), and every rank run by
+    an interpreter that checks it received them."""
     out = tmp_path_factory.mktemp("sweep")
+    python = secret_search.rank_check(tmp_path_factory.mktemp("bin"), sys.executable)
     res = launch("-m", "framework=pytorch", "model=resnet50,bert_base", "precision=fp32,amp",
-                 "gpus_per_node=1,2", "preset=smoke", f"hydra.sweep.dir={out}")
+                 "gpus_per_node=1,2", "preset=smoke", f"hydra.sweep.dir={out}",
+                 f"framework.python={python}",
+                 *secret_search.overrides("postgresql+psycopg://bench:{password}@127.0.0.1:1/dlbench"))
     assert res.returncode == 0, res.stderr[-3000:]
+    assert secret_search.found(texts=[res.stdout, res.stderr]) == []
     return out
 
 
@@ -51,6 +59,28 @@ def test_every_rank_of_every_repeat_recorded(sweep):
                         (20, True, 1.0)
                 else:
                     assert env["clip_grad"] is False
+
+
+def test_no_secret_in_the_sweep_its_report_archive_or_store_and_the_ranks_had_them(sweep, tmp_path):
+    """Every rank ran ok through the interpreter that exits 3 unless its environment holds each
+    value; then no byte of the sweep (multirun.yaml, point.json, spec.json, records, logs), its
+    report, its archive or its store holds one."""
+    points = [json.load(open(p)) for p in glob.glob(f"{sweep}/points/*/point.json")]
+    assert len(points) == 8
+    assert all(p["framework"]["python"].endswith("rank-with-secrets") for p in points)
+    runs = glob.glob(f"{sweep}/points/*/repeat-*/run.json")
+    assert len(runs) == 16 and all(json.load(open(r))["status"] == "ok" for r in runs)
+    assert points[0]["cluster"]["env"] == {k: "***" for k in secret_search.ENV}
+    store = tmp_path / "results.sqlite"
+    outs = [subprocess.run([sys.executable, "-m", "analysis", *argv], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300) for argv in
+            (["report", str(sweep), "--no-plot", "--store", str(store)], ["archive", str(sweep)],
+             ["store", "list", "--store", str(store)])]
+    assert [o.returncode for o in outs] == [0, 0, 0], [o.stderr for o in outs]
+    assert "added " in outs[0].stdout and "secrets masked" not in outs[1].stdout
+    status = launch("status", str(sweep), timeout=120)
+    assert secret_search.found([sweep, f"{sweep}.tar.zst", store],
+                               texts=[status.stdout] + [o.stdout + o.stderr for o in outs]) == []
 
 
 def test_analysis_of_the_sweep(sweep):

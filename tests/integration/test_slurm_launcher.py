@@ -17,6 +17,7 @@ import pytest
 
 import analysis
 from launchers.suite import ROOT
+from tests import secret_search
 
 pytestmark = pytest.mark.slurm
 NODE = re.compile(r"node\d+")
@@ -86,11 +87,16 @@ SMOKE = ("framework=pytorch", "launcher=slurm", "cluster=localtest", "preset=smo
 # ---- (a) a scaling sweep: 1x1, 2x1, 3x1 and 2x2 -----------------------------------------------
 @pytest.fixture(scope="module")
 def scaling(slurm_cluster, tmp_path_factory):
+    """4 points; the site's secrets set (tests/secret_search.py), every rank run by an
+    interpreter that checks it received them through srun's environment."""
     sweep = tmp_path_factory.mktemp("scaling")
+    python = secret_search.rank_check(tmp_path_factory.mktemp("bin"), sys.executable)
+    secret = [f"framework.python={python}",
+              *secret_search.overrides("postgresql+psycopg://bench:{password}@127.0.0.1:1/dlbench")]
     t0 = time.monotonic()
     first = launch("-m", *SMOKE, "nodes=1,2,3", "gpus_per_node=1", "repeats=1",
-                   f"hydra.sweep.dir={sweep}")
-    second = launch(*SMOKE, "nodes=2", "gpus_per_node=2", "repeats=1", f"hydra.run.dir={sweep}")
+                   f"hydra.sweep.dir={sweep}", *secret)
+    second = launch(*SMOKE, "nodes=2", "gpus_per_node=2", "repeats=1", f"hydra.run.dir={sweep}", *secret)
     submitted_s = time.monotonic() - t0
     assert first.returncode == 0, first.stderr[-3000:]
     assert second.returncode == 0, second.stderr[-3000:]
@@ -155,6 +161,29 @@ def test_report_builds_the_speedup_table(scaling):
     points = analysis.load(scaling["sweep"]).points.set_index("devices")
     assert (points.status == "ok").all() and points.loc[1].speedup == 1.0
     assert points.throughput.gt(0).all()
+
+
+def test_no_secret_in_the_jobs_files_accounting_report_archive_or_store(scaling, tmp_path):
+    """The ranks ran ok through the interpreter that exits 3 unless srun gave them each value
+    (from the driver's environment, which sbatch's exported); no byte of the sweep (its
+    submitit folder: the sbatch scripts, the pickled drivers, their logs; step.json, srun.log,
+    the records), of sacct's every field of its jobs, its report, archive or store holds one."""
+    sweep = scaling["sweep"]
+    assert all(jload(r)["status"] == "ok" for r in glob.glob(f"{sweep}/points/*/repeat-00/run.json"))
+    assert glob.glob(f"{sweep}/slurm/*_submission.sh") and glob.glob(f"{sweep}/slurm/*_submitted.pkl")
+    step = jload(glob.glob(f"{sweep}/points/*/repeat-00/step.json")[0])
+    assert {k: step["env"][k] for k in secret_search.ENV} == {k: "***" for k in secret_search.ENV}
+    jobs = ",".join(job_of(p) for p in point_dirs(sweep))
+    accounting = slurm("sacct", "-j", jobs, "--format=ALL", "-P")   # its comment, its submit line
+    store = tmp_path / "results.sqlite"
+    outs = [subprocess.run([sys.executable, "-m", "analysis", *argv], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+            for argv in (["report", str(sweep), "--no-plot", "--store", str(store)],
+                         ["archive", str(sweep)])]
+    assert [o.returncode for o in outs] == [0, 0], [o.stderr for o in outs]
+    assert secret_search.found([sweep, f"{sweep}.tar.zst", store],
+                               texts=[accounting, scaling["submit"], scaling["status"].stdout,
+                                      *(o.stdout + o.stderr for o in outs)]) == []
 
 
 # ---- (b) a failing rank fails its point; its sibling completes ----------------------------------

@@ -174,3 +174,19 @@ def test_the_gpu_paths_expert_settings_and_gaps():
                                             "which is not installed in this environment")
     assert titan_moe.gap(spec.replace(model=spec.model.replace(dispatch="nccl")), lay) == \
         "model.dispatch must be one of standard, deepep, hybridep, got 'nccl'"
+
+
+@pytest.mark.parametrize("dispatch", ["deepep", "hybridep"])
+def test_deepeps_dispatchers_have_their_buffer_sizes_and_need_expert_parallelism(dispatch):
+    """DeepEP's and HybridEP's dispatchers size their buffers by the model's width (hidden_dim,
+    which torchtitan's make_routed_experts_config fills from `dim`) and a rank's tokens of
+    one micro-batch, and dispatch to experts on other ranks: ep = 1 is refused before anything
+    is built, as torchtitan's update_ep_token_dispatcher_config refuses it."""
+    spec, lay = _spec({"ep": 2, "fsdp": True}, 2, model={"dispatch": dispatch})
+    config = titan_moe.model_config(spec.model, deepseek_v3, max_tokens=titan_moe.tokens_per_rank(spec.model, lay))
+    dispatchers = [layer.moe.routed_experts.token_dispatcher for layer in config.layers if layer.moe is not None]
+    assert dispatchers and all((d.hidden_dim, d.num_max_tokens_per_rank) == (64, 64) for d in dispatchers)
+    spec, lay = _spec({"fsdp": True}, 2, model={"dispatch": dispatch})
+    assert titan_moe.gap(spec, lay) == (f"model.dispatch={dispatch} (DeepEP's kernels) dispatches to experts "
+                                        "on other ranks: it needs expert parallelism, parallel.ep > 1")
+

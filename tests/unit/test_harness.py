@@ -87,6 +87,56 @@ def test_memory_fields_present(key):
     assert key in run()["memory"]
 
 
+class Allocating(Counting):
+    """A device whose allocator's peak is the step count since its last reset, plus 100 for
+    what was made before (the model's build): a peak that is the timed window's reads 5."""
+
+    def __init__(self, spec, dist, resets=True, **kw):
+        super().__init__(spec, dist, **kw)
+        self.resets, self.since, self.reset_at = resets, 100, []
+
+    def step(self):
+        self.since += 1
+        return super().step()
+
+    def reset_peak_device_bytes(self):
+        if self.resets:
+            self.reset_at.append(self.calls)
+            self.since = 0
+        return self.resets
+
+    def peak_device_bytes(self):
+        return self.since
+
+    def after_window(self, record):
+        self.since += 50   # untimed steps after the window (a trace) are no part of its peak
+
+
+def _peaks(**kw):
+    sessions = []
+
+    def build(s, d):
+        sessions.append(Allocating(s, d, **kw))
+        return sessions[-1]
+    rec = harness.run(stand_in(build), run_spec(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
+    return rec, sessions[0]
+
+
+def test_the_device_peak_is_the_timed_windows():
+    """peak_device_bytes is the peak of the timed steps: reset after the 2 warm-up steps, read
+    after the 5 timed ones (not the process's: the build's 100, the warm-up's, the trace's)."""
+    rec, session = _peaks()
+    assert session.reset_at == [2]
+    assert rec["memory"]["peak_device_bytes"] == 5 and rec["memory"]["peak_device_scope"] == "window"
+    rec, _ = _peaks(fail_at=5)   # failed inside the window: its peak up to the failure
+    assert rec["status"] == "failed" and rec["memory"]["peak_device_bytes"] == 3
+    assert rec["memory"]["peak_device_scope"] == "window"
+    rec, _ = _peaks(resets=False)   # a framework that cannot reset: the process's, and says so
+    assert rec["memory"]["peak_device_bytes"] == 100 + 7 + 50
+    assert rec["memory"]["peak_device_scope"] == "process"
+    assert "peak_device_scope" not in run()["memory"]   # no device: no peak, no scope
+
+
 def test_oom_while_a_torch_session_is_built_is_oom():
     """A real allocation refused inside TorchSession.__init__ (full-size BERT, 440 MB of
     weights, under a 64 MiB cap): the adapter's static OOM check decides, not `failed`."""

@@ -149,3 +149,19 @@ def test_recompute_compile_and_the_gaps():
     assert titan.gap(cp, lay3) == ("torchtitan's context parallelism (FlexAttention) needs the sequence "
                                    "a multiple of cp x 128: 64 % (2 x 128) = 64")
     assert titan.gap(cp.replace(model=cp.model.replace(seq_len=8192)), lay3) is None
+
+
+def test_the_path_of_a_point_is_chosen_and_said():
+    """torchtitan where the ranks have GPUs and it loads (torch 2.13 here, torchtitan 0.3.0),
+    the suite's own definition otherwise, with the reason (torch 2.11, where torchtitan 0.3.0
+    does not load: tests/integration/test_torch_2_11.py)."""
+    import torch
+    from frameworks.pytorch.models import llama3
+    spec, _ = _spec({}, 1, 1, 1)
+    assert titan.choose(spec.replace(device="cpu"), llama3) == \
+        (False, "a CPU rank: torchtitan's path is the GPU's (its FlexAttention has no CPU backward)")
+    assert titan.choose(spec.replace(device="cuda"), llama3) == \
+        (True, f"torchtitan 0.3.0 loads with torch {torch.__version__}")
+    assert titan.unavailable("torchtitan.no_such_module:f") == (
+        f"torchtitan 0.3.0 with torch {torch.__version__} does not load "
+        "(ModuleNotFoundError: No module named 'torchtitan.no_such_module')")

@@ -134,3 +134,27 @@ def test_the_throttle_bits_are_nvmls():
         pynvml.nvmlClocksThrottleReasonSwThermalSlowdown: "software thermal slowdown",
         pynvml.nvmlClocksThrottleReasonHwThermalSlowdown: "hardware thermal slowdown",
         pynvml.nvmlClocksThrottleReasonHwPowerBrakeSlowdown: "hardware power brake"}
+
+
+def test_a_value_nvml_may_not_read_here_skips_and_never_makes_the_node_sick():
+    """On a GPU in a container or a virtual machine NVML may refuse a query (no permission), and
+    an older driver may lack a call: the check then cannot apply on that GPU, said, while the
+    GPUs where it reads are still judged. nvidia-ml-py's own errors; a node of two GPUs stands in
+    for NVML's device handles (no GPU here)."""
+    import types
+
+    import pynvml
+    nv = types.SimpleNamespace(nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: i,
+                               **{name: getattr(pynvml, name) for name in nodechecks.UNREADABLE})
+
+    def refused(h):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+
+    with pytest.raises(nodechecks.Skip, match="not readable on this node's GPUs"):
+        nodechecks._per_device(nv, refused)
+
+    def second_only(h):
+        if h == 0:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return 1410
+    assert nodechecks._per_device(nv, second_only) == [(1, 1410)]

@@ -17,11 +17,15 @@ frameworks/pytorch/checkpoint/bench.py (bench=checkpoint) and training.py (check
 - async: `dcp.async_save`, its upload in a thread on a process group of its own (gloo), so that
   training's collectives never interleave with the checkpoint's; the state staged first into
   host memory (DCP's DefaultStager, pinned where there is a GPU), blocking: once the call
-  returns, training may change the state.
+  returns, training may change the state. One stager for every save, so that its pinned
+  buffers are reused, where this torch's stager stages more than once (`reusable_stager`:
+  torch 2.11's closes itself after each stage, and its second raises KeyError), else a new
+  one each save.
 - A storage failure ends every rank with a named status (contract/statuses.py): DCP gathers
   every rank's failure into one CheckpointException, and `together` does the same for the
   steps that are not DCP's, so no rank waits on one that has left.
 """
+import functools
 import hashlib
 import os
 import threading
@@ -165,9 +169,9 @@ class Checkpointer:
         self.dcp_group = torch_dist.new_group(backend="gloo") if distributed else None
         self.group = torch_dist.new_group(backend="gloo") if distributed else None
         self.rank = torch_dist.get_rank() if distributed else 0
-        self.stager = DefaultStager(StagingOptions(
-            use_pinned_memory=cuda, use_shared_memory=False, use_async_staging=False,
-            use_non_blocking_copy=False)) if mode == "async" else None
+        self.staging = StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
+                                      use_async_staging=False, use_non_blocking_copy=False)
+        self.stager, self.spent = None, []   # spent: single-use stagers, closed at close()
 
     def together(self, what, fn, reading=False):
         return together(self.group, self.rank, what, fn, reading)
@@ -186,6 +190,10 @@ class Checkpointer:
         if self.mode == "sync":
             dcp.save(self.state(), storage_writer=writer, process_group=self.dcp_group)
             return None
+        if self.stager is None or not reusable_stager():
+            if self.stager is not None:
+                self.spent.append(self.stager)
+            self.stager = DefaultStager(self.staging)
         return dcp.async_save(self.state(), storage_writer=writer, process_group=self.dcp_group,
                               async_stager=self.stager)
 
@@ -259,8 +267,26 @@ class Checkpointer:
         return np.concatenate(got) if got else np.zeros(max(1, want), np.uint8)
 
     def close(self) -> None:
-        if self.stager is not None:
-            self.stager.close()
+        for stager in self.spent + [self.stager]:
+            if stager is not None:
+                stager.close()
+
+
+@functools.lru_cache(maxsize=None)
+def reusable_stager() -> bool:
+    """Whether this torch's DefaultStager stages more than once: torch 2.11's `_stage` closes
+    its state-dict stager after each stage (emptying its copiers), so a second stage fails
+    with "KeyError: <class 'type'>"; asked once, of a stager staging a tensor twice."""
+    probe = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
+                                         use_async_staging=False, use_non_blocking_copy=False))
+    try:
+        for _ in range(2):
+            probe.stage({"probe": torch.zeros(1)})
+        return True
+    except Exception:  # noqa: BLE001 (whatever its second stage raises)
+        return False
+    finally:
+        probe.close()
 
 
 def check_model(spec) -> None:

@@ -50,8 +50,12 @@ class AllGatherAttention(nn.Module):
 
     def forward(self, q, k, v, positions):
         mask = positions[:, None] >= self.key_positions.to(q.device)[None, :]
-        return F.scaled_dot_product_attention(q, gather(k, self.mesh), gather(v, self.mesh),
-                                              attn_mask=mask, enable_gqa=True, scale=self.scale)
+        k, v = gather(k, self.mesh), gather(v, self.mesh)
+        if k.shape[1] != q.shape[1]:   # grouped-query attention: each key-value head's queries
+            # (SDPA's enable_gqa runs in its flash kernel only, which takes no mask: with one,
+            # a GPU would fall back to the math kernel and hold every layer's s x s weights)
+            k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
 
 
 def apply(model: nn.Module, mesh, layout, seq_len: int, device) -> None:

@@ -240,10 +240,7 @@ def tp_plan(model, sequence_parallel: bool) -> dict:
 
 
 def session(spec, dist):
-    """torchtitan's Llama 3 on GPUs; on the CPU this definition with scaled dot-product
-    attention (docs/llama3.md)."""
-    from frameworks.pytorch import lm_session
+    """torchtitan's Llama 3 where the point's ranks have GPUs and torchtitan loads, else this
+    definition with scaled dot-product attention (titan.choose; docs/llama3.md)."""
     from frameworks.pytorch.titan import session as titan
-    if titan.uses_torchtitan(spec):
-        return titan.TitanSession(spec, dist)
-    return lm_session.session_of(sys.modules[__name__])(spec, dist)
+    return titan.session(sys.modules[__name__], spec, dist, titan.TitanSession)

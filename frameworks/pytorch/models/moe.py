@@ -19,13 +19,14 @@ with uneven splits (its AllToAllTokenDispatcher), timed.
   each rank of its expert group how many it sends to each of its experts (an all-to-all of
   counts), sends the tokens (an all-to-all of uneven splits), runs its experts on what it got,
   and sends the outputs back the same way; the backward sends gradients the opposite way.
-  Each all-to-all's seconds are added to the layer's `clock` (gloo's collectives return when
-  done, so the host clock times them on the CPU).
+  Each all-to-all's seconds are added to the layer's `clock` (`Clock`: the host's on the CPU,
+  CUDA events on a GPU).
 - With tensor parallelism and ep = 1 the experts' hidden width is split over tp (torchtitan's
   expert TP) and their outputs summed; with ep > 1 each tp rank routes its part of the
   sequence (torchtitan's), the parts gathered after the combine. The helpers at the end move
   a tensor between those placements with DTensor, whose backward is the matching collective.
 """
+import contextlib
 import time
 
 import torch
@@ -38,22 +39,40 @@ from frameworks.pytorch.layouts.sharded_embedding import ScaleGrad
 
 
 class Clock:
-    """Seconds spent in a layer's all-to-alls (dispatch and combine, forward and backward)."""
+    """Seconds spent in a layer's all-to-alls (dispatch and combine, forward and backward): on
+    the host clock where a collective returns when done (gloo), by CUDA events on the current
+    stream on a GPU, where NCCL's returns once queued and the stream waits for it; the events
+    are read at `take`, once a step."""
 
     def __init__(self):
-        self.seconds = 0.0
+        self.seconds, self.events = 0.0, []
+
+    @contextlib.contextmanager
+    def timing(self, device):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            self.events.append((start, end))
+            return
+        t0 = time.perf_counter()
+        yield
+        self.seconds += time.perf_counter() - t0
 
     def take(self) -> float:
-        seconds, self.seconds = self.seconds, 0.0
+        for start, end in self.events:
+            end.synchronize()
+            self.seconds += start.elapsed_time(end) / 1e3
+        seconds, self.seconds, self.events = self.seconds, 0.0, []
         return seconds
 
 
 def exchange(x, out_splits, in_splits, group, clock) -> torch.Tensor:
     """All-to-all of rows: in_splits[j] rows of x to rank j of `group`, out_splits[j] from it."""
     out = x.new_empty((sum(out_splits),) + tuple(x.shape[1:]))
-    t0 = time.perf_counter()
-    dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=group)
-    clock.seconds += time.perf_counter() - t0
+    with clock.timing(x.device):
+        dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=group)
     return out
 
 
@@ -185,7 +204,7 @@ class MoE(nn.Module):
         dist.all_to_all_single(got, sent, group=self.ep_group)
         in_splits, out_splits = sent.sum(1).tolist(), got.sum(1).tolist()
         received = AllToAll.apply(rows, out_splits, in_splits, self.ep_group, self.clock)
-        order = expert_major(got)                         # rank-major rows -> by expert
+        order = expert_major(got).to(rows.device)         # rank-major rows -> by expert
         y = self.experts(received[order], got.sum(0).tolist())
         back = y[torch.argsort(order)]
         return AllToAll.apply(back, in_splits, out_splits, self.ep_group, self.clock)
@@ -194,6 +213,7 @@ class MoE(nn.Module):
 def expert_major(got: torch.Tensor) -> torch.Tensor:
     """Row indices that reorder rows received rank by rank (got[j, e] from rank j for local
     expert e, in that order) expert by expert: expert 0's from every rank, then expert 1's."""
+    got = got.cpu()   # once: a GPU's counts read one by one would wait on the device each time
     flat = got.flatten()
     starts = (torch.cumsum(flat, 0) - flat).view_as(got)
     pieces = [torch.arange(int(starts[j, e]), int(starts[j, e] + got[j, e]))

@@ -68,7 +68,8 @@ def torchtitan_name(family, ours: str) -> str:
 
 def gap(spec, layout):
     """Why torchtitan cannot train this DeepSeek-V3 point, or None (titan.gap's, then the
-    experts': torchtitan's mesh rule with our data-parallel mapping, the dispatch backend)."""
+    experts': torchtitan's mesh rule with our data-parallel mapping, the dispatch backend and
+    its need of ep > 1)."""
     why = titan.gap(spec, layout)
     if why:
         return why
@@ -81,6 +82,9 @@ def gap(spec, layout):
     if dispatch not in DISPATCH:
         return f"model.dispatch must be one of {', '.join(DISPATCH)}, got {dispatch!r}"
     needs = DISPATCH[dispatch]
+    if needs and layout.ep == 1:   # torchtitan's update_ep_token_dispatcher_config refuses it
+        return (f"model.dispatch={dispatch} (DeepEP's kernels) dispatches to experts on other ranks: "
+                "it needs expert parallelism, parallel.ep > 1")
     if needs and importlib.util.find_spec(needs) is None:
         return (f"model.dispatch={dispatch} needs DeepEP (the {needs} package), which is not "
                 "installed in this environment")
@@ -88,12 +92,9 @@ def gap(spec, layout):
 
 
 def session(family, spec, dist):
-    """A mixture of experts' session: torchtitan's where the point takes its GPU path
-    (titan.uses_torchtitan), else the family's CPU definition (frameworks/pytorch/lm_session.py)."""
-    if titan.uses_torchtitan(spec):
-        return session_of(family)(spec, dist)
-    from frameworks.pytorch import lm_session
-    return lm_session.session_of(family)(spec, dist)
+    """A mixture of experts' session: torchtitan's where the point takes its GPU path, else the
+    family's own definition (frameworks/pytorch/lm_session.py), as titan.choose decides."""
+    return titan.session(family, spec, dist, session_of(family))
 
 
 def session_of(family) -> type:

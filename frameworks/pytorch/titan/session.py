@@ -46,6 +46,7 @@ from frameworks.pytorch import models
 from frameworks.pytorch.layouts import parallelize
 from frameworks.pytorch.models import gpt
 from frameworks.pytorch.session import TorchSession, setup_device
+from frameworks.registry import resolve
 
 FLAVOURS = {"1b": "1B", "8b": "8B", "70b": "70B", "405b": "405B"}  # our size -> torchtitan's flavour
 
@@ -298,10 +299,13 @@ class TitanSession(TorchSession):
             return torch.sum(torch.stack([parallelize.local(x).float() for x in losses])).to(self.device)
         return torch.zeros((), device=self.device)
 
+    implementation_reason = None   # why this path ran (`choose`)
+
     def parallel_record(self) -> dict:
         return {"layout": self.layout.as_dict(), "coords": self.coords, "parameters": self.counts,
                 "implementation": f"torchtitan {_version()} ({self._parallelize_fn().__name__}"
-                                  + (", pipeline_llm)" if self.layout.pp > 1 else ")")}
+                                  + (", pipeline_llm)" if self.layout.pp > 1 else ")"),
+                "implementation_reason": self.implementation_reason}
 
     def parameter_checksum(self):
         return parallelize.checksum(self.params)
@@ -314,47 +318,113 @@ class TitanSession(TorchSession):
 def _torchtitan():
     """torchtitan's parts this session uses, or Unsupported where it does not import."""
     try:
-        from torchtitan.components.loss import CrossEntropyLoss
-        from torchtitan.config import DebugConfig
-        from torchtitan.distributed import ParallelDims
-        from torchtitan.distributed import utils as dist_utils
-        from torchtitan.distributed.pipeline_parallel import pipeline_llm
-        from torchtitan.models.llama3 import parallelize_llama
-        from torchtitan.models.llama3.sharding import set_llama3_sharding_config
+        return _import_torchtitan()
     except ImportError as exc:
         raise capability.Unsupported(
             f"torchtitan is not importable in this environment ({exc}): install it with "
             "pip install --no-deps -r requirements-torchtitan.txt") from None
+
+
+def _import_torchtitan():
+    from torchtitan.components.loss import CrossEntropyLoss
+    from torchtitan.config import DebugConfig
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed import utils as dist_utils
+    from torchtitan.distributed.pipeline_parallel import pipeline_llm
+    from torchtitan.models.llama3 import parallelize_llama
+    from torchtitan.models.llama3.sharding import set_llama3_sharding_config
     return types.SimpleNamespace(
         CrossEntropyLoss=CrossEntropyLoss, DebugConfig=DebugConfig, ParallelDims=ParallelDims,
         dist_utils=dist_utils, pipeline_llm=pipeline_llm, parallelize_llama=parallelize_llama,
         set_llama3_sharding_config=set_llama3_sharding_config)
 
 
-def microbatches(schedule, **microbatched) -> None:
+# What torchtitan 0.3.0 calls of torch at run time, beyond what its imports check (torch 2.11
+# lacks both; its imports already stop at DataParallelMeshDims): its MoE token dispatcher's
+# tracing check (models/common/token_dispatcher.py) and its FSDP of experts over ep
+# (distributed/fsdp.py).
+RUNTIME_NEEDS = {"experts": ("torch.compiler:_is_non_strict_tracing",
+                             "torch.distributed.fsdp._fully_shard._fsdp_common:ShardPlacementResult")}
+
+
+@functools.lru_cache(maxsize=None)
+def unavailable(*references) -> str:
+    """Why torchtitan cannot train here, or None: it is not installed, it does not import with
+    this torch (0.3.0 with torch 2.11: "cannot import name 'DataParallelMeshDims'"), or this
+    torch lacks what it calls at run time. `references`: the family's torchtitan parts
+    ("module:attribute", a mixture of experts' parallelize and sharding functions) and
+    RUNTIME_NEEDS's, besides Llama 3's."""
+    try:
+        version = _version()
+    except Exception:  # noqa: BLE001 (importlib.metadata's PackageNotFoundError)
+        return "torchtitan is not installed (requirements-torchtitan.txt)"
+    where = f"torchtitan {version} with torch {torch.__version__}"
+    try:
+        _import_torchtitan()
+        for ref in references:
+            resolve(ref)
+    except Exception as exc:  # noqa: BLE001 (an import that fails, whatever it raises)
+        return f"{where} does not load ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+    return None
+
+
+def choose(spec, family=None):
+    """(whether a point trains through torchtitan, the reason, for its record): torchtitan where
+    its ranks have GPUs (device cuda, or auto with a GPU) and it loads (`unavailable`), else
+    the family's own definition with torch's FSDP2, TP, PP, CP and EP
+    (frameworks/pytorch/lm_session.py), on the GPU or the CPU."""
+    if not (spec.device == "cuda" or (spec.device == "auto" and torch.cuda.is_available())):
+        return False, "a CPU rank: torchtitan's path is the GPU's (its FlexAttention has no CPU backward)"
+    refs = ((family.TITAN_PARALLELIZE, family.TITAN_SHARDING) + RUNTIME_NEEDS["experts"]
+            if hasattr(family, "TITAN_PARALLELIZE") else ())
+    why = unavailable(*refs)
+    if why:
+        return False, f"{why}: the suite's own definition on the GPU, with torch's FSDP2, TP, PP, CP and EP"
+    return True, f"torchtitan {_version()} loads with torch {torch.__version__}"
+
+
+def session(family, spec, dist, titan_class):
+    """A language model's session: `titan_class` (torchtitan's) or the family's own
+    (lm_session), as `choose` decides; the session's record gives the reason."""
+    from frameworks.pytorch import lm_session
+    use, why = choose(spec, family)
+    cls = titan_class if use else lm_session.session_of(family)
+    return type(cls.__name__, (cls,), {"implementation_reason": why})(spec, dist)
+
+
+def microbatches(schedule, loss_kwargs=None, **microbatched) -> None:
     """One pipeline step over micro-batches already split, as torchtitan's trainer calls its
-    schedule (`step(arg_mbs=..., kwarg_mbs=..., target_mbs=...)`, a newer torch's). torch
-    2.13's step splits whole inputs itself, so there the schedule's own inner step runs, after
-    the runtime states are cleared as its step clears them."""
-    if _takes_microbatches(type(schedule)):
-        schedule.step(**microbatched)
+    schedule (`step(arg_mbs=..., kwarg_mbs=..., target_mbs=..., loss_kwargs=...)`, a newer
+    torch's). Where `step` splits whole inputs itself (torch 2.11, 2.13), the schedule's inner
+    `_step_microbatches` runs after what the public `step` does first (torch's
+    pipelining/schedules.py, both step methods): each stage told whether the schedule runs a
+    backward (a PipelineStage starts with has_backward False, and then its backward_one_chunk
+    returns at once: forward only, no gradient) and its runtime states cleared. `loss_kwargs`
+    (the global batch's token count) go to the loss: through `_step_microbatches` where it
+    takes them (2.13), else bound to the schedule's loss for this step (2.11's has no such
+    parameter and calls loss_fn(output, target))."""
+    if _takes(type(schedule).step, "arg_mbs"):
+        schedule.step(loss_kwargs=loss_kwargs, **microbatched)
         return
     for stage in getattr(schedule, "_stages", None) or [schedule._stage]:
+        stage.has_backward = schedule._has_backward
         stage.clear_runtime_states()
-    schedule._step_microbatches(**microbatched)
+    if not loss_kwargs or _takes(type(schedule)._step_microbatches, "loss_kwargs"):
+        schedule._step_microbatches(**microbatched, **({"loss_kwargs": loss_kwargs} if loss_kwargs else {}))
+        return
+    loss_fn = schedule._loss_fn
+    schedule._loss_fn = functools.partial(loss_fn, **loss_kwargs)
+    try:
+        schedule._step_microbatches(**microbatched)
+    finally:
+        schedule._loss_fn = loss_fn
 
 
 @functools.lru_cache(maxsize=None)   # asked once per schedule class, not every timed step
-def _takes_microbatches(schedule_class) -> bool:
-    return "arg_mbs" in inspect.signature(schedule_class.step).parameters
+def _takes(method, parameter: str) -> bool:
+    return parameter in inspect.signature(method).parameters
 
 
 def _version() -> str:
     from importlib.metadata import version
     return version("torchtitan")
-
-
-def uses_torchtitan(spec) -> bool:
-    """Llama 3 runs through torchtitan where its ranks have GPUs (device cuda, or auto with a
-    GPU), else the CPU definition (frameworks/pytorch/models/llama3.py)."""
-    return spec.device == "cuda" or (spec.device == "auto" and torch.cuda.is_available())

@@ -5,6 +5,7 @@ import json
 import os
 
 from contract import paths
+from launchers.backends import secret_env
 from launchers.backends.slurm import job, nodes, sacct
 from launchers import sweepdir
 from launchers.driver import preflight
@@ -12,14 +13,15 @@ from launchers.driver import preflight
 
 def shapes(pts: list) -> list:
     """The points grouped by allocation shape: the same sbatch options but for the job name
-    (and the same submitit folder and requeue limit), in sweep order. Each group can be one
-    job array."""
+    (and the same submitit folder, requeue limit and secrets' values, which ride in the
+    sbatch's one environment: secret_env.py), in sweep order. Each group can be one job
+    array."""
     groups = {}
     for p in pts:
         params = job.executor_parameters(p)
         del params["job_name"]
-        key = json.dumps([job.submitit_folder(p), params, p.launcher.max_requeues],
-                         sort_keys=True, default=str)
+        key = json.dumps([job.submitit_folder(p), params, p.launcher.max_requeues,
+                          secret_env.hidden(p)], sort_keys=True, default=str)
         groups.setdefault(key, []).append(p)
     return list(groups.values())
 

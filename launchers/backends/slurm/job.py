@@ -13,7 +13,7 @@ import sys
 import time
 
 from contract import paths, records
-from launchers.backends import containers
+from launchers.backends import containers, secret_env
 from launchers.backends.slurm import srun
 from launchers.backends.worker import WorkerUnavailable, worker_argv
 from launchers.health import step as health_step
@@ -128,13 +128,17 @@ def preflight(pts: list) -> None:
         raise ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
 
 
-def submit(executor, drivers: list, what: str) -> list:
+def submit(executor, drivers: list, what: str, points: list) -> list:
     """One sbatch: a job array of the drivers (a plain job for one) -> submitit's jobs.
-    sbatch refusing it is ConfigError, in one line that names `what`."""
+    sbatch refusing it is ConfigError, in one line that names `what`. The `points`' secrets
+    ride in sbatch's environment (secret_env.py); a driver that carries a point pickles it
+    masked (sweepdir.as_written)."""
     try:
-        with submission_environ():
+        with submission_environ(), secret_env.exported(points):
             with executor.batch():
                 return [executor.submit(driver) for driver in drivers]
+    except ConfigError:
+        raise
     except Exception as exc:  # sbatch refused: say why in one line
         message = " ".join(str(exc).split())
         raise ConfigError(f"sbatch refused {what}: {message[-400:]}") from None
@@ -163,7 +167,7 @@ def submit_group(group: list, driver, job_name: str = None, exclude=()) -> list:
         executor.update_parameters(exclude=",".join(sorted(exclude)))
     names = first.name + (f" and {len(group) - 1} more" if len(group) > 1 else "")
     try:
-        jobs = submit(executor, [driver(p.dir) for p, _, _ in group], names)
+        jobs = submit(executor, [driver(p.dir) for p, _, _ in group], names, [p for p, _, _ in group])
     except ConfigError:
         for p, _, fresh in group:
             if fresh:  # leave no point that looks submitted

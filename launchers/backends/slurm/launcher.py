@@ -42,6 +42,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 
 from contract import spec as specs
 from contract import paths, records
+from launchers import sweepdir
 from launchers.backends import containers, stopping
 from launchers.backends.base import Launcher, NoVerdict
 from launchers.backends.slurm import arrays, job, nodes, preview, sacct, srun, srun_output
@@ -123,7 +124,8 @@ class SlurmLauncher(Launcher):
                   "nothing to submit")
             return
         os.makedirs(base.dir, exist_ok=True)
-        (queued,) = job.submit(job.make_executor(sized), [SearchDriver(base)], base.name)
+        (queued,) = job.submit(job.make_executor(sized), [SearchDriver(sweepdir.as_written(base))],
+                               base.name, [base])
         ledger.begin(base)  # the ledger, so that `launch status` shows the search before its first try
         job.record(base, queued, previous, time_min=srun.time_limit_min(sized), search=base.name)
         print(f"{base.name}: search {s['key']} queued as Slurm job {queued.job_id} "
@@ -135,7 +137,8 @@ class SlurmLauncher(Launcher):
         executor = job.make_executor(point, job_name="dlbench-health",
                                      folder=paths.submitit_dir(point.dir))
         executor.update_parameters(time=int(point.health.timeout_s // 60) + 3)
-        (queued,) = job.submit(executor, [HealthDriver(point)], "the health job")
+        (queued,) = job.submit(executor, [HealthDriver(sweepdir.as_written(point))],
+                               "the health job", [point])
         verdict_file = os.path.join(point.dir, paths.HEALTH_FILE)
         said, look, unknown = None, 0.0, 0
         print(f"health: Slurm job {queued.job_id}, {point.nodes} node(s) x {point.gpus_per_node}")

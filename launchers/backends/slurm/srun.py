@@ -10,8 +10,8 @@ import math
 import os
 import subprocess
 
-from contract import paths
-from launchers.backends import containers, ports, worker
+from contract import paths, secrets
+from launchers.backends import containers, ports, secret_env, worker
 from launchers.health import step as health_step
 from launchers.suite import ROOT
 
@@ -106,8 +106,10 @@ def health_argv(point, spec_path: str, hdir: str, python: str) -> list:
 
 
 def step_env_additions(point, master_addr: str, port) -> dict:
-    """What the driver adds to its environment for every rank of a step."""
-    env = {str(k): str(v) for k, v in point.cluster.env.items()}
+    """What the driver adds to its environment for every rank of a step, as step.json and the
+    dry run show it: its secrets masked (step_env gives the ranks their values)."""
+    env = secrets.masked({str(k): str(v) for k, v in point.cluster.env.items()},
+                         extra=point.cluster.secret_keys)
     env.update(MASTER_ADDR=str(master_addr), MASTER_PORT=str(port))
     # Ranks share the task's CPUs instead of each claiming the whole node.
     env.setdefault("OMP_NUM_THREADS", str(int(point.cluster.cpus_per_task or 1)))
@@ -120,9 +122,11 @@ def _stale(name: str) -> bool:
 
 def step_env(point, master_addr: str, port, base=None) -> dict:
     """The step's whole environment: the driver's own job's, minus stale per-rank and
-    per-step variables, plus the additions; PYTHONPATH leads to the suite. In an image, as
-    its runtime needs it (containers.environ)."""
-    env = worker.rank_environ(base, _stale, step_env_additions(point, master_addr, port))
+    per-step variables, plus the additions with the secrets' values (from the driver's own
+    environment: secret_env.py); PYTHONPATH leads to the suite. In an image, as its runtime
+    needs it (containers.environ)."""
+    additions = {**step_env_additions(point, master_addr, port), **secret_env.values(point, base)}
+    env = worker.rank_environ(base, _stale, additions)
     return containers.environ(point, env) if point.container_image or point.cluster.containers else env
 
 

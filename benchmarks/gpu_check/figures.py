@@ -1,0 +1,209 @@
+"""Each stage's rows of the GPU check's table: its status, its figure, what is set beside it and
+the ratio. A training point's figure is its throughput (tokens/s for a language model), beside
+it the published figure for the device (analysis/published/, matched by the analysis's own rule,
+analysis/published/sources.py: the same device, model, precision and devices, at another
+batch where none is at ours, marked) and ours / published; a bare loop's figure is its
+samples/s, beside it the harness's figure of the point it repeats, and harness / bare; the
+health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bandwidth at its
+largest size; the checkpoint's, the seconds training was blocked and until durable.
+"""
+import glob
+import json
+import os
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from contract import paths
+
+BAD = ("failed", "timeout", "oom", "cancelled", "corrupt", "sick", "partial")   # a check that did not pass
+
+
+@dataclass
+class Row:
+    stage: str
+    status: str
+    figure: str = ""
+    beside: str = ""
+    ratio: Optional[float] = None
+    note: str = ""
+    value: Optional[float] = None       # the figure as a number (table.json)
+
+    def cells(self) -> list:
+        return [self.stage, self.status, self.figure, self.beside,
+                "" if self.ratio is None else f"{self.ratio:.2f}", self.note]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+HEADERS = ["stage", "status", "figure", "beside it", "ratio", "note"]
+
+
+def rows(stage, ran, ctx, done: dict) -> list:
+    """The table's rows of one stage (`done`: the rows so far, by stage, for a bare loop's
+    harness figure)."""
+    if ran.why and ran.rc is None:
+        return [Row(stage.name, "skipped", note=ran.why.removeprefix("skipped: "))]
+    try:
+        out = READERS[stage.kind](stage, ran, ctx, done)
+    except Exception as exc:  # noqa: BLE001 (a stage whose files cannot be read says why)
+        out = [Row(stage.name, "failed", note=f"its results cannot be read: {type(exc).__name__}: {exc}")]
+    if ran.why:          # stopped past its limit: whatever it left, and why
+        for row in out:
+            row.note = "; ".join(x for x in (ran.why, row.note) if x)
+            row.status = "timeout" if row.status in ("ok", "failed", "") else row.status
+    if not out:
+        out = [Row(stage.name, "failed", note=f"rc {ran.rc}, no result; {last_line(ran.log)}")]
+    return out
+
+
+def last_line(log) -> str:
+    try:
+        with open(log) as f:
+            lines = [x.strip() for x in f if x.strip()]
+        return lines[-1][:200] if lines else "its log is empty"
+    except (OSError, TypeError):
+        return "no log"
+
+
+# ---- training points ----------------------------------------------------------------------
+def _sweep(stage, ran, ctx, done) -> list:
+    import analysis
+    from analysis.figures.metrics import metrics
+    from analysis.published import layouts, sources
+    from analysis.sections.llama import point_layout
+    folder = os.path.join(ctx.out, stage.name)
+    if not glob.glob(os.path.join(folder, paths.POINTS_DIR, "*")):
+        return []
+    results = analysis.load(folder)
+    figures = metrics(results).set_index("point")
+    published, published_layouts = sources.rows(), layouts.rows()
+    out = []
+    for p in results.points.itertuples(index=False):
+        m = figures.loc[p.point]
+        lm = m.tokens_per_s is not None and m.tokens_per_s == m.tokens_per_s
+        value = float(m.tokens_per_s) if lm else p.throughput
+        unit = "tokens/s" if lm else "samples/s"
+        row = Row(_label(stage.name, p), str(p.status), value=_number(value))
+        if row.value is not None:
+            row.figure = f"{row.value:,.1f} {unit}"
+        notes = [f"{p.device}"] if isinstance(p.device, str) else []
+        if _number(m.mfu) is not None:
+            notes.append(f"MFU {m.mfu:.1%}")
+        if _number(m.peak_memory_bytes) is not None:
+            notes.append(f"peak {m.peak_memory_bytes / 2**30:.2f} GiB ({m.memory_kind})")
+        if isinstance(p.error, str) and p.error:
+            notes.append(p.error[:300])
+        if lm:   # published layouts: tokens/s per GPU of the same layout and shape on the device
+            found = [r for r in layouts.find(point_layout(results.manifest(p.sweep, p.point), p.device),
+                                             published_layouts) if r.get("tokens_per_s_per_gpu")]
+            if found and row.value is not None:
+                pub = found[0]
+                row.beside = f"{pub['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, {pub['file']} {pub['case']}"
+                row.ratio = row.value / p.devices / pub["tokens_per_s_per_gpu"]
+        else:
+            matched = sources.beside(results.points[results.points.point == p.point], published)
+            if matched:
+                _, pub, ratio = matched[0]
+                row.beside = (f"{pub['throughput']:,.0f} samples/s, {pub['file']} bs {pub.get('batch_size')}"
+                              + (" (not our batch)" if pub.get("other_batch") else ""))
+                row.ratio = ratio
+        if not row.beside and row.value is not None:
+            row.beside = f"none published for {p.device}" + (" at this layout and shape" if lm else "")
+        row.note = "; ".join(notes)
+        out.append(row)
+    return out
+
+
+def _label(stage: str, p) -> str:
+    """A point's row name: the stage, and what its points differ in (dtype, model)."""
+    if stage == "rn50":
+        return f"{stage} {p.amp_dtype}"
+    if stage == "moe":
+        return f"{stage} {p.model}"
+    return stage
+
+
+def _number(v) -> Optional[float]:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else None
+
+
+# ---- bare loops ----------------------------------------------------------------------------
+def _bare(stage, ran, ctx, done) -> list:
+    with open(ran.log) as f:
+        found = [json.loads(x[len("BARE "):]) for x in f if x.startswith("BARE ")]
+    if not found:
+        why = last_line(ran.log)
+        return [Row(stage.name, "skipped" if "No module named 'torchvision'" in why else "failed", note=why)]
+    bare = found[-1]
+    rate = statistics.median(bare["samples_per_s"])
+    row = Row(stage.name, "ok", f"{rate:,.1f} samples/s", value=rate,
+              note=f"bare loop ({bare['kind']}), median of {len(bare['samples_per_s'])}; {bare['device']}")
+    harness = _harness_row(stage, done)
+    if harness is not None and harness.value:
+        row.beside, row.ratio = f"{harness.figure} (harness, {harness.stage})", harness.value / rate
+        row.note += "; ratio: harness / bare"
+    return [row]
+
+
+def _harness_row(stage, done):
+    """The harness's row of the point a bare loop repeats."""
+    of = done.get(stage.of) or []
+    return of[stage.point] if len(of) > stage.point else None
+
+
+# ---- health, NCCL, checkpoint --------------------------------------------------------------
+def _health(stage, ran, ctx, done) -> list:
+    found = sorted(glob.glob(os.path.join(ctx.out, "health", "health-*", "health.json")))
+    if not found:
+        return []
+    verdict = json.load(open(found[-1]))
+    checks = verdict["nodes"][0]["checks"] if verdict.get("nodes") else {}
+    matmul = checks.get("matmul", {})
+    statuses = ", ".join(f"{name} {c['status']}" for name, c in checks.items()
+                         if c["status"] != "skipped" and name != "matmul")
+    skipped = [name for name, c in checks.items() if c["status"] == "skipped"]
+    note = statuses + (f"; skipped: {', '.join(skipped)} ({checks[skipped[0]]['reason']})" if skipped else "")
+    return [Row(stage.name, "ok" if verdict.get("ok") else "sick", matmul.get("reason") or "",
+                value=_number(matmul.get("value")), note=note)]
+
+
+def _rank0(ctx, name: str):
+    found = sorted(glob.glob(os.path.join(ctx.out, name, paths.POINTS_DIR, "*", paths.repeat_name(0),
+                                   paths.rank_record_name(0))))
+    return json.load(open(found[0])) if found else None
+
+
+def _comm(stage, ran, ctx, done) -> list:
+    rec = _rank0(ctx, stage.name)
+    if rec is None:
+        return []
+    rows = [r for r in rec.get("comm") or [] if r["op"] == "all_reduce"]
+    if rec["status"] != "ok" or not rows:
+        return [Row(stage.name, rec["status"], note=str(rec.get("error"))[:300])]
+    top = rows[-1]
+    bus = top["busbw_gbps"] if rec["world_size"] > 1 else None
+    value = bus if bus else top["algbw_gbps"]
+    return [Row(stage.name, "ok", f"{value:.1f} GB/s {'bus' if bus else 'alg'}bw at {top['bytes'] / 2**20:.0f} MiB",
+                value=value, note=f"{rec['world_size']} rank(s), {rec['environment'].get('backend')}, "
+                                  f"{sum(1 for r in rows if r['wrong'])} with wrong elements")]
+
+
+def _checkpoint(stage, ran, ctx, done) -> list:
+    rec = _rank0(ctx, stage.name)
+    if rec is None:
+        return []
+    ck = rec.get("checkpoint") or {}
+    if rec["status"] != "ok" or "blocked_s" not in ck:
+        return [Row(stage.name, rec["status"], note=str(rec.get("error"))[:300])]
+    return [Row(stage.name, "ok", f"blocked {ck['blocked_s']:.2f} s, durable {ck['durable_s']:.2f} s",
+                value=ck["blocked_s"], note=f"{ck['mode']}, {ck['bytes'] / 2**20:.1f} MiB a rank, loaded "
+                                            f"in {ck['load_s']:.2f} s, equal: {ck['equal']}")]
+
+
+READERS = {"sweep": _sweep, "bare": _bare, "health": _health, "comm": _comm, "checkpoint": _checkpoint}

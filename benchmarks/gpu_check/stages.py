@@ -1,0 +1,135 @@
+"""The stages of a GPU check, in the order they run (the most telling first, torch.compile's
+long compile last), each a command and a time limit, at a device's sizes.
+
+On a GPU (one H100 or H200: all of it within 8 minutes): ResNet-50 AMP at batch 256,
+channels_last, bf16 and fp16 with its loss scaling; the same step as bare loops (the suite's
+model without the harness, and torchvision's ResNet-50, an idiomatic loop no one here wrote);
+BERT-base AMP and its bare loop; Llama 3 1B (bf16, a sequence of 8192); the tiny mixtures of
+experts; DLPerf's 1-GPU GPT case; a pipeline of two stages where two GPUs exist; `launch health`
+with its NVML checks; NCCL's all_reduce; an async DCP checkpoint (pinned host memory);
+ResNet-50 compiled. One repeat each. On a CPU (`--device cpu`): every stage at tiny sizes, a
+few steps; the pipeline on two processes.
+
+A stage's command is `python -m launch ...` (its sweep in OUT/<stage>/) or the bare loop on a
+point's spec.json; `argv(ctx)` returns it, or a string: why the stage cannot run here.
+"""
+import glob
+import os
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from contract import paths   # the standard library's only
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    kind: str                     # sweep | bare | health | comm | checkpoint (figures.py reads each)
+    limit_s: dict                 # device -> seconds
+    argv: Callable                # Context -> [args after the interpreter] | why it cannot run
+    of: Optional[str] = None      # the stage whose sweep a bare loop repeats
+    point: int = 0                # which of its points
+
+    def limit(self, device: str) -> int:
+        return self.limit_s[device]
+
+
+@dataclass(frozen=True)
+class Context:
+    device: str                   # cuda | cpu
+    gpus: int                     # the devices a stage may use (a CPU rehearses 2 processes)
+    out: str                      # the check's folder
+    limit: int = 0                # the stage's seconds (the runner sets it)
+
+    @property
+    def cpu(self) -> bool:
+        return self.device == "cpu"
+
+
+# a GPU's sizes, then a CPU's (tiny models, few steps, one repeat)
+RN50 = {"cuda": ["batch_size=256", "model.channels_last=true", "warmup_steps=10", "measure_steps=50"],
+        "cpu": ["model.size=tiny", "batch_size=8", "warmup_steps=2", "measure_steps=5"]}
+BERT = {"cuda": ["batch_size=64", "warmup_steps=10", "measure_steps=50"],
+        "cpu": ["model.size=tiny", "batch_size=8", "warmup_steps=2", "measure_steps=5"]}
+LLAMA = {"cuda": ["model.size=1b", "batch_size=1", "warmup_steps=3", "measure_steps=10"],
+         "cpu": ["model.size=tiny", "batch_size=2", "warmup_steps=2", "measure_steps=3"]}
+MOE = {"cuda": ["batch_size=8", "warmup_steps=3", "measure_steps=10"],
+       "cpu": ["batch_size=2", "warmup_steps=2", "measure_steps=3"]}
+GPT = {"cuda": ["gpt_case=MP_1x1x1_8_768x12", "warmup_steps=5", "measure_steps=20"],
+       "cpu": ["gpt_case_tiny=DP_1x1x1_8_64x4", "warmup_steps=2", "measure_steps=3"]}
+PIPELINE = {"cuda": ["model.size=1b", "batch_size=1", "global_batch_size=4", "warmup_steps=3",
+                     "measure_steps=10"],
+            "cpu": ["model.size=tiny", "batch_size=2", "global_batch_size=4", "warmup_steps=2",
+                    "measure_steps=3"]}
+COMM = {"cuda": ["bench.min_bytes=1M", "bench.max_bytes=1G", "bench.factor=4", "bench.iters=20"],
+        "cpu": ["bench.min_bytes=64K", "bench.max_bytes=4M", "bench.factor=4", "bench.iters=5"]}
+CHECKPOINT = {"cuda": ["batch_size=32", "warmup_steps=1"],       # ResNet-50's state: 200 MB
+              "cpu": ["model.size=tiny", "batch_size=2", "warmup_steps=1"]}
+BARE_REPEATS = {"cuda": 2, "cpu": 1}
+
+
+def _sweep(name: str, *args, sizes=None):
+    """A stage's `python -m launch -m ...`: the sweep in OUT/<name>, its ranks local, one
+    repeat, which its launcher stops past the stage's limit (a `timeout` of its own)."""
+    def argv(ctx):
+        return ["-m", "launch", "-m", *args, *(sizes[ctx.device] if sizes else ()), f"device={ctx.device}",
+                "launcher=local", "repeats=1", f"timeout_s={max(20, ctx.limit - 15)}",
+                f"hydra.sweep.dir={os.path.join(ctx.out, name)}"]
+    return argv
+
+
+def _specs(ctx, stage: str) -> list:
+    """The spec.json of each point of a stage's sweep (its first repeat), in point order."""
+    return sorted(glob.glob(os.path.join(ctx.out, stage, paths.POINTS_DIR, "*", paths.repeat_name(0), paths.SPEC_FILE)))
+
+
+def _bare(name: str, of: str, kind: str, point: int = 0) -> Stage:
+    """A bare loop of point `point` of stage `of`'s sweep (its spec.json)."""
+    def argv(ctx):
+        specs = _specs(ctx, of)
+        if len(specs) <= point:
+            return f"no point of stage {of} to repeat (it did not run)"
+        return ["-m", "benchmarks.gpu_check.bare", specs[point], kind, str(BARE_REPEATS[ctx.device])]
+    return Stage(name, "bare", {"cuda": 45, "cpu": 30}, argv, of=of, point=point)
+
+
+def _pipeline(ctx):
+    if ctx.gpus < 2:
+        return f"{ctx.gpus} GPU: a pipeline of two stages needs two"
+    return _sweep("llama3-pp2", "model=llama3", "precision=amp", "gpus_per_node=2", "parallel.pp=2",
+                  sizes=PIPELINE)(ctx)
+
+
+def _health(ctx):
+    return ["-m", "launch", "health", "nodes=1", f"gpus_per_node={1 if ctx.cpu else ctx.gpus}",
+            "launcher=local", f"device={ctx.device}", f"output_root={os.path.join(ctx.out, 'health')}"]
+
+
+def _comm(ctx):
+    ranks = 1 if ctx.cpu else ctx.gpus
+    return _sweep("nccl", "bench=comm", "bench.ops=[all_reduce]", f"gpus_per_node={ranks}", sizes=COMM)(ctx)
+
+
+STAGES = [
+    Stage("rn50", "sweep", {"cuda": 150, "cpu": 60},
+          _sweep("rn50", "model=resnet50", "precision=amp", "precision.amp_dtype=bf16,fp16", sizes=RN50)),
+    _bare("rn50-bare-bf16", "rn50", "suite", 0),
+    _bare("rn50-bare-fp16", "rn50", "suite", 1),
+    _bare("rn50-bare-torchvision", "rn50", "torchvision", 0),
+    Stage("bert", "sweep", {"cuda": 90, "cpu": 45},
+          _sweep("bert", "model=bert_base", "precision=amp", sizes=BERT)),
+    _bare("bert-bare", "bert", "suite"),
+    Stage("llama3", "sweep", {"cuda": 120, "cpu": 45},
+          _sweep("llama3", "model=llama3", "precision=amp", sizes=LLAMA)),
+    Stage("moe", "sweep", {"cuda": 90, "cpu": 60},
+          _sweep("moe", "model=deepseek_v3,qwen3_moe", "model.size=tiny", "precision=amp", sizes=MOE)),
+    Stage("gpt", "sweep", {"cuda": 90, "cpu": 45}, _sweep("gpt", sizes=GPT)),
+    Stage("llama3-pp2", "sweep", {"cuda": 120, "cpu": 60}, _pipeline),
+    Stage("health", "health", {"cuda": 60, "cpu": 30}, _health),
+    Stage("nccl", "comm", {"cuda": 60, "cpu": 30}, _comm),
+    Stage("checkpoint-async", "checkpoint", {"cuda": 90, "cpu": 45},
+          _sweep("checkpoint-async", "bench=checkpoint", "checkpoint.mode=async", "model=resnet50",
+                 "precision=amp", sizes=CHECKPOINT)),
+    Stage("rn50-compile", "sweep", {"cuda": 150, "cpu": 120},
+          _sweep("rn50-compile", "model=resnet50", "precision=amp", "compile=true", sizes=RN50)),
+]

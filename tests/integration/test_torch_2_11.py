@@ -1,0 +1,112 @@
+"""The language models under torch 2.11, as the lent GPU machines carry it (issue 42): torchtitan
+0.3.0 does not load there, so a GPU point chooses the suite's own definitions with torch's
+FSDP2, TP, PP, CP and EP and its record says why (frameworks/pytorch/titan/session.py: choose);
+and those definitions import, build and train tiny Llama 3, DeepSeek-V3 and Qwen3-MoE at every
+layout in torch 2.11 (a real sweep, `framework.python` its interpreter, on this CPU), every
+layout of a model at the same loss; and DCP's async checkpoints save, load and check more than
+once (torch 2.11's stager stages only once). torch 2.11's environment: `make env-torch-2.11`."""
+import glob
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.frameworks_env import ROOT, model_cfg, require_torch_211
+from tests.launching import launch, losses, rank_records
+
+pytestmark = pytest.mark.e2e
+LOSS_RTOL = 1e-5
+TORCH_211 = ".venvs/torch-2.11/bin/python"
+# the parts of the suite's .venv a GPU machine gets as wheels (requirements-torchtitan.txt)
+TITAN_PACKAGES = ("torchtitan", "spmd_types", "tyro", "docstring_parser", "typeguard")
+LAYOUTS = {"llama3": ["fsdp", "tp2-m2", "pp2-m2", "cp2-m2"], "deepseek_v3": ["ep2-fsdp", "tp2-m2"],
+           "qwen3_moe": ["ep2-fsdp"]}
+CHOICE = """
+import importlib, json, sys
+from frameworks.pytorch.titan import session as titan
+from tests.runspecs import run_spec
+out = {}
+for name, cfg in json.loads(sys.argv[1]).items():
+    family = importlib.import_module(f"frameworks.pytorch.models.{name}")
+    out[name] = {device: titan.choose(run_spec(model=cfg, device=device), family) for device in ("cuda", "cpu")}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def titan_site(tmp_path_factory):
+    """torchtitan 0.3.0 and its pure-Python needs from the suite's .venv, on a path of their
+    own (as the lent machine's wheels go to a --target folder), for torch 2.11's interpreter."""
+    import importlib.util
+    site = tmp_path_factory.mktemp("titan-site")
+    for name in TITAN_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            pytest.skip(f"{name} is not installed in the suite's .venv (requirements-torchtitan.txt)")
+        origin = os.path.dirname(spec.origin) if spec.submodule_search_locations else spec.origin
+        for path in [origin, *glob.glob(os.path.join(os.path.dirname(origin), f"{name}-*.dist-info"))]:
+            os.symlink(path, site / os.path.basename(path))   # its metadata too: its version
+    return site
+
+
+def test_a_gpu_point_chooses_the_suites_definitions_and_says_why(titan_site):
+    python = require_torch_211()
+    cfgs = {name: model_cfg(name, "tiny") for name in LAYOUTS}
+    res = subprocess.run([python, "-c", CHOICE, json.dumps(cfgs)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, env=dict(os.environ, PYTHONPATH=f"{titan_site}:{ROOT}"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    for name, choice in json.loads(res.stdout).items():
+        use, why = choice["cuda"]
+        assert use is False, (name, why)
+        assert why.startswith("torchtitan 0.3.0 with torch 2.11") and "DataParallelMeshDims" in why, why
+        assert why.endswith("the suite's own definition on the GPU, with torch's FSDP2, TP, PP, CP and EP")
+        assert choice["cpu"] == [False, "a CPU rank: torchtitan's path is the GPU's (its FlexAttention "
+                                        "has no CPU backward)"]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    require_torch_211()
+    root = tmp_path_factory.mktemp("torch211")
+    common = ["model.size=tiny", "launcher=local", f"framework.python={TORCH_211}", "device=cpu",
+              "gpus_per_node=2", "repeats=1", "warmup_steps=1", "measure_steps=2", "batch_size=2",
+              "global_batch_size=4"]
+    runs = {"llama3": ["model=llama3", "parallel.fsdp=false,true", "parallel.tp=1,2", "parallel.pp=1,2",
+                       "parallel.cp=1,2",
+                       'exclude=[{where:"parallel.tp * parallel.pp * parallel.cp * (1 + parallel.fsdp) != 2"}]'],
+            "moe": ["model=deepseek_v3,qwen3_moe", "parallel.ep=1,2", "parallel.tp=1,2", "parallel.fsdp=false,true",
+                    'exclude=[{where:"parallel.ep * parallel.tp != 2 or parallel.fsdp != (parallel.ep == 2)"},'
+                    '{model.name:qwen3_moe,parallel.tp:2}]'],
+            "checkpoint": ["model=llama3", "bench=checkpoint", "checkpoint.mode=async", "parallel.fsdp=true"]}
+    for name, args in runs.items():
+        res = launch("-m", *common, *args, f"hydra.sweep.dir={root / name}")
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    return root
+
+
+@pytest.mark.parametrize("model", list(LAYOUTS))
+def test_the_suites_definitions_train_every_layout_in_torch_2_11(sweep, model):
+    folder = sweep / ("llama3" if model == "llama3" else "moe")
+    first = None
+    for suffix in LAYOUTS[model]:
+        recs = rank_records(folder, f"*-pytorch-{model}-fp32-1x2-bs2-{suffix}")
+        assert len(recs) == 2 and all(r["status"] == "ok" for r in recs), (suffix, [r.get("error") for r in recs])
+        for r in recs:
+            assert r["framework"]["version"].startswith("2.11"), r["framework"]
+            assert r["parallel"]["implementation"].startswith(f"dlbench {model}")
+            assert r["parallel"]["implementation_reason"].startswith("a CPU rank")
+            first = first or losses(r)
+            assert losses(r) == pytest.approx(first, rel=LOSS_RTOL), suffix
+
+
+def test_async_checkpoints_save_more_than_once_in_torch_2_11(sweep):
+    """bench=checkpoint's warm-up save and its timed one through DCP's async_save, FSDP over 2
+    ranks: torch 2.11's DefaultStager closes itself after a stage, and the second save failed
+    with "KeyError: <class 'type'>" before each save got a stager of its own there."""
+    recs = rank_records(sweep / "checkpoint", "*-checkpoint-pytorch-llama3-*")
+    assert len(recs) == 2 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    for r in recs:
+        ck = r["checkpoint"]
+        assert r["framework"]["version"].startswith("2.11") and ck["mode"] == "async"
+        assert len(ck["warmup"]) == 1 and ck["equal"] is True and ck["blocked_s"] > 0
