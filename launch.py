@@ -5,6 +5,7 @@
     python -m launch cancel SWEEP_DIR       cancel its Slurm jobs ([--point GLOB])
     python -m launch dataset OUT            a small JPEG + BERT dataset for data=files
     python -m launch health [key=value ...] the nodes of a point's allocation: sick or not
+    python -m launch certify SUITE [k=v ...] a cluster's verdict against baselines (certify/)
     python -m launch doctor cluster=SITE    would a sweep run on this site (one line per check)
 
 Hydra composes conf/ into one config per sweep point (the suite's own sweeper and
@@ -61,6 +62,9 @@ def command(argv) -> int:
     if argv[:1] == ["health"]:
         from launchers.health import command
         return command.main(argv[1:])
+    if argv[:1] == ["certify"]:
+        from certify import command as certify
+        return certify.main(argv[1:])
     if argv[:1] == ["doctor"]:
         from launchers.commands import doctor
         return doctor.main(argv[1:])

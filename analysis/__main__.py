@@ -120,14 +120,19 @@ def _report(args, plotter, results, to_store, keeper) -> int:
 
 def cmd_history(args) -> int:
     from analysis.store import history
+    from analysis.store import rows as store_rows
     corrupt, where = [], dict(_pair(w) for w in args.where or ())
     if args.root is None:
         st = store_commands.open_store(args.store, False)
         pts = history.stored_points(st.points(columns=set(history.STORED) | set(where)))
+        certified = st.certifications()
     else:
         results = load(args.root)
         pts, corrupt = history.points_of(results), results.corrupt
-    say(history.render(history.table(history.select(pts, where, args.since, args.sweep))))
+        certified = store_rows.certifications(results)
+    certified = [] if where or args.sweep else history.certifications(certified, args.since)
+    say("\n\n".join(filter(None, [history.render_certifications(certified), history.render(
+        history.table(history.select(pts, where, args.since, args.sweep)))])))
     return 1 if corrupt else 0
 
 

@@ -28,6 +28,15 @@
 `python -m launch health` writes OUTPUT_ROOT/health-<time>/ as one attempt's folder above;
 `python -m analysis archive SWEEP` writes SWEEP.tar.zst, its manifest NAME/archive.json.
 
+A certification (`python -m launch certify SUITE`, certify/; docs/certify.md):
+
+    CERT/verdict.json                                 the verdict: each item's measured figure,
+                                                      baseline, ratio, PASS or FAIL (certify/)
+    CERT/health-<time>/                               the health gate, a folder each time it ran:
+                                                      one attempt's folder above
+    CERT/<item>/points/...                            each item's sweep, as above
+    CERT.tar.zst                                      its archive (analysis/read/archive.py)
+
 Every other module names these through this one. Standard library only: the worker
 harness imports it in the framework's own Python.
 """
@@ -50,6 +59,7 @@ HEALTH_SCHEMA = "dlbench.health"            # a health step's verdict (launchers
 PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (launchers/driver/preflight.py)
 ARCHIVE_SCHEMA = "dlbench.archive"          # an archive's manifest (analysis/read/archive.py)
 STORE_SCHEMA = "dlbench.store"              # the store's meta table (analysis/store/schema.py)
+CERTIFICATION_SCHEMA = "dlbench.certification"  # a certification's verdict.json (certify/)
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"
@@ -67,6 +77,8 @@ ARCHIVE_SUFFIX = ".tar.zst"             # `python -m analysis archive SWEEP`: SW
 ARCHIVE_MANIFEST = "archive.json"       # in it, NAME/archive.json: each file's sha256
 HEALTH_DIR = "health"
 HEALTH_RUN_PREFIX = "health-"           # `launch health`'s folder: OUTPUT_ROOT/health-<time>
+VERDICT_FILE = "verdict.json"           # a certification's verdict, at its folder's top
+CERTIFY_RUN_PREFIX = "certify-"         # `launch certify`'s folder: OUTPUT_ROOT/certify-<time>
 RANK_LOG_SRUN = "rank-%5t.log"          # srun --output's pattern of rank_log_name (%5t: the task)
 CHECKPOINTS_DIR = "checkpoints"         # bench=checkpoint, checkpoint.every (docs/checkpoint.md)
 PARTIAL_SUFFIX = ".partial"             # a checkpoint still being written: never loaded
@@ -155,6 +167,22 @@ def health_attempt_dir(point_dir_, attempt: int) -> str:
 def health_run_dir(output_root, when: float = None) -> str:
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(time.time() if when is None else when))
     return os.path.join(str(output_root), HEALTH_RUN_PREFIX + stamp)
+
+
+def certify_run_dir(output_root, when: float = None) -> str:
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(time.time() if when is None else when))
+    return os.path.join(str(output_root), CERTIFY_RUN_PREFIX + stamp)
+
+
+def certification_files(root) -> list:
+    """Every CERT/verdict.json under root (a certification, or a folder of them), sorted;
+    a sweep's own folders (its points, checkpoints, Slurm files) are not searched."""
+    found, skip = [], (POINTS_DIR, CHECKPOINTS_DIR, SUBMITIT_DIR, HEALTH_DIR)
+    for folder, dirs, names in os.walk(str(root)):
+        if VERDICT_FILE in names:
+            found.append(os.path.join(folder, VERDICT_FILE))
+        dirs[:] = [d for d in dirs if not d.startswith((".", HEALTH_RUN_PREFIX)) and d not in skip]
+    return sorted(found)
 
 
 def submitit_dir(sweep) -> str:

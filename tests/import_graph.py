@@ -12,8 +12,16 @@ import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TREE = ("analysis", "contract", "frameworks", "healthchecks", "launchers", "hydra_plugins", "benchmarks", "tests",
-        "launch.py")
+TREE = ("analysis", "certify", "contract", "frameworks", "healthchecks", "launchers", "hydra_plugins",
+        "benchmarks", "tests", "launch.py")
+# certify/ runs launchers' parts, then analysis's: it sits above both, and only launch.py (the
+# command line) and the tests import it.
+ABOVE = {"certify": ("launch", "tests")}
+
+
+def outside(graph: dict, packages) -> set:
+    """The modules of the graph in none of `packages` (each a package or a module)."""
+    return {m for m in graph if not any(m == p or m.startswith(p + ".") for p in packages)}
 
 
 def modules(root: str = ROOT, tree=TREE) -> dict:

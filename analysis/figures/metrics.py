@@ -10,6 +10,8 @@ from analysis import tables
 from analysis.figures import flops, method
 from contract import models, parallel
 
+# A training point's figures: a collective's or a checkpoint's point has none of them
+TRAINING = ("throughput", "latency_ms", "tokens_per_s", "tflops_per_device", "mfu")
 # What tells a model's points apart in a reference (its spec's compare_keys), every model's
 MODEL_KEYS = tuple(dict.fromkeys(k for n in models.names() for k in models.get(n).compare_keys))
 SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
@@ -86,7 +88,8 @@ def metrics(results) -> pd.DataFrame:
         devices = [d for d in mine.get("device", []) if isinstance(d, str)]
         device = devices[0] if devices else None
         search = point.get("search") if isinstance(point.get("search"), dict) else {}
-        row = {"point": p.point, "sweep": p.sweep, "status": p.status, "framework": p.framework,
+        row = {"point": p.point, "sweep": p.sweep, "status": p.status, "bench": getattr(p, "bench", "train"),
+               "framework": p.framework,
                "model": p.model, "model_size": p.model_size, "precision": p.precision,
                "amp_dtype": p.amp_dtype, "batch_size": p.batch_size, "nodes": p.nodes,
                "gpus_per_node": p.gpus_per_node, "devices": p.devices, "compile": p.compile,

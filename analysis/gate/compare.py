@@ -44,7 +44,11 @@ from analysis.read.record_file import RecordError
 from analysis.terminal import say
 
 
-def _matches(row: dict, config: dict) -> bool:
+def matches(row: dict, config: dict) -> bool:
+    """Whether a figures row is an entry's configuration: every key the entry gives agrees
+    (analysis/figures/matching.py's rule); an entry without `bench` is a training point's."""
+    if "bench" not in config and (row.get("bench") or "train") != "train":
+        return False
     for key, want in config.items():
         if key == "search":
             have = row.get("search")
@@ -90,7 +94,7 @@ def verdicts(results, entries) -> list:
     out = []
     for e in entries:
         kind = "search" if e["metric"] == "largest_ok" else "point"
-        found = [r for r in rows if r["kind"] == kind and _matches(r, e["config"])]
+        found = [r for r in rows if r["kind"] == kind and matches(r, e["config"])]
         if len(found) > 1 and e.get("published"):
             for row in found:
                 out += verdicts_of(dict(e, point=row["point"]), row)

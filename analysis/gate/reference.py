@@ -18,7 +18,8 @@ A reference file (YAML, or JSON when it ends in .json; benchmarks/references/) i
                               # else its reference); a point that ran in another gets a note
 
 An entry's config keys: CONFIG_KEYS, `model.<key>` for MODEL_KEYS, `search` for a search's
-key. `read_reference` reads and checks one (a file, or `published:NAME`: one throughput entry
+key; `bench` and `op` for a collective's (bench=comm, metric busbw_gbps) or a checkpoint's
+(bench=checkpoint, metric checkpoint_gbps) entry: an entry without `bench` is a training one. `read_reference` reads and checks one (a file, or `published:NAME`: one throughput entry
 per row of analysis/published/NAME.yaml, analysis/published/sources.py); `make_reference`
 writes one from a past run (`python -m analysis reference`); `stored_reference` makes one
 from the results store (`--reference store[:SWEEP]`); `figures` are a run's rows the entries
@@ -29,7 +30,9 @@ import json
 import yaml
 
 from analysis import tables
-from analysis.figures.metrics import MODEL_KEYS, metrics
+from analysis.figures.checkpoint import checkpoint_table
+from analysis.figures.comm import comm_table
+from analysis.figures.metrics import MODEL_KEYS, TRAINING, metrics
 from analysis.published import sources as published
 from analysis.read import images
 from analysis.read.record_file import RecordError
@@ -45,12 +48,18 @@ METRICS = {
     "mfu": ("mfu", "fraction of peak", False),
     "peak_memory_gib": ("peak_memory_gib", "GiB", True),
     "largest_ok": ("largest_ok", "value of the searched key", False),
+    # bench=comm: nccl-tests' average bus bandwidth of the entry's op (all its sizes and forms)
+    "busbw_gbps": ("busbw_gbps", "GB/s", False),
+    # bench=checkpoint: the checkpoint's durable GB/s (analysis/figures/checkpoint.py)
+    "checkpoint_gbps": ("checkpoint_gbps", "GB/s", False),
 }
 STORE = "store"   # --reference store[:SWEEP]: a stored point as the baseline
 CONFIG_KEYS = {"framework": "framework", "model": "model", "size": "model_size",
                "precision": "precision", "amp_dtype": "amp_dtype", "batch_size": "batch_size",
                "nodes": "nodes", "gpus_per_node": "gpus_per_node", "compile": "compile",
-               "devices": "devices", "device": "device"}   # device: analysis/figures/matching.py's rule
+               "devices": "devices", "device": "device",   # device: analysis/figures/matching.py's rule
+               "bench": "bench", "op": "op"}               # bench=comm and checkpoint entries
+COMM_KEYS = ("framework", "nodes", "gpus_per_node", "device", "bench", "op")  # what a collective's is
 
 
 def _bad(path, why):
@@ -138,37 +147,70 @@ def _search_rows(results) -> list:
             for s in results.searches]
 
 
+def _busbw(results) -> dict:
+    """(sweep, point) -> {op: nccl-tests' average bus bandwidth} of the bench=comm points: the
+    mean busbw over the op's sizes and forms (analysis/figures/comm.py, contract/busbw.py)."""
+    table = comm_table(results)
+    if not len(table):
+        return {}
+    table = table[table.op.notna()]   # a point that measured nothing has one row, op empty
+    return {(str(s), p): {op: float(v) for op, v in g.groupby("op", sort=False).busbw_avg.mean().items()}
+            for (s, p), g in table.groupby(["sweep", "point"], sort=False)}
+
+
 def figures(results) -> list:
-    """Per-point figures (tries of a search left out) plus one row per search."""
+    """Per-point figures (tries of a search left out) plus one row per search. A bench=comm
+    point is a row per op it measured, with `op` and `busbw_gbps`; a bench=checkpoint point has
+    `checkpoint_gbps` (its durable GB/s); neither has a training figure (TRAINING)."""
     m = metrics(results)
     m = m[m.search.isna()] if len(m) else m
-    rows = m.to_dict("records")
-    for r in rows:
+    busbw = _busbw(results)
+    saved = checkpoint_table(results)
+    saved = {(str(s), p): g for s, p, g in zip(saved.sweep, saved.point, saved.gbps)}
+    rows = []
+    for r in m.to_dict("records"):
         r["kind"] = "point"
         r["peak_memory_gib"] = tables.gib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else None
+        bench, key = r.get("bench") or "train", (str(r["sweep"]), r["point"])
+        if bench != "train":
+            r.update(dict.fromkeys(TRAINING))
+        if bench == "comm":   # a point that measured nothing: one row, no op
+            rows += [dict(r, op=op, busbw_gbps=v) for op, v in (busbw.get(key) or {None: None}).items()]
+            continue
+        if bench == "checkpoint":
+            r["checkpoint_gbps"] = None if tables.missing(saved.get(key)) else saved[key]
+        rows.append(r)
     return rows + _search_rows(results)
 
 
-def entry_of(r: dict, device: bool = False):
+BENCH_METRICS = {"comm": "busbw_gbps", "checkpoint": "checkpoint_gbps"}
+
+
+def entry_of(r: dict, device: bool = False, metric: str = None):
     """A reference entry of one ok point's (or search's) figures row (`figures`), with its
     `key` (configuration and metric, as text); None where it has no figure. The device is
-    a key only when asked (a reference file's system names it)."""
+    a key only when asked (a reference file's system names it); `metric`: this one, not the
+    row's own (its model's spec's, a collective's busbw, a checkpoint's GB/s)."""
     if r["status"] != "ok":
         return None
+    bench = r.get("bench") or "train"
     config = {k: r[col] for k, col in CONFIG_KEYS.items()
               if k != "devices" and (device or k != "device") and r.get(col) is not None
-              and not (k == "amp_dtype" and r["precision"] != "amp")}
+              and not (k == "amp_dtype" and r["precision"] != "amp")
+              and (k != "bench" or bench != "train") and (bench != "comm" or k in COMM_KEYS)}
     config = {k: (v.item() if hasattr(v, "item") else v) for k, v in config.items()}
     if r["kind"] == "search":
         config["search"] = r["search"]
         metric = "largest_ok"
+    elif bench in BENCH_METRICS:
+        metric = metric or BENCH_METRICS[bench]
     else:
         spec = models.find(r["model"])   # its default metric and the settings that tell its points apart
         for k in spec.compare_keys if spec else ():
             v = r.get(k)
             if v is not None and v == v:
                 config[f"model.{k}"] = v if isinstance(v, str) else int(v)
-        metric = spec.metric if spec else "throughput"
+        metric = metric or (spec.metric if spec else "throughput")
     value = r.get(METRICS[metric][0])
     if tables.missing(value):
         return None
@@ -197,15 +239,7 @@ def stored_reference(reference: str, results, store=None) -> dict:
         made = [m.get("created_unix") for m in results.manifests.values() if m.get("created_unix")]
         if made:
             frame = frame[frame.created.notna() & (frame.created < min(made))]
-    stored = {}
-    for r in frame.iloc[::-1].itertuples():   # newest first: the last good run wins
-        fig = dict(r.figures or {}, kind="point")
-        fig["peak_memory_gib"] = tables.gib(fig["peak_memory_bytes"]) if fig.get("peak_memory_bytes") else None
-        e = entry_of(fig, device=True)
-        if e is not None and e["key"] not in stored:
-            when = history.table_date(r.created)
-            stored[e.pop("key")] = dict(e, point=f"stored: {r.sweep}" + (f" {when}" if when else ""),
-                                        **({"image": r.image_digest or r.image} if r.image else {}))
+    stored = stored_entries(frame)
     entries, alone = [], 0
     for r in figures(results):
         e = entry_of(dict(r, status="ok"), device=True)   # a failed point still meets its baseline
@@ -219,6 +253,25 @@ def stored_reference(reference: str, results, store=None) -> dict:
                           + (f" in sweep {selector})" if selector else ", stored before it)"))
     return {"schema": SCHEMA, "version": 1, "system": f"store {st.name}", "tolerance": 0.05,
             "entries": entries, "without_baseline": alone}
+
+
+def stored_entries(frame, metrics=(None,)) -> dict:
+    """key -> entry of each configuration (its device included) of a frame of stored points
+    (analysis/store/database.py `Store.points` with point, status, figures, image and
+    image_digest, and `created`: the sweep's date): the newest ok point's, for each of
+    `metrics` (None: the point's own)."""
+    from analysis.store import history
+    stored = {}
+    for r in frame.iloc[::-1].itertuples():   # newest first: the last good run wins
+        fig = dict(r.figures or {}, kind="point")
+        fig["peak_memory_gib"] = tables.gib(fig["peak_memory_bytes"]) if fig.get("peak_memory_bytes") else None
+        for metric in metrics:
+            e = entry_of(fig, device=True, metric=metric)
+            if e is not None and e["key"] not in stored:
+                when = history.table_date(r.created)
+                stored[e.pop("key")] = dict(e, point=f"stored: {r.sweep}" + (f" {when}" if when else ""),
+                                            **({"image": r.image_digest or r.image} if r.image else {}))
+    return stored
 
 
 def make_reference(results, tolerance=0.05, system=None) -> dict:

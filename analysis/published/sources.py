@@ -207,19 +207,20 @@ def reference_entries(name: str, folder: str = PUBLISHED_DIR) -> tuple:
     framework, model (full size), precision, device count and batch where the row names
     one; entries are `published`: a row no point of the run matches is not run, not failed."""
     src = read_source(path_of(name, folder))
-    entries = []
-    for r in src["rows"]:
-        config = {"framework": r["framework"], "model": r["model"], "size": "full",
-                  "precision": r["precision"], "devices": r["devices"], "device": r["device"]}
-        if r.get("batch_size") is not None:
-            config["batch_size"] = r["batch_size"]
-        mode = _COMPILE_MODES.get(str(r.get("mode")).lower())
-        if mode is not None:
-            config["compile"] = mode
-        entries.append({"config": config, "metric": "throughput", "value": float(r["throughput"]),
-                        "unit": r.get("unit") or "samples/s", "published": True,
-                        "label": describe(r)})
-    return src["name"], entries
+    return src["name"], [row_entry(r) for r in src["rows"]]
+
+
+def row_entry(r: dict) -> dict:
+    """One published row (read_source's) as a regression-gate entry (reference_entries)."""
+    config = {"framework": r["framework"], "model": r["model"], "size": "full",
+              "precision": r["precision"], "devices": r["devices"], "device": r["device"]}
+    if r.get("batch_size") is not None:
+        config["batch_size"] = r["batch_size"]
+    mode = _COMPILE_MODES.get(str(r.get("mode")).lower())
+    if mode is not None:
+        config["compile"] = mode
+    return {"config": config, "metric": "throughput", "value": float(r["throughput"]),
+            "unit": r.get("unit") or "samples/s", "published": True, "label": describe(r)}
 
 
 WIDE_DEEP = "wide_deep"

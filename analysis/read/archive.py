@@ -1,4 +1,5 @@
-"""A sweep as one file to share: `python -m analysis archive SWEEP` writes SWEEP.tar.zst.
+"""A sweep as one file to share: `python -m analysis archive SWEEP` writes SWEEP.tar.zst (a
+folder of sweeps, or a certification, certify/, likewise).
 
     NAME/...                 every file of the sweep (profiles only with --profiles)
     NAME/archive.json        the manifest: each file's sha256 and size, what was left out,
@@ -127,7 +128,7 @@ def write(sweep, out=None, profiles: bool = False) -> tuple:
     """SWEEP -> its archive (whole or not at all: written to OUT.part, then renamed);
     returns (the archive's path, its manifest)."""
     sweep = os.path.normpath(str(sweep))
-    if not paths.point_files(sweep):
+    if not paths.point_files(sweep) and not paths.certification_files(sweep):
         raise RecordError(f"no sweep points under {sweep} (expected SWEEP/{paths.POINTS_DIR}/"
                           f"*/{paths.POINT_FILE})")
     out = os.path.abspath(out or default_out(sweep))

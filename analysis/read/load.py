@@ -7,7 +7,8 @@ contract/paths.py's; the figures of each repeat and point are
 analysis/figures/points.py's.
 
 Works on partial sweeps: a point with fewer recorded repeats than asked is `partial` or
-`missing`, never dropped.
+`missing`, never dropped. A certification's verdict.json (certify/) is read beside its sweeps
+(`Results.certifications`); a certification whose health gate failed has no sweep, only that.
 
 Tolerant of bad files: a record file that is torn (truncated JSON), garbage, of a foreign
 schema, malformed, or of a schema version newer than this analysis costs only its repeat.
@@ -55,6 +56,7 @@ class _Reader:
         self.point_rows, self.run_rows, self.corrupt = [], [], []
         self.comm, self.environments, self.manifests, self.searches = [], [], {}, []
         self.preflights = {}  # (sweep, point) -> its preflight.json (preflight=true)
+        self.certifications = []  # each certification's verdict.json (certify/)
         self.steps = _StepBuffers(steps_at_most)
         self.owners = []      # per rank record kept: (point code, repeat, rank, host code, steps)
         self.point_code, self.host_code = {}, {}
@@ -218,6 +220,18 @@ class _Reader:
             except CorruptFile as c:
                 self.bad(c, sweep=os.path.dirname(os.path.dirname(path)))
 
+    def certifications_of(self, root) -> None:
+        """Each certification's verdict.json under root (certify/; a bad one costs only itself),
+        with `folder`: the certification's."""
+        for path in paths.certification_files(root):
+            try:
+                self.check(path)
+                verdict = record_file.read_record(path, paths.CERTIFICATION_SCHEMA)
+            except CorruptFile as c:
+                self.bad(c)
+                continue
+            self.certifications.append(dict(verdict, folder=os.path.dirname(path)))
+
     def check(self, path: str) -> None:
         """CorruptFile where `path` is one of an archive's damaged files."""
         if path in self.damaged:
@@ -245,7 +259,7 @@ class _Reader:
                        searches=self.searches, environments=self.environments,
                        manifests=self.manifests, corrupt=self.corrupt,
                        step_columns=self.step_columns(), limits=self.limits,
-                       preflights=self.preflights)
+                       preflights=self.preflights, certifications=self.certifications)
 
 
 def _from_ranks(ranks: dict) -> dict:
@@ -277,7 +291,7 @@ def find_points(root) -> list:
     if not os.path.isdir(root):
         raise RecordError(f"no results folder at {root}")
     found = paths.point_files(root)
-    if not found:
+    if not found and not paths.certification_files(root):   # a certification whose gate failed
         raise RecordError(f"no sweep points under {root} (expected "
                           f"SWEEP/{paths.POINTS_DIR}/*/{paths.POINT_FILE})")
     return found
@@ -324,6 +338,7 @@ def _load(path, limits: dict, damaged: dict = None, ahead_ok: bool = False) -> R
             for point_file in files:
                 reader.point(point_file)
             reader.searches_of({paths.sweep_of(os.path.dirname(f)) for f in files})
+            reader.certifications_of(path)
             named = {c["file"] for c in reader.corrupt}
             for p, why in sorted(reader.damaged.items()):   # read by no one (slurm.json, a log): named
                 if p not in named:

@@ -54,13 +54,15 @@ class Results:
                   docs/checkpoint.md)
     manifests     (sweep, point) -> the point's point.json (its model settings, config, search)
     preflights    (sweep, point) -> its preflight.json, for points run with preflight=true
+    certifications  each certification's verdict.json under the path (certify/), with its
+                  `folder`
     corrupt       one entry per bad file: file, reason, newer, sweep, point, repeat
     limits        the flags' thresholds the points were flagged with: max_cv, max_drift
     """
 
     def __init__(self, points, runs, steps=None, root="", *, comm=None, searches=(),
                  environments=(), manifests=None, corrupt=(), step_columns=None, limits=None,
-                 preflights=None):
+                 preflights=None, certifications=()):
         self.points, self.runs, self.root = points, runs, str(root)
         self.limits = {"max_cv": method.MAX_CV, "max_drift": method.MAX_DRIFT, **(limits or {})}
         self._steps, self._columns = steps, step_columns
@@ -68,6 +70,7 @@ class Results:
         self.searches, self.environments = list(searches), list(environments)
         self.manifests, self.corrupt = dict(manifests or {}), list(corrupt)
         self.preflights = dict(preflights or {})
+        self.certifications = list(certifications)
 
     def __repr__(self) -> str:
         return (f"Results({self.root!r}: {len(self.points)} points, {len(self.runs)} runs, "

@@ -1,5 +1,6 @@
 """The report as a list of sections (`sections`), in the order the terminal prints them and
-report.html shows them (analysis/report/page.py; docs/report.md): the summary first, then per
+report.html shows them (analysis/report/page.py; docs/report.md): a certification's verdict
+first where the path holds one (certify/, docs/certify.md), then the summary, then per
 model its main tables, the special models, the input pipeline, checkpoints and published
 figures, per model its detail tables, the collectives, and folded last the traces, the
 environment and the failures with their log tails. Each section is a function of the results
@@ -8,8 +9,8 @@ in analysis/sections/; a new one is one line in AFTER_TABLES or AFTER_DETAILS.
 from typing import NamedTuple
 
 from analysis.figures.training import training_points
-from analysis.sections import (checkpoint, comm, environment, failures, health, input_pipeline,
-                               network, published, special, summary, traces)
+from analysis.sections import (certification, checkpoint, comm, environment, failures, health,
+                               input_pipeline, network, published, special, summary, traces)
 from analysis.sections.main_tables import detail_tables, limits_of, main_tables
 
 
@@ -45,7 +46,8 @@ def sections(results, comm_table=None) -> list:
     bandwidth; traces, the environment and the failures. Sections with nothing to say
     are left out. `comm_table`: analysis.figures.comm.comm_table(results), when there is one."""
     s = summary.summary(results)
-    out = [Section("summary", summary.text(s), data=s)]
+    out = [Section("certification", certification.section(results)),   # a verdict leads
+           Section("summary", summary.text(s), data=s)]
     models = list(training_points(results).groupby("model", sort=True))
     limits = limits_of(results)
     out += [Section(f"model:{m}", main_tables(m, pts, limits), data=pts) for m, pts in models]

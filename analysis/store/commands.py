@@ -1,8 +1,8 @@
 """`python -m analysis store ...` and `python -m analysis archive SWEEP`.
 
-    python -m analysis store add PATH...       sweeps (folders, folders of sweeps, archives)
-                                               added to the results store; the same again
-                                               changes nothing
+    python -m analysis store add PATH...       sweeps (folders, folders of sweeps, archives,
+                                               certifications) added to the results store;
+                                               the same again changes nothing
     python -m analysis store rebuild PATH...   the store made anew from PATHs (a sweep stored
                                                before that none of them holds is dropped, named)
     python -m analysis store list              the stored sweeps: date, points, folder, archive
@@ -39,31 +39,35 @@ def open_store(explicit, write: bool, results=None):
 
 
 def _read(paths_given: list) -> tuple:
-    """(every sweep of the paths, as store_rows.sweeps made them; how many corrupt files)."""
-    made, corrupt = [], 0
+    """(every sweep of the paths, as store_rows.sweeps made them; every certification, as
+    store_rows.certifications made them; how many corrupt files)."""
+    made, certified, corrupt = [], [], 0
     for path in paths_given:
         with opened(path) as (results, folders):
             for m in store_rows.sweeps(results, folders):
                 m["archive"] = str(path) if archive.is_archive(path) else None
                 made.append(m)
+            for c in store_rows.certifications(results, folders):
+                c["archive"] = str(path) if archive.is_archive(path) else None
+                certified.append(c)
             corrupt += len(results.corrupt)
             for c in results.corrupt:
                 print(f"warning: {c['file']}: {c['reason']} (its repeat is stored as corrupt)",
                       file=sys.stderr)
-    return made, corrupt
+    return made, certified, corrupt
 
 
 def cmd_add(args) -> int:
-    made, corrupt = _read(args.paths)
+    made, certified, corrupt = _read(args.paths)
     st = open_store(args.store, True)
-    say("\n".join(f"store {st.name}: {line}" for line in st.add(made)))
+    say("\n".join(f"store {st.name}: {line}" for line in st.add(made, certified)))
     return 1 if corrupt else 0
 
 
 def cmd_rebuild(args) -> int:
-    made, corrupt = _read(args.paths)
+    made, certified, corrupt = _read(args.paths)
     st = open_store(args.store, True)
-    say("\n".join(f"store {st.name}: {line}" for line in st.rebuild(made)))
+    say("\n".join(f"store {st.name}: {line}" for line in st.rebuild(made, certified)))
     return 1 if corrupt else 0
 
 

@@ -140,20 +140,24 @@ class Store:
             raise self._failed(exc) from None
 
     # --- writing -------------------------------------------------------------------
-    def add(self, made: list) -> list:
-        """Adds the sweeps of store_rows.sweeps, all in one transaction; a line per sweep:
-        added, replaced (its rows changed) or unchanged."""
-        return self.transaction(lambda conn: [_add(conn, s) for s in made])
+    def add(self, made: list, certified: list = ()) -> list:
+        """Adds the sweeps of store_rows.sweeps and the certifications of
+        store_rows.certifications, all in one transaction; a line per sweep and
+        certification: added, replaced (its rows changed) or unchanged."""
+        return self.transaction(lambda conn: [_add(conn, s) for s in made]
+                                + [_add_certification(conn, c) for c in certified])
 
-    def rebuild(self, made: list) -> list:
-        """The store's content replaced by `made`, in one transaction: a stored sweep that
-        none of them is, is dropped, and named."""
+    def rebuild(self, made: list, certified: list = ()) -> list:
+        """The store's content replaced by `made` and `certified`, in one transaction: a
+        stored sweep or certification that none of them is, is dropped, and named."""
         def run(conn):
-            keep = {s["key"] for s in made}
-            gone = conn.execute(sa.select(schema.sweeps.c.key)
-                                .where(schema.sweeps.c.key.not_in(keep))).scalars().all()
+            gone = []
+            for table, new in ((schema.sweeps, made), (schema.certifications, certified)):
+                keep = {s["key"] for s in new}
+                gone += conn.execute(sa.select(table.c.key).where(table.c.key.not_in(keep))).scalars().all()
             _delete(conn, sa.true())
-            lines = [_add(conn, s) for s in made]
+            conn.execute(schema.certifications.delete())
+            lines = [_add(conn, s) for s in made] + [_add_certification(conn, c) for c in certified]
             return lines + [f"dropped {k}: under none of the paths given" for k in gone]
         return self.transaction(run)
 
@@ -176,6 +180,16 @@ class Store:
                 .join_from(pts, sw, pts.c.sweep_id == sw.c.id)
                 .order_by(sw.c.created_unix, sw.c.name, pts.c.point))
             return _frame(result)
+        return self.transaction(run)
+
+    def certifications(self) -> pd.DataFrame:
+        """Every stored certification (one row each, its items as stored), oldest first; none
+        from a store of before version 2."""
+        def run(conn):
+            if "certifications" not in sa.inspect(conn).get_table_names():
+                return pd.DataFrame(columns=[c.name for c in schema.certifications.c])
+            t = schema.certifications
+            return _frame(conn.execute(sa.select(t).order_by(t.c.created_unix, t.c.name)))
         return self.transaction(run)
 
     def sweeps(self) -> pd.DataFrame:
@@ -216,17 +230,25 @@ def _delete(conn, which) -> None:
     conn.execute(schema.sweeps.delete().where(schema.sweeps.c.id.in_(ids)))
 
 
-def _add(conn, made: dict) -> str:
-    """One sweep (store_rows.sweeps' `made`, with its `archive` where it was read from one;
-    else its label is its folder)."""
-    sw, now = schema.sweeps, time.time()
+def _stored(conn, table, made: dict) -> tuple:
+    """(where `made` was read from, its stored row or None, whether that row is the same): a
+    row of the same fingerprint only has its place brought up to date. `made` has its
+    `archive` where it was read from one; else its label is its folder."""
     archive = made.get("archive")
     where = {"archive": os.path.abspath(archive)} if archive else {"path": os.path.abspath(made["label"])}
-    old = conn.execute(sa.select(sw).where(sw.c.key == made["key"])).mappings().first()
-    if old is not None and old["fingerprint"] == made["fingerprint"]:
-        changed = {k: v for k, v in where.items() if old[k] != v}
-        if changed:
-            conn.execute(sw.update().where(sw.c.id == old["id"]).values(**changed))
+    old = conn.execute(sa.select(table).where(table.c.key == made["key"])).mappings().first()
+    same = old is not None and old["fingerprint"] == made["fingerprint"]
+    changed = {k: v for k, v in where.items() if same and old[k] != v}
+    if changed:
+        conn.execute(table.update().where(table.c.id == old["id"]).values(**changed))
+    return where, old, same
+
+
+def _add(conn, made: dict) -> str:
+    """One sweep (store_rows.sweeps' `made`)."""
+    sw, now = schema.sweeps, time.time()
+    where, old, same = _stored(conn, sw, made)
+    if same:
         return f"unchanged {made['key']} ({made['points']} points)"
     values = {k: made[k] for k in ("key", "name", "created_unix", "suite_commit", "points",
                                    "fingerprint")}
@@ -248,6 +270,22 @@ def _add(conn, made: dict) -> str:
         if jobs:
             conn.execute(schema.jobs.insert(), jobs)
     return f"{'replaced' if old is not None else 'added'} {made['key']} ({made['points']} points)"
+
+
+def _add_certification(conn, made: dict) -> str:
+    """One certification (store_rows.certifications' `made`)."""
+    t, now = schema.certifications, time.time()
+    where, old, same = _stored(conn, t, made)
+    if same:
+        return f"unchanged certification {made['key']} ({made['verdict']})"
+    values = {k: v for k, v in made.items() if k not in ("label", "archive")}
+    values.update(where, updated_unix=now)
+    if old is not None:
+        conn.execute(t.update().where(t.c.id == old["id"]).values(**values))
+    else:
+        conn.execute(t.insert().values(**values, added_unix=now))
+    return (f"{'replaced' if old is not None else 'added'} certification {made['key']} "
+            f"({made['verdict']}, {len(made['items'])} items)")
 
 
 PURGED = "PURGED"   # a job accounting no longer knows (and never told us the end of)

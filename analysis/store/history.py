@@ -14,6 +14,10 @@ over repeats do not overlap. With one repeat a range is a single figure, so any 
 flagged; run repeats to learn what is noise. The image column names the container image
 (analysis/read/images.py); a change between sweeps that ran in different images says
 `other image`: not the same measurement.
+
+Certifications (`python -m launch certify`, certify/) come first, one row each, oldest first:
+date, suite, verdict, how many items passed, failed, were measured without a baseline or not
+run, the baseline and threshold, the system and the folder (`certifications`).
 """
 import datetime
 import os
@@ -179,3 +183,30 @@ def render(table: pd.DataFrame) -> str:
             rows, ["date", "sweep", "commit", "framework", "device", *(["image"] if shown else []),
                    "throughput (min..max)", "change"]))
     return "\n\n".join(parts)
+
+
+def certifications(rows, since=None) -> list:
+    """The certifications shown, oldest first: store_rows.certifications' rows, or the
+    store's (analysis/store/database.py `Store.certifications`, a DataFrame), dated `since`
+    or later."""
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    if since is not None:
+        rows = [r for r in rows if not tables.missing(r.get("created_unix"))
+                and r["created_unix"] >= since_unix(since)]
+    return sorted(rows, key=lambda r: (r.get("created_unix") or 0, r.get("name") or ""))
+
+
+def render_certifications(rows: list) -> str:
+    """The certifications' table ("" when there is none)."""
+    if not rows:
+        return ""
+    def where(r):
+        return r.get("archive") or r.get("path") or r.get("label") or ""
+    table = [[table_date(r.get("created_unix")), r.get("suite"), r.get("verdict"),
+              f"{r.get('passed') or 0}/{r.get('failed') or 0}/{r.get('measured') or 0}/"
+              f"{r.get('not_run') or 0}", r.get("baseline"),
+              "" if tables.missing(r.get("threshold")) else f"{r['threshold']:g}",
+              f"{tables.allocation(r.get('nodes'), r.get('gpus_per_node'))} {r.get('cluster') or ''}".strip(),
+              where(r)] for r in rows]
+    return "# Certifications (pass/fail/measured/not run: items; docs/certify.md)\n" + tables.github(
+        table, ["date", "suite", "verdict", "items", "baseline", "threshold", "system", "folder"])

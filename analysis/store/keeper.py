@@ -3,7 +3,8 @@
 `Keeper(store)` starts one worker process before the records are read (analysis/
 second_process.py, as the plots' does): it imports SQLAlchemy (a quarter of a second) while the report
 parses. `submit(results, folders, archive)` computes what the store keeps of the sweep
-(analysis/store/rows.py: a row per point, small) and hands it over; the worker adds it in
+(analysis/store/rows.py: a row per point, small; a certification's row where the path holds
+one) and hands it over; the worker adds it in
 one transaction while the report prints and writes, and asks accounting (sacct) for the
 states of the sweep's Slurm jobs, where there are any. `result()` says what happened in one
 line: the sweep added, unchanged, or why the store was not written (the report's own files
@@ -20,10 +21,10 @@ def _warm() -> None:
     from analysis.store import database as store  # noqa: F401  (SQLAlchemy's import, beside the parse)
 
 
-def _add(where: str, made: list) -> str:
+def _add(where: str, made: list, certified: list = ()) -> str:
     from analysis.store import database as store
     st = store.Store(where)
-    lines = st.add(made)
+    lines = st.add(made, certified)
     if any(r["jobs"] for s in made for r in s["rows"]):
         lines.append(store.refresh(st, SACCT_TIMEOUT_S, unsettled_only=True))
     return f"store {st.name}: " + "; ".join(lines)
@@ -42,12 +43,13 @@ class Keeper:
             return
         try:
             made = store_rows.sweeps(results, folders)
+            certified = store_rows.certifications(results, folders)
         except Exception as exc:   # noqa: BLE001 (the report goes on, and says so)
             self._error = f"cannot make its rows: {type(exc).__name__}: {exc}"
             return
-        for m in made:
+        for m in made + certified:
             m["archive"] = archive
-        self._job = self._worker.submit(_add, where, made)
+        self._job = self._worker.submit(_add, where, made, certified)
 
     def result(self):
         """(line, ok): what happened to the store, or (None, True) when it is off."""

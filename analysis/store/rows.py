@@ -10,7 +10,8 @@ points' slurm.json (the job ids), which load does not read.
 
 A sweep is known by its key, `<folder name>@<its first point's creation time>`: the same
 in its folder, in its archive and wherever the folder was moved, so that adding it again
-changes nothing (analysis/store/database.py compares the rows' fingerprint).
+changes nothing (analysis/store/database.py compares the rows' fingerprint). A certification
+(certify/: its verdict.json) is one row more, known the same way (`certifications`).
 """
 import hashlib
 import json
@@ -138,3 +139,37 @@ def sweeps(results, folders=None) -> list:
             [sweep_row, rows], sort_keys=True, default=str).encode()).hexdigest()
         made.append({**sweep_row, "label": sweep, "rows": rows})
     return made
+
+
+CERTIFICATION_COUNTS = {"passed": "PASS", "failed": "FAIL", "measured": "MEASURED",
+                        "not_run": "NOT RUN"}
+
+
+def certifications(results, folders=None) -> list:
+    """[certification row] of every certification in `results` (its verdict.json, certify/):
+    its key (`<folder name>@<creation time>`, as a sweep's), suite, date, verdict, baseline,
+    threshold, system, counts, health gate, item rows and the keys of its item sweeps (the
+    sweeps in its folder), with its `label` (its folder as shown) and `fingerprint`."""
+    keys = sweep_keys(results, folders)
+    out = []
+    for v in results.certifications:
+        label = os.path.normpath(str(v["folder"]))
+        system, counts = v.get("system") or {}, v.get("counts") or {}
+        base = v.get("baseline") or {}
+        health = v.get("health") or {}
+        row = {"key": sweep_key(v.get("name") or sweep_name(label), v.get("created_unix"), label),
+               "name": v.get("name") or sweep_name(label), "suite": v.get("suite"),
+               "created_unix": v.get("created_unix"), "suite_commit": v.get("suite_commit"),
+               "verdict": v.get("verdict"), "exit_code": v.get("exit_code"),
+               "baseline": " ".join(str(x) for x in (base.get("kind"), base.get("name")) if x),
+               "threshold": v.get("threshold"),
+               **{k: system.get(k) for k in ("nodes", "gpus_per_node", "launcher", "cluster")},
+               **{col: counts.get(word, 0) for col, word in CERTIFICATION_COUNTS.items()},
+               "health": plain({k: health.get(k) for k in ("ok", "hosts", "sick", "slow_links",
+                                                           "error")}),
+               "items": plain(v.get("items") or []),
+               "sweeps": sorted(k for s, k in keys.items()
+                                if os.path.dirname(os.path.normpath(s)) == label)}
+        row["fingerprint"] = hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()
+        out.append({**row, "label": label})
+    return out

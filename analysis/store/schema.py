@@ -8,6 +8,9 @@ by an earlier suite is brought up to this one (docs/results-store.md).
              precision, layout, nodes x devices, batch, mode, method, device, image and digest,
              hosts) and its figures (analysis/figures/method.py, analysis/figures/metrics.py)
     jobs     a point's Slurm jobs (slurm.json) and their states (refreshed from sacct)
+    certifications  one row per certification (certify/, its verdict.json): suite, date,
+             verdict, baseline, threshold, the system, the health gate, every item's row,
+             its sweeps' keys (since version 2)
 
 The same tables on SQLite and PostgreSQL: only portable types (JSON is SQLAlchemy's, TEXT on
 SQLite, JSON on PostgreSQL). A newer suite reads an older store: `upgrade` adds the tables
@@ -17,14 +20,11 @@ passed; a store of a newer version than this suite is refused, never written.
 import sqlalchemy as sa
 from sqlalchemy.schema import CreateColumn
 
+from analysis.figures.metrics import TRAINING
 from contract import paths
 
 SCHEMA = paths.STORE_SCHEMA
-VERSION = 1
-# version v -> fn(connection, metadata) run after the columns of v + 1 were added, for changes
-# that adding columns cannot express (a renamed column, a recomputed value). None yet.
-UPGRADES = {}
-
+VERSION = 2
 metadata = sa.MetaData()
 
 meta = sa.Table("meta", metadata,
@@ -86,6 +86,53 @@ jobs = sa.Table(
     sa.Column("state_source", sa.String(32)),  # sacct, or null: never asked
     sa.Column("checked_unix", sa.Float),
 )
+
+
+certifications = sa.Table(
+    "certifications", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.String(300), nullable=False, unique=True),  # store_rows.certifications
+    sa.Column("name", sa.String(255), nullable=False),   # its folder's name
+    sa.Column("suite", sa.String(255)),
+    sa.Column("path", sa.Text),
+    sa.Column("archive", sa.Text),
+    sa.Column("created_unix", sa.Float, index=True),
+    sa.Column("added_unix", sa.Float),
+    sa.Column("updated_unix", sa.Float),
+    sa.Column("suite_commit", sa.String(64)),
+    sa.Column("verdict", sa.String(32)),      # PASS, FAIL, RECORDED, NOT JUDGED
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("baseline", sa.Text),           # its kind and name (never a store's URL)
+    sa.Column("threshold", sa.Float),         # certify.threshold, where given for every item
+    *(sa.Column(name, sa.Integer) for name in ("nodes", "gpus_per_node", "passed", "failed",
+                                               "measured", "not_run")),
+    sa.Column("launcher", sa.String(64)),
+    sa.Column("cluster", sa.String(255)),
+    sa.Column("health", sa.JSON),             # the gate's verdict in short: ok, hosts, sick
+    sa.Column("items", sa.JSON),              # verdict.json's item rows
+    sa.Column("sweeps", sa.JSON),             # its item sweeps' keys
+    sa.Column("fingerprint", sa.String(64)),
+)
+
+
+def _bench_in_figures(conn, md) -> None:
+    """Version 1 -> 2: each stored point's figures name its bench, as analysis/figures/metrics.py's
+    rows now do, and a collective's or a checkpoint's have no training figure (the
+    regression gate's stored baselines, analysis/gate/reference.py, tell them apart so)."""
+    rows = conn.execute(sa.select(points.c.id, points.c.bench, points.c.figures)
+                        .where(points.c.figures.is_not(None))).all()
+    for row_id, bench, fig in rows:
+        if not isinstance(fig, dict) or "bench" in fig:
+            continue
+        fig = dict(fig, bench=bench or "train")
+        if fig["bench"] != "train":
+            fig.update(dict.fromkeys(TRAINING))
+        conn.execute(points.update().where(points.c.id == row_id).values(figures=fig))
+
+
+# version v -> fn(connection, metadata) run after the tables and columns of v + 1 were added,
+# for changes that adding columns cannot express (a renamed column, a recomputed value).
+UPGRADES = {1: _bench_in_figures}
 
 
 class NewerStore(Exception):

@@ -20,6 +20,9 @@ from contract import modes
 from contract.values import is_integer
 
 CONF = Path(__file__).resolve().parent.parent.parent / "conf"
+# Folders of conf/ that are no config group of a point: Hydra's own, and the certification
+# suites (conf/certify/, read by certify/suite.py, never composed into a point).
+NOT_GROUPS = ("hydra", "certify")
 MINIMUM = {"nodes": 1, "gpus_per_node": 1, "batch_size": 1, "measure_steps": 1,
            "repeats": 1, "timeout_s": 1, "warmup_steps": 0}
 
@@ -52,7 +55,7 @@ def groups(extra_dir=None, overrides=()) -> dict:
 
     def options(group, kind=ObjectType.CONFIG):
         return sorted(repo.get_group_options(group, kind))
-    return {g: options(g) for g in options("", ObjectType.GROUP) if g != "hydra"}
+    return {g: options(g) for g in options("", ObjectType.GROUP) if g not in NOT_GROUPS}
 
 
 def _values(override):

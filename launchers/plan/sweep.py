@@ -3,6 +3,7 @@ queued, then each launcher gets all of its points at once (the Slurm launcher su
 points of one allocation shape as one job array).
 
     run(jobs)    jobs: [Job(cfg, sweep_dir, num, overrides)], cfg without its hydra node
+                 (make_points, then submit: a certification makes every item's points first)
     main(jobs)   the same for launch.py: bad input is one line on stderr and exit status 2
 
 One impossible point refuses the whole sweep: ConfigError, in one line, naming the
@@ -65,15 +66,19 @@ def make_points(jobs) -> list:
     return made
 
 
-def run(jobs) -> list:
-    """Make and check every point, then hand them to their launchers -> the point names."""
-    made = make_points(jobs)
+def submit(made) -> list:
+    """make_points' points handed to their launchers, each launcher's at once -> the names."""
     groups = {}  # (launcher, dry_run) -> points, in sweep order
     for point, dry_run in made:
         groups.setdefault((point.launcher.name, dry_run), []).append(point)
     for (name, dry_run), pts in groups.items():
         launchers.get(name).submit(pts, dry_run=dry_run)
     return [point.name for point, _ in made]
+
+
+def run(jobs) -> list:
+    """Make and check every point, then hand them to their launchers -> the point names."""
+    return submit(make_points(jobs))
 
 
 def fail(message: str):

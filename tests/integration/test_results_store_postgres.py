@@ -1,8 +1,9 @@
 """The results store on a real PostgreSQL that the test starts itself (tests/postgres_server.py:
 Debian's postgresql, a temporary data folder and port): the scenario of the SQLite tests
 (two sweeps reported, one folder deleted, history and compare from what is stored), the
-same sweep twice, two concurrent adds, a server that does not answer, and a role whose
-password is in no file of the sweep or the checkout."""
+same sweep twice, two concurrent adds, a store of version 1 brought up to version 2 (its
+certifications table, its stored figures' bench), a server that does not answer, and a role
+whose password is in no file of the sweep or the checkout."""
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import pytest
 import sqlalchemy as sa
 
+from analysis.store import schema as store_schema
 from contract import records
 from launchers.suite import ROOT
 from tests import postgres_server, secret_search
@@ -31,9 +33,7 @@ def postgres():
 def url(postgres):
     """The module's server, its store emptied for each test."""
     engine = sa.create_engine(postgres)
-    with engine.begin() as conn:
-        for table in ("jobs", "points", "sweeps", "meta"):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+    store_schema.metadata.drop_all(engine)   # every table of the store, whatever its version
     engine.dispose()
     return postgres
 
@@ -73,6 +73,20 @@ def test_a_server_that_does_not_answer_is_one_line(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("error: results store postgresql+psycopg://postgres@127.0.0.1:1/none "
                           "cannot be reached: ")
+
+
+def test_a_version_1_store_is_brought_up_to_version_2_on_postgresql(tmp_path, url, capsys):
+    from tests.unit.test_certify_baselines import a_sweep
+    from tests.unit.test_store_certifications import as_version_1, certification, stored_figures
+    assert run(capsys, "store", "add", a_sweep(tmp_path, "old"), "--store", url)[0] == 0
+    as_version_1(url)
+    code, out, err = run(capsys, "store", "add", certification(tmp_path, "c1", T0), "--store", url)
+    assert code == 0 and "added certification c1@" in out, err
+    figures = stored_figures(url, "old")
+    assert {p[:3]: f["bench"] for p, f in figures.items()} == {"000": "train", "001": "comm", "002": "checkpoint"}
+    assert figures["001-comm-pytorch-float32-1x2"]["throughput"] is None
+    code, out, _ = run(capsys, "history", "--store", url)
+    assert out.startswith("# Certifications") and "| PASS " in out
 
 
 def test_a_password_protected_role_connects_with_its_password_in_no_file(tmp_path, url, capsys,

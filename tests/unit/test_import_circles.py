@@ -1,7 +1,8 @@
 """No import circle anywhere in the suite: no module of analysis/, frameworks/, launchers/,
 hydra_plugins/, benchmarks/, tests/ or launch.py imports one that imports it back,
 directly or through others, counting imports inside functions (tests/import_graph.py).
-And launchers/ one way: the planner decides, the backends and the driver execute."""
+And launchers/ one way: the planner decides, the backends and the driver execute; certify/
+above launchers/ and analysis/, which never reach it."""
 import textwrap
 
 from tests import import_graph
@@ -79,3 +80,17 @@ def test_launchers_planner_and_backends_import_one_way():
     for sources, targets in ((execute, plan), (plan, execute)):
         chain = import_graph.crossing(graph, sources, targets)
         assert chain is None, "launchers/ imports the wrong way: " + " -> ".join(chain)
+
+
+def test_certify_sits_above_launchers_and_analysis():
+    """certify/ imports launchers/ and analysis/ (it runs the one's parts, then the other's);
+    nothing of the suite reaches it but the command line (launch.py) and the tests."""
+    graph = import_graph.graph()
+    mine = import_graph.under(graph, "certify")
+    assert {"certify.command", "certify.run", "certify.baselines"} <= mine
+    assert any(t.startswith("launchers.") for m in mine for t in graph[m])
+    assert any(t.startswith("analysis.") for m in mine for t in graph[m])
+    others = import_graph.outside(graph, ("certify", *import_graph.ABOVE["certify"]))
+    assert {"launchers.plan.sweep", "analysis.gate.compare", "contract.paths"} <= others
+    chain = import_graph.crossing(graph, others, mine)
+    assert chain is None, " -> ".join(chain)

@@ -35,7 +35,7 @@ def test_the_rule(mine, theirs, same):
 
 @pytest.mark.parametrize("mine, theirs, same", [p for p in PAIRS if p[0] is not None])
 def test_every_table_matches_by_the_one_rule(mine, theirs, same):
-    gate = compare._matches({"precision": mine}, {"precision": theirs})
+    gate = compare.matches({"precision": mine}, {"precision": theirs})
     point = {"status": "ok", "throughput": 1.0, "model_size": "full", "framework": "pytorch",
              "model": "resnet50", "precision": mine, "devices": 1, "batch_size": 8,
              "compile": False, "device": "NVIDIA A100-SXM4-40GB"}

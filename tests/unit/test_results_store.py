@@ -211,25 +211,26 @@ def test_the_report_goes_on_when_the_store_is_corrupt(tmp_path, db, capsys):
 def test_a_newer_store_is_refused_and_an_older_one_upgraded(tmp_path, db, capsys, monkeypatch):
     s = sweep(tmp_path, "A", T0, [1.0])
     run(capsys, "store", "add", s, "--store", db)
-    # a later suite whose points table has one column more, at version 2, reads this store
+    # a later suite whose points table has one column more, at the next version, reads this store
     extra = sa.Column("energy_j", sa.Float)
     store_schema.points.append_column(extra)
-    monkeypatch.setattr(store_schema, "VERSION", 2)
+    now = store_schema.VERSION
+    monkeypatch.setattr(store_schema, "VERSION", now + 1)
     try:
         code, out, err = run(capsys, "store", "add", sweep(tmp_path, "B", T0 + DAY, [0.5]), "--store", db)
         assert code == 0 and "added B@" in out, err
         frame = store.Store(db, write=False).points()
         assert frame.sweep.tolist() == ["A", "B"] and frame.energy_j.isna().all()
         with sqlite3.connect(db) as conn:
-            assert conn.execute("SELECT value FROM meta WHERE key='version'").fetchone() == ("2",)
+            assert conn.execute("SELECT value FROM meta WHERE key='version'").fetchone() == (str(now + 1),)
     finally:
         store_schema.points._columns.remove(extra)
-        monkeypatch.setattr(store_schema, "VERSION", 1)
-    # and this suite, which knows version 1, refuses that store and leaves it as it is
+        monkeypatch.setattr(store_schema, "VERSION", now)
+    # and this suite, which knows its own version, refuses that store and leaves it as it is
     size = os.path.getsize(db)
     for argv in (["store", "add", s], ["history"]):
         code, _, err = run(capsys, *argv, "--store", db)
-        assert code == 2 and err.count("\n") == 1 and "newer than this suite's (1)" in err
+        assert code == 2 and err.count("\n") == 1 and f"newer than this suite's ({now})" in err
     assert os.path.getsize(db) == size
 
 

@@ -1,0 +1,107 @@
+"""A certification's runs, in order (docs/certify.md): every item's points composed, made and
+checked before anything runs (as a sweep's: Hydra's composition as `launch` composes, then
+launchers/plan/sweep.py), and the health gate's point with them; then the health gate (the
+step `launch health` runs: launchers/health/); then, when the nodes are healthy, each item's
+sweep, one after another (items measured at once would disturb each other), each waited for
+as `launch status --wait` waits (launchers/commands/status.py).
+
+The points never run with preflight: a certification is of the nodes asked for, and a sick
+node fails it, named, instead of being left out.
+"""
+import os
+from dataclasses import dataclass
+
+from contract import paths
+from launchers.backends.base import NoVerdict
+from launchers.commands import status
+from launchers.health import command as health_command
+from launchers.plan import one_point, precheck, sweep
+from launchers.suite import ConfigError
+
+DEFAULTS = {"nodes": 1, "gpus_per_node": 1, "launcher": "auto", "cluster": "local"}
+WAIT_INTERVAL_S = 1.0   # a tiny item ends in seconds: a poll every 2 s costs a second each
+
+
+@dataclass
+class Planned:
+    item: object            # certify.suite.Item
+    folder: str             # its sweep's folder in the certification
+    made: list              # [(point, dry_run)]: launchers/plan/sweep.make_points'
+
+
+def system_of(suite, given: dict) -> dict:
+    """The system under test: the command line's keys, else the suite's, else DEFAULTS."""
+    return {**DEFAULTS, **dict(suite.system), **given}
+
+
+def system_overrides(system: dict, nodes: int) -> list:
+    return [f"nodes={nodes}", f"gpus_per_node={system['gpus_per_node']}",
+            f"launcher={system['launcher']}", f"cluster={system['cluster']}"]
+
+
+def node_counts(item, nodes: int) -> list:
+    """The item's node counts at a system of `nodes` nodes: `all` is every one; each once."""
+    counts = [nodes if n == "all" else int(n) for n in item.nodes]
+    over = [n for n in counts if n > nodes]
+    if over:
+        raise ConfigError(f"item {item.name}: nodes {over[0]}: the system under test has {nodes}")
+    return list(dict.fromkeys(counts))
+
+
+def compose(overrides: list, where: str):
+    """A point's config from its overrides, checked first as `launch` checks them."""
+    problem = precheck.check(overrides)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
+    try:
+        return one_point.compose(overrides)
+    except one_point.bad_input() as exc:
+        raise ConfigError(f"{where}: {str(exc).strip().splitlines()[0]}") from None
+
+
+def _item_points(suite, item, system: dict, folder: str) -> Planned:
+    jobs, where = [], os.path.join(folder, item.name)
+    for num, n in enumerate(node_counts(item, system["nodes"])):
+        given = [*suite.common, *item.overrides, *system_overrides(system, n), "preflight=false"]
+        cfg = compose(given, f"item {item.name}")
+        if item.op is not None and (cfg.bench.name != "comm" or item.op not in list(cfg.bench.ops)):
+            raise ConfigError(f"item {item.name}: op {item.op} is judged, but its points do not "
+                              f"measure it (bench={cfg.bench.name}, bench.ops: "
+                              f"{list(cfg.bench.get('ops') or [])})")
+        jobs.append(sweep.Job(cfg, where, num, given))
+    try:
+        return Planned(item, where, sweep.make_points(jobs))
+    except ConfigError as exc:
+        raise ConfigError(f"item {item.name}: {exc}") from None
+
+
+def plan(suite, system: dict, folder: str, health: list = ()) -> tuple:
+    """(the health gate's (point, launcher), [Planned] per item): every point made and checked,
+    nothing run; ConfigError (one line, naming the item) else."""
+    given = [*system_overrides(system, system["nodes"]), *suite.health, *health]
+    cfg = compose(given, "health gate")
+    try:   # a folder of its own each time: a certification run again gets a gate of its own
+        gate = health_command.make(cfg, given, paths.health_run_dir(folder))
+    except ConfigError as exc:
+        raise ConfigError(f"health gate: {exc}") from None
+    return gate, [_item_points(suite, item, system, folder) for item in suite.items]
+
+
+def health_gate(gate) -> dict:
+    """The health step on the nodes asked for -> its verdict (launchers/health/verdict.py's);
+    a step that gave no verdict is a failed gate, saying why."""
+    point, launcher = gate
+    os.makedirs(point.dir, exist_ok=True)
+    try:
+        return launcher.health(point)
+    except NoVerdict as exc:
+        return {"ok": False, "error": f"the health step gave no verdict: {exc}", "hosts": [],
+                "sick": {}, "slow_links": []}
+
+
+def run_items(planned: list, log=print) -> None:
+    """Each item's points to their launchers, then waited for, one item after another."""
+    for p in planned:
+        log(f"certify: item {p.item.name}: {len(p.made)} point(s) in {p.folder}")
+        sweep.submit(p.made)
+        status.main([p.folder, "--wait", "--interval", str(WAIT_INTERVAL_S)])

@@ -1,0 +1,81 @@
+"""A certification's verdict: the one rule, written once (docs/certify.md, "What a verdict means").
+
+For each point of an item, its figure on the item's metric against its baseline:
+
+    ratio = measured / baseline        a metric where higher is better (throughput, tokens/s,
+                                       MFU, TFLOP/s, bus bandwidth, checkpoint GB/s)
+    ratio = baseline / measured        where lower is better (latency, memory): inverted, so
+                                       the ratio is always how much of the baseline was delivered
+    PASS when ratio >= threshold (default 0.95: within 5% of the baseline, or better), else FAIL
+
+- a point that did not end ok (failed, OOM, timed out, never recorded: no figure) is FAIL,
+  with or without a baseline: the cluster did not deliver;
+- a point with no baseline is MEASURED: recorded, not judged, and not a failure;
+- every item is NOT RUN when the health gate failed: a sick node fails the certification,
+  named, and nothing is measured on it.
+
+The certification: FAIL (exit 1) when the health gate or any point failed; PASS (exit 0)
+when at least one point was judged and none failed; RECORDED (exit 0) when none was judged
+(certify.baseline=none, or the items have no baseline).
+"""
+import math
+
+from contract import values
+
+DEFAULT_THRESHOLD = 0.95
+PASS, FAIL, MEASURED, NOT_RUN = "PASS", "FAIL", "MEASURED", "NOT RUN"
+RECORDED = "RECORDED"   # the certification's, when nothing was judged
+EPSILON = 1e-12          # a ratio equal to the threshold passes, whatever the rounding
+
+
+def threshold_of(value) -> float:
+    """A threshold as given (certify.threshold=, a suite's): a number > 0; ValueError else."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+    if not values.is_number(number) or not number > 0 or math.isinf(number):
+        raise ValueError(f"certify.threshold must be a number > 0 (0.95: within 5% of the "
+                         f"baseline), got {value!r}")
+    return float(number)
+
+
+def figure(v):
+    """A measured or baseline figure, or None where there is none (None, NaN)."""
+    return float(v) if values.is_number(v) and not math.isnan(v) else None
+
+
+def ratio(measured: float, baseline: float, lower_is_better: bool):
+    """How much of the baseline was delivered (the rule above); None where it cannot be said
+    (a baseline or, lower being better, a measurement that is not above 0)."""
+    if lower_is_better:
+        return baseline / measured if measured > 0 else None
+    return measured / baseline if baseline > 0 else None
+
+
+def judge(measured, baseline, lower_is_better: bool, threshold: float, status: str = "ok"):
+    """(ratio, verdict, why) of one point: `status` is how it ended (a point that did not end
+    ok has no figure: FAIL); `baseline` None: MEASURED."""
+    measured, baseline = figure(measured), figure(baseline)
+    if status not in ("ok", "partial"):
+        return None, FAIL, f"no figure: the point ended {status}"
+    if measured is None:
+        return None, FAIL, "no figure: its records give none of this metric"
+    if baseline is None:
+        return None, MEASURED, None
+    r = ratio(measured, baseline, lower_is_better)
+    if r is None:
+        return None, MEASURED, f"baseline {baseline:g} cannot be set against {measured:g}"
+    return r, PASS if r + EPSILON >= threshold else FAIL, None
+
+
+def overall(verdicts, health_ok: bool) -> tuple:
+    """(the certification's verdict, its exit status) from its points' verdicts."""
+    verdicts = list(verdicts)
+    if not health_ok or FAIL in verdicts:
+        return FAIL, 1
+    if PASS in verdicts:
+        return PASS, 0
+    return RECORDED, 0
