@@ -165,3 +165,18 @@ def test_the_path_of_a_point_is_chosen_and_said():
     assert titan.unavailable("torchtitan.no_such_module:f") == (
         f"torchtitan 0.3.0 with torch {torch.__version__} does not load "
         "(ModuleNotFoundError: No module named 'torchtitan.no_such_module')")
+
+
+def test_a_torch_older_than_torchtitans_path_needs_takes_the_suites_own(monkeypatch):
+    """The adapter's releases `when=TORCHTITAN` decide before torchtitan is imported: a torch
+    older than 2.13 on a GPU point takes the suite's own definition and says which release."""
+    from contract import versions
+    from frameworks.pytorch.models import llama3
+    found = versions.found
+    monkeypatch.setattr(versions, "found", lambda rs: {**found(rs), "torch": "2.11.0+cu128"})
+    spec, _ = _spec({}, 1, 1, 1)
+    use, why = titan.choose(spec.replace(device="cuda"), llama3)
+    assert use is False
+    assert why.startswith("torch 2.11.0+cu128 is older than 2.13.0, the oldest this worker supports on "
+                          "torchtitan's path"), why
+    assert why.endswith("the suite's own definition on the GPU, with torch's FSDP2, TP, PP, CP and EP")

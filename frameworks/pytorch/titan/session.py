@@ -41,8 +41,8 @@ import types
 import torch
 
 from frameworks.common import capability
-from contract import parallel
-from frameworks.pytorch import models
+from contract import parallel, versions
+from frameworks.pytorch import ADAPTER, models
 from frameworks.pytorch.layouts import parallelize
 from frameworks.pytorch.models import gpt
 from frameworks.pytorch.session import TorchSession, setup_device
@@ -370,16 +370,21 @@ def unavailable(*references) -> str:
 
 def choose(spec, family=None):
     """(whether a point trains through torchtitan, the reason, for its record): torchtitan where
-    its ranks have GPUs (device cuda, or auto with a GPU) and it loads (`unavailable`), else
+    its ranks have GPUs (device cuda, or auto with a GPU), the adapter's releases `when=TORCHTITAN`
+    are installed (contract/versions.py) and it loads (`unavailable`), else
     the family's own definition with torch's FSDP2, TP, PP, CP and EP
     (frameworks/pytorch/lm_session.py), on the GPU or the CPU."""
     if not (spec.device == "cuda" or (spec.device == "auto" and torch.cuda.is_available())):
         return False, "a CPU rank: torchtitan's path is the GPU's (its FlexAttention has no CPU backward)"
+    own = "the suite's own definition on the GPU, with torch's FSDP2, TP, PP, CP and EP"
+    too_old = versions.gaps(ADAPTER.releases, versions.found(ADAPTER.releases), {versions.TORCHTITAN})
+    if too_old:
+        return False, f"{'; '.join(too_old)}: {own}"
     refs = ((family.TITAN_PARALLELIZE, family.TITAN_SHARDING) + RUNTIME_NEEDS["experts"]
             if hasattr(family, "TITAN_PARALLELIZE") else ())
     why = unavailable(*refs)
     if why:
-        return False, f"{why}: the suite's own definition on the GPU, with torch's FSDP2, TP, PP, CP and EP"
+        return False, f"{why}: {own}"
     return True, f"torchtitan {_version()} loads with torch {torch.__version__}"
 
 
