@@ -195,6 +195,17 @@ def _point_state(p: dict, slurm_state, reason=None):
     return "INCOMPLETE", first_error or f"{gone}; Slurm no longer knows job {p['slurm'].get('job_id')}"
 
 
+def _slurm_info(x: dict, slurm_jobs: dict) -> dict:
+    """{state, reason} of the job x's slurm.json names. A pending job `launch cancel`
+    cancelled is CANCELLED: scancel returned, and a loaded controller may list it pending a
+    moment longer (a running one is shown running until it has ended)."""
+    job = str((x["slurm"] or {}).get("job_id") or "") or None
+    info = slurm_jobs.get(job) or {}
+    if x["slurm"] and x["slurm"].get("cancelled_unix") and info.get("state") == "PENDING":
+        return {"state": "CANCELLED", "reason": None}
+    return info
+
+
 def states(sweep: str) -> list:
     pts, searches = read_points(sweep), read_searches(sweep)
     ids = {str(x["slurm"]["job_id"]) for x in pts + searches if x["slurm"] and x["slurm"].get("job_id")}
@@ -202,7 +213,7 @@ def states(sweep: str) -> list:
     rows = []
     for s in searches:
         job = str((s["slurm"] or {}).get("job_id") or "") or None
-        info = slurm_jobs.get(job) or {}
+        info = _slurm_info(s, slurm_jobs)
         state, detail = search_state(s, info.get("state"), info.get("reason"))
         tries = s["ledger"].get("tries") or []
         rows.append({"point": s["name"], "state": state, "recorded": len(tries), "expected": "-",
@@ -210,7 +221,7 @@ def states(sweep: str) -> list:
                      "detail": detail, "tail": None, "try_of": None, "slurm_state": info.get("state")})
     for p in pts:
         job = str((p["slurm"] or {}).get("job_id") or "") or None
-        info = slurm_jobs.get(job) or {}
+        info = _slurm_info(p, slurm_jobs)
         state, detail = point_state(p, info.get("state"), info.get("reason"))
         ok = sum(run.get("status") == "ok" for run in p["runs"].values())
         bad = next((p["runs"][r] for r in sorted(p["runs"]) if p["runs"][r].get("log_tail")

@@ -63,6 +63,16 @@ def test_a_cancelled_point_stays_cancelled_when_slurm_forgets_it(tmp_path):
     assert status.point_state(pts["000-a"], "RUNNING")[0] == "RUNNING"  # Slurm's word first
 
 
+def test_a_cancelled_job_the_controller_still_lists_pending_is_cancelled(tmp_path, monkeypatch):
+    """scancel returned; a loaded controller may list the job pending a moment longer (seen
+    under a full make test): the point is CANCELLED, one not cancelled stays PENDING."""
+    slurm_point(tmp_path, "000-a", "41", recorded=0, cancelled_unix=1.0)
+    slurm_point(tmp_path, "001-b", "42", recorded=0)
+    monkeypatch.setattr(sacct, "_run", lambda argv, timeout: "41|PENDING|JobHeldUser\n42|PENDING|JobHeldUser\n")
+    rows = {r["point"]: r["state"] for r in status.states(str(tmp_path))}
+    assert rows == {"000-a": "CANCELLED", "001-b": "PENDING"}
+
+
 def search_sweep(tmp_path, done=False, job="77"):
     base = "000-pytorch-resnet50-fp32-1x1-bs4"
     ledger = {"schema": paths.SEARCH_SCHEMA, "point": base, "key": "batch_size", "done": done,
