@@ -27,7 +27,7 @@ test-deps: venv
 	 else echo "not root: Slurm, browser, PostgreSQL and container tests will skip"; fi
 
 test: test-deps
-	$(PYTHON) -m pytest -q -n 2 --dist loadscope
+	$(PYTHON) -m pytest -q -n 3 --dist loadscope
 
 unit: venv
 	$(PYTHON) -m pytest -q -n 2 --dist loadscope tests/unit

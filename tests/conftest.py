@@ -5,6 +5,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,14 @@ NO_SLURM_CONF = "/nonexistent/dlbench-no-cluster/slurm.conf"
 SLURM_FIXTURES = ("slurm_cluster", "test_image")
 SHARED_SWEEPS = "sweeps"   # tests/frameworks_env.py: one sweep per framework and case, shared
 GROUPS_KEY, LOCK_KEY = "dlbench_groups", "dlbench_lock"
+# `make test` runs three workers on two cores: the Slurm test cluster's tests mostly wait (on
+# the controller, on node timeouts: about a sixth of a core over their 11 minutes), so one
+# worker takes them and the other tests share two CPU slots, one test each, as two workers did.
+CPU_SLOTS = 2
 
 
 def group_of(item) -> str:
-    """Which tests go together on one worker under `make test` (pytest-xdist, `-n 2 --dist
+    """Which tests go together on one worker under `make test` (pytest-xdist, `-n 3 --dist
     loadscope`): every test of a Slurm test cluster (one per machine: they share it, one after
     another), every test of the framework sweeps the tests share (a session fixture: run
     once), and each other module whole (its module fixtures run once)."""
@@ -55,7 +60,8 @@ def pytest_configure_node(node):
 
 def pytest_sessionfinish(session):
     if not hasattr(session.config, "workerinput"):   # the controller, or a run without xdist
-        for path in (_lock_file(), _lock_file() + ".gate"):
+        for path in (_lock_file(), _lock_file() + ".gate",
+                     *(f"{_lock_file()}.slot{i}" for i in range(CPU_SLOTS))):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 
@@ -90,18 +96,38 @@ def pytest_collection_modifyitems(config, items):
         os.replace(where + ".part", where)
 
 
+@contextlib.contextmanager
+def cpu_slot(where: str, needed: bool):
+    """One of CPU_SLOTS held for a test that is not the Slurm test cluster's (CPU_SLOTS's
+    comment): the first free one, waited for."""
+    if not needed:
+        yield
+        return
+    while True:
+        for i in range(CPU_SLOTS):
+            with open(f"{where}.slot{i}", "a") as slot:
+                try:
+                    fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                yield   # the lock ends with the file's close
+                return
+        time.sleep(0.2)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Under `make test`'s two workers, a test marked `quiet` (it tells a slow node from a
-    healthy one by timing links) has the machine to itself: it waits for the other worker's
-    test to end, and the other starts none until it is done. Every other test shares. The
+    """Under `make test`'s workers, a test marked `quiet` (it tells a slow node from a
+    healthy one by timing links) has the machine to itself: it waits for the other workers'
+    tests to end, and they start none until it is done. Every other test shares. The
     lock is held from the test's setup (its module's fixtures included) to its teardown."""
     where = getattr(item.config, "workerinput", {}).get(LOCK_KEY)
     if where is None:
         return (yield)
     quiet = item.get_closest_marker("quiet") is not None
     # a gate first, so that a quiet test waiting is not passed by the other's next tests
-    with open(where + ".gate", "a") as gate, open(where, "a") as lock:
+    with cpu_slot(where, group_of(item) != "slurm"), open(where + ".gate", "a") as gate, \
+            open(where, "a") as lock:
         fcntl.flock(gate, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
         fcntl.flock(lock, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
         if not quiet:
