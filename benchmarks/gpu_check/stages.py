@@ -122,7 +122,7 @@ STAGES = [
     Stage("llama3", "sweep", {"cuda": 120, "cpu": 45},
           _sweep("llama3", "model=llama3", "precision=amp", sizes=LLAMA)),
     Stage("moe", "sweep", {"cuda": 90, "cpu": 60},
-          _sweep("moe", "model=deepseek_v3,qwen3_moe", "model.size=tiny", "precision=amp", sizes=MOE)),
+          _sweep("moe", "model=deepseek_v3,qwen3_moe,gpt_oss", "model.size=tiny", "precision=amp", sizes=MOE)),
     Stage("gpt", "sweep", {"cuda": 90, "cpu": 45}, _sweep("gpt", sizes=GPT)),
     Stage("llama3-pp2", "sweep", {"cuda": 120, "cpu": 60}, _pipeline),
     Stage("health", "health", {"cuda": 60, "cpu": 30}, _health),

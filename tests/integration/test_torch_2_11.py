@@ -1,7 +1,7 @@
 """The language models under torch 2.11, as the lent GPU machines carry it (issue 42): torchtitan
 0.3.0 does not load there, so a GPU point chooses the suite's own definitions with torch's
 FSDP2, TP, PP, CP and EP and its record says why (frameworks/pytorch/titan/session.py: choose);
-and those definitions import, build and train tiny Llama 3, DeepSeek-V3 and Qwen3-MoE at every
+and those definitions import, build and train tiny Llama 3, DeepSeek-V3, Qwen3-MoE and GPT-OSS at every
 layout in torch 2.11 (a real sweep, `framework.python` its interpreter, on this CPU), every
 layout of a model at the same loss; and DCP's async checkpoints save, load and check more than
 once (torch 2.11's stager stages only once). torch 2.11's environment: `make env-torch-2.11`."""
@@ -21,7 +21,7 @@ TORCH_211 = ".venvs/torch-2.11/bin/python"
 # the parts of the suite's .venv a GPU machine gets as wheels (requirements-torchtitan.txt)
 TITAN_PACKAGES = ("torchtitan", "spmd_types", "tyro", "docstring_parser", "typeguard")
 LAYOUTS = {"llama3": ["fsdp", "tp2-m2", "pp2-m2", "cp2-m2"], "deepseek_v3": ["ep2-fsdp", "tp2-m2"],
-           "qwen3_moe": ["ep2-fsdp"]}
+           "qwen3_moe": ["ep2-fsdp"], "gpt_oss": ["ep2-fsdp"]}
 CHOICE = """
 import importlib, json, sys
 from frameworks.pytorch.titan import session as titan
@@ -81,9 +81,9 @@ def sweep(tmp_path_factory):
     runs = {"llama3": ["model=llama3", "parallel.fsdp=false,true", "parallel.tp=1,2", "parallel.pp=1,2",
                        "parallel.cp=1,2",
                        'exclude=[{where:"parallel.tp * parallel.pp * parallel.cp * (1 + parallel.fsdp) != 2"}]'],
-            "moe": ["model=deepseek_v3,qwen3_moe", "parallel.ep=1,2", "parallel.tp=1,2", "parallel.fsdp=false,true",
+            "moe": ["model=deepseek_v3,qwen3_moe,gpt_oss", "parallel.ep=1,2", "parallel.tp=1,2", "parallel.fsdp=false,true",
                     'exclude=[{where:"parallel.ep * parallel.tp != 2 or parallel.fsdp != (parallel.ep == 2)"},'
-                    '{model.name:qwen3_moe,parallel.tp:2}]'],
+                    '{model.name:qwen3_moe,parallel.tp:2},{model.name:gpt_oss,parallel.tp:2}]'],
             "checkpoint": ["model=llama3", "bench=checkpoint", "checkpoint.mode=async", "parallel.fsdp=true"]}
     for name, args in runs.items():
         res = launch("-m", *common, *args, f"hydra.sweep.dir={root / name}")
