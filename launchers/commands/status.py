@@ -195,15 +195,15 @@ def _point_state(p: dict, slurm_state, reason=None):
     return "INCOMPLETE", first_error or f"{gone}; Slurm no longer knows job {p['slurm'].get('job_id')}"
 
 
-def _slurm_info(x: dict, slurm_jobs: dict) -> dict:
-    """{state, reason} of the job x's slurm.json names. A pending job `launch cancel`
+def _slurm_info(x: dict, slurm_jobs: dict) -> tuple:
+    """(the job x's slurm.json names or None, its {state, reason}). A pending job `launch cancel`
     cancelled is CANCELLED: scancel returned, and a loaded controller may list it pending a
     moment longer (a running one is shown running until it has ended)."""
     job = str((x["slurm"] or {}).get("job_id") or "") or None
     info = slurm_jobs.get(job) or {}
     if x["slurm"] and x["slurm"].get("cancelled_unix") and info.get("state") == "PENDING":
-        return {"state": "CANCELLED", "reason": None}
-    return info
+        return job, {"state": "CANCELLED", "reason": None}
+    return job, info
 
 
 def states(sweep: str) -> list:
@@ -212,16 +212,14 @@ def states(sweep: str) -> list:
     slurm_jobs = sacct.jobs(sorted(ids)) if ids else {}
     rows = []
     for s in searches:
-        job = str((s["slurm"] or {}).get("job_id") or "") or None
-        info = _slurm_info(s, slurm_jobs)
+        job, info = _slurm_info(s, slurm_jobs)
         state, detail = search_state(s, info.get("state"), info.get("reason"))
         tries = s["ledger"].get("tries") or []
         rows.append({"point": s["name"], "state": state, "recorded": len(tries), "expected": "-",
                      "ok": sum(t.get("outcome") == "ok" for t in tries), "job": job or "-",
                      "detail": detail, "tail": None, "try_of": None, "slurm_state": info.get("state")})
     for p in pts:
-        job = str((p["slurm"] or {}).get("job_id") or "") or None
-        info = _slurm_info(p, slurm_jobs)
+        job, info = _slurm_info(p, slurm_jobs)
         state, detail = point_state(p, info.get("state"), info.get("reason"))
         ok = sum(run.get("status") == "ok" for run in p["runs"].values())
         bad = next((p["runs"][r] for r in sorted(p["runs"]) if p["runs"][r].get("log_tail")
