@@ -1,1 +1,1 @@
-/tmp/oldsweep/slurm-2026-12-01/slurm/1_submission.sh
+1_submission.sh
