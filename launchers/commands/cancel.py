@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from contract import paths, records
+from contract import exits, paths, records
 from launchers.backends.slurm import sacct
 from launchers.commands import status
 
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not status.is_sweep(args.sweep):
         print(f"error: {args.sweep} is not a sweep: no {status.POINT_FILES} under it", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     jobs = owners(args.sweep, args.point)
     if not jobs:
         named = [x["name"] for x in status.read_points(args.sweep) + status.read_searches(args.sweep)
@@ -79,17 +79,17 @@ def main(argv=None) -> int:
         why = ("has no Slurm job: it ran with launcher=local, which runs synchronously"
                if named else f"has no point matching {args.point!r}")
         print(f"error: {args.sweep} {why}; nothing to cancel", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     if shutil.which("scancel") is None:
         print("error: launch cancel needs scancel on PATH (a Slurm login node)", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     live = sorted(j for j, st in sacct.squeue_states(list(jobs)).items()
                   if st in ("PENDING", "RUNNING"))
     ended = len(jobs) - len(live)
     if not live:
         print(f"nothing to cancel: squeue has none of the {len(jobs)} job(s) of {args.sweep} "
               "queued or running")
-        return 0
+        return exits.OK
     when = time.time()
     missed, refused = scancel(live)
     for job in set(live) - missed:
@@ -100,5 +100,5 @@ def main(argv=None) -> int:
           + f"; recorded repeats are kept. Follow: python -m launch status {args.sweep}")
     if refused:
         print(f"error: scancel: {'; '.join(refused)[:400]}", file=sys.stderr)
-        return 1
-    return 0
+        return exits.FAILED
+    return exits.OK

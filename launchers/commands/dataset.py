@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from frameworks.common import datafiles, synthetic
-from contract import paths
+from contract import exits, paths
 
 SIDES = (300, 500)           # ImageNet's images are mostly 300 to 500 px a side
 QUALITY = 90                 # a typical ImageNet JPEG quality
@@ -130,16 +130,16 @@ def main(argv=None) -> int:
         problem = problem or f"{args.out} exists and is not an empty folder"
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     try:
         m = build(args.out, args.images, args.classes, args.sequences, args.seed)
     except OSError as exc:
         print(f"error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     print(f"{args.out}: {m['images']} JPEGs in {m['classes']} classes "
           f"({m['jpeg_bytes'] / m['images'] / 1024:.0f} KiB each on average), "
           f"{m['sequences']} BERT sequences, in {m['seconds']} s")
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

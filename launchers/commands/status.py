@@ -44,7 +44,7 @@ try:
 except ImportError:
     from json import loads as _loads
 
-from contract import paths, secrets, statuses
+from contract import exits, paths, secrets, statuses
 from launchers.backends.slurm import sacct
 
 # A point's status (statuses.point_status) in Slurm's words.
@@ -278,7 +278,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not is_sweep(args.sweep):
         print(f"error: {args.sweep} is not a sweep: no {POINT_FILES} under it", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     rows = states(args.sweep)
     jobs = {r["job"] for r in rows if r["job"] != "-"}
     if jobs and all(r["slurm_state"] is None for r in rows if r["job"] != "-"):
@@ -288,7 +288,7 @@ def main(argv=None) -> int:
     tails = lambda: render_tails(rows, 0 if args.verbose else TAIL_LINES)  # noqa: E731
     if not args.wait:
         print("\n\n".join(filter(None, [render(rows), tails()])))
-        return 0
+        return exits.OK
     t0 = time.monotonic()
     tty = sys.stderr.isatty()
     last = None
@@ -307,10 +307,10 @@ def main(argv=None) -> int:
             print(render(rows))
             print(f"timed out after {args.timeout:.0f}s: "
                   f"{sum(r['state'] not in FINAL for r in rows)} point(s) not final", file=sys.stderr)
-            return 3
+            return exits.GAVE_UP
         time.sleep(args.interval)
         rows = states(args.sweep)
     if tty:
         print(file=sys.stderr)
     print("\n\n".join(filter(None, [render(rows), tails()])))
-    return 0 if all(r["state"] == "COMPLETED" for r in rows if not r["try_of"]) else 1
+    return exits.of(r["state"] for r in rows if not r["try_of"])
