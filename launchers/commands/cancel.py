@@ -1,5 +1,8 @@
 """`python -m launch cancel SWEEP [--point GLOB]`: cancel a sweep's Slurm jobs.
 
+    python -m launch cancel outputs/2026-11-21_10-00-00
+    python -m launch cancel outputs/2026-11-21_10-00-00 --point '*-4x8-*'
+
 The jobs are those the sweep's points and searches name (SWEEP/points/<p>/slurm.json: a
 plain job `123` or a job array task `123_4`); `--point` keeps those whose name matches a
 shell-style pattern (a search's tries share its one job: cancelling a try cancels the
@@ -10,7 +13,7 @@ and submitting the sweep again runs only what is missing. Each cancelled point's
 slurm.json keeps `cancelled_unix`, so `launch status` shows it CANCELLED even once Slurm
 has forgotten the job.
 
-Exit status: 0 when every job asked for is cancelled (or none was left to cancel), 1 when
+Exit status (docs/statuses.md): 0 when every job asked for is cancelled (or none was left to cancel), 1 when
 scancel refused one, 2 on bad input (not a sweep, no point matching, no Slurm here).
 """
 import argparse
@@ -63,8 +66,8 @@ def mark_cancelled(path: str, when: float) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch cancel",
-                                     description="Cancel the Slurm jobs of a sweep's points.")
+    parser = argparse.ArgumentParser(prog="python -m launch cancel", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", help=f"the sweep folder ({status.POINT_FILES})")
     parser.add_argument("--point", default="*", metavar="GLOB",
                         help="only the points (or searches) whose name matches, e.g. '*-2x8-*'")

@@ -1,5 +1,8 @@
 """`python -m launch status SWEEP [--wait] [--timeout S] [--interval S]`: where each point stands.
 
+    python -m launch status outputs/2026-11-21_10-00-00
+    python -m launch status outputs/2026-11-21_10-00-00 --wait --timeout 3600     # in a script
+
 One line per point: its state, its repeats (ok / recorded / expected), its Slurm job and
 a detail (the first error, or what is missing). The state combines Slurm's view of the
 point's allocation (squeue while the controller holds the job, else sacct; the job id is
@@ -30,8 +33,9 @@ counts, not its tries'.
 
 Each call asks Slurm about every job at once (launchers/backends/slurm/sacct.py): one squeue call and at
 most one sacct call, however many points.
-Exit status: 0; with --wait, 0 when every point and search COMPLETED, 1 when one did not,
-3 when --timeout passed first; 2 when SWEEP holds no points and no searches.
+Exit status (the suite's one table, docs/statuses.md): 0; with --wait, 0 when every point and
+search COMPLETED (or UNSUPPORTED: an answer), 1 when one did not, 3 when --timeout passed
+first; 2 when SWEEP holds no points and no searches.
 """
 import argparse
 import glob
@@ -267,8 +271,8 @@ def progress(rows: list, elapsed: float, width: int = 30) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch status",
-                                     description="Where each point of a sweep stands.")
+    parser = argparse.ArgumentParser(prog="python -m launch status", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", help=f"the sweep folder ({POINT_FILES})")
     parser.add_argument("--wait", action="store_true", help="wait until every point is final")
     parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
