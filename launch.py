@@ -57,6 +57,7 @@ anything ran, 3 status --wait gave up, 128+N stopped by signal N (docs/statuses.
 the rest: every key in docs/configuration.md (docs/README.md: the index); the composed
 config: python -m launch --cfg job [key=value ...]; Hydra's own options: --hydra-help"""
 
+
 def run_point(argv) -> None:
     """One point (no -m), or one job of a sweep under another Hydra launcher; `-m` sweeps
     normally go through the suite's own (hydra_plugins/dlbench_launcher), which checks every

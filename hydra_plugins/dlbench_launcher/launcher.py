@@ -9,8 +9,8 @@ DlbenchLauncher gets all the jobs' overrides at once: it composes each (compose.
 per distinct combination of group choices) and hands them to launchers/plan/sweep.py, which
 checks every point before any runs or is queued, then gives each launcher its points
 together. Jobs do not go through Hydra's run_job: no per-job folder (SWEEP/<num>/, empty
-before) and no per-job callbacks; the sweep's callbacks (on_multirun_end) run as before. A sweep refused before anything ran
-leaves no folder behind (launchers/sweepdir.py remove_unused).
+before) and no per-job callbacks; the sweep's callbacks (on_multirun_end) run as before. A
+sweep refused before anything ran leaves no folder behind (launchers/sweepdir.py remove_unused).
 """
 import os
 

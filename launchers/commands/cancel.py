@@ -13,8 +13,9 @@ and submitting the sweep again runs only what is missing. Each cancelled point's
 slurm.json keeps `cancelled_unix`, so `launch status` shows it CANCELLED even once Slurm
 has forgotten the job.
 
-Exit status (docs/statuses.md): 0 when every job asked for is cancelled (or none was left to cancel), 1 when
-scancel refused one, 2 on bad input (not a sweep, no point matching, no Slurm here).
+Exit status (docs/statuses.md): 0 when every job asked for is cancelled (or none was left to
+cancel), 1 when scancel refused one, 2 on bad input (not a sweep, no point matching, no Slurm
+here).
 """
 import argparse
 import fnmatch

@@ -13,9 +13,8 @@ import sys
 import time
 
 from contract import paths, records
-from launchers.backends import containers, secret_env
+from launchers.backends import containers, secret_env, worker
 from launchers.backends.slurm import srun
-from launchers.backends import worker
 from launchers.health import step as health_step
 from launchers.suite import ROOT, ConfigError
 
