@@ -48,7 +48,7 @@ from certify import baselines as base
 from certify import judge, run
 from certify import suite as suites
 from certify import verdict as rule
-from contract import paths, records, values
+from contract import exits, paths, records, values
 from launchers import suite as checkout
 from launchers.health import verdict as health_verdict
 from launchers.suite import ConfigError
@@ -187,16 +187,16 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
-        return 0
+        return exits.OK
     try:
         p = prepare(parse(argv))
     except (Refused, suites.SuiteError, base.BaselineError) as exc:
         for line in getattr(exc, "lines", [str(exc)]):
             print(f"error: {line}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     except (ConfigError, ValueError, RecordError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     t0 = time.monotonic()
     points = sum(len(x.made) for x in p["planned"])
     s, b = p["system"], p["baselines"]
@@ -207,10 +207,10 @@ def main(argv=None) -> int:
         doc = certify(p)
     except (ConfigError, judge.Ambiguous, RecordError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     except OSError as exc:
         print(f"error: cannot write under {p['folder']}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     records.write_json_atomic(os.path.join(p["folder"], paths.VERDICT_FILE), doc)
     print(certification.render(dict(doc, folder=p["folder"])))
     report(p["folder"], p["store"])

@@ -20,7 +20,7 @@ when at least one point was judged and none failed; RECORDED (exit 0) when none 
 """
 import math
 
-from contract import values
+from contract import exits, values
 
 DEFAULT_THRESHOLD = 0.95
 PASS, FAIL, MEASURED, NOT_RUN = "PASS", "FAIL", "MEASURED", "NOT RUN"
@@ -75,7 +75,7 @@ def overall(verdicts, health_ok: bool) -> tuple:
     """(the certification's verdict, its exit status) from its points' verdicts."""
     verdicts = list(verdicts)
     if not health_ok or FAIL in verdicts:
-        return FAIL, 1
+        return FAIL, exits.FAILED
     if PASS in verdicts:
-        return PASS, 0
-    return RECORDED, 0
+        return PASS, exits.OK
+    return RECORDED, exits.OK

@@ -18,6 +18,33 @@ def write_point(point: Point) -> None:
     records.write_json_atomic(os.path.join(point.dir, paths.POINT_FILE), point.as_dict())
 
 
+# What Hydra writes into a sweep's folder before the suite checks a point (-m: the sweep's
+# overrides and config); a refused sweep's folder holding only this is removed (remove_unused).
+HYDRA_FILES = ("multirun.yaml",)
+
+
+def made_since(folder: str, since: float) -> bool:
+    """Whether `folder` was made (or last changed) at `since` or after: by this command."""
+    try:
+        return os.stat(folder).st_ctime >= since
+    except OSError:
+        return False
+
+
+def remove_unused(folder: str) -> None:
+    """A sweep's folder this command made, refused before anything ran: removed, Hydra's own
+    files with it, where nothing else was written into it (a folder with results is kept)."""
+    try:
+        names = os.listdir(folder)
+        if set(names) - set(HYDRA_FILES):
+            return
+        for name in names:
+            os.unlink(os.path.join(folder, name))
+        os.rmdir(folder)
+    except OSError:  # in use, or gone: it stays as it is
+        pass
+
+
 def as_written(point: Point) -> Point:
     """The point as its point.json holds it, its secrets masked (contract/secrets.py): what a
     pickled driver may carry (the values reach its ranks by the environment: secret_env.py)."""

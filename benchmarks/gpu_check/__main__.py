@@ -1,9 +1,9 @@
 """python -m benchmarks.gpu_check [--device cuda|cpu] [--budget S] [--out DIR] [--tar PATH]
 [--stages A,B] (the package says what it does; --stages: only those, in their order): the environment's lines, every stage in order within the budget,
 the table (printed, OUT/table.md, OUT/table.json), each sweep's report while time is left, and
-one tarball (default beside OUT) of every sweep and log (no checkpoint files). Exit 0 when no stage failed
-(a stage skipped for a reason, or `unsupported` with its reason, has not failed), 1 otherwise,
-2 when nothing could run (no CUDA device, or the suite does not import)."""
+one tarball (default beside OUT) of every sweep and log (no checkpoint files). Exit 0 when every stage is ok
+(or skipped, or `unsupported`, with its reason), 1 otherwise, 2 when nothing could run (no CUDA device, or the
+suite does not import): contract/exits.py."""
 import argparse
 import json
 import os
@@ -13,6 +13,7 @@ import tarfile
 import time
 
 from benchmarks.gpu_check import environment, runner
+from contract import exits
 
 BUDGET_S = {"cuda": 480, "cpu": 240}     # one H100 or H200 within 8 minutes; the CPU rehearsal in 4
 RESERVE_S = {"cuda": 40, "cpu": 10}      # the table, the reports, the tarball
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
     unknown = [x for x in chosen if x not in names]
     if unknown or not chosen:
         print(f"gpu-check: --stages takes names of {', '.join(names)}; got {args.stages!r}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     budget = runner.Budget(args.budget or BUDGET_S[args.device], RESERVE_S[args.device])
     out = os.path.abspath(args.out or os.path.join(
         environment.ROOT, "outputs", f"gpu-check-{args.device}-{time.strftime('%Y%m%d-%H%M%S')}"))
@@ -50,12 +51,12 @@ def main(argv=None) -> int:
     environment.install_wheels(os.path.join(out, SITE), say)
     if not environment.report(say):
         say("gpu-check: the suite does not import here: no stage can run")
-        return 2
+        return exits.REFUSED
     import torch
     gpus = torch.cuda.device_count() if args.device == "cuda" else 2
     if args.device == "cuda" and not gpus:
         say("gpu-check: no CUDA device: nothing to check (--device cpu rehearses the check on a CPU)")
-        return 2
+        return exits.REFUSED
     from benchmarks.gpu_check import figures
     from benchmarks.gpu_check.stages import STAGES, Context
     ctx = Context(args.device, gpus, out)
@@ -83,7 +84,7 @@ def main(argv=None) -> int:
     tar = _tarball(out, args.tar or out.rstrip("/") + ".tar.gz")
     say(f"gpu-check: {len(table)} rows in {budget.elapsed():.0f} s; table {os.path.join(out, 'table.md')}; "
         f"everything in {tar}")
-    return 1 if any(r.status in figures.BAD for r in table) else 0
+    return exits.of(r.status for r in table)
 
 
 def _stage_names() -> list:

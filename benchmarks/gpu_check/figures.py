@@ -16,8 +16,6 @@ from typing import Optional
 
 from contract import paths
 
-BAD = ("failed", "timeout", "oom", "cancelled", "corrupt", "sick", "partial")   # a check that did not pass
-
 
 @dataclass
 class Row:

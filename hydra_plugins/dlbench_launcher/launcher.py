@@ -9,8 +9,11 @@ DlbenchLauncher gets all the jobs' overrides at once: it composes each (compose.
 per distinct combination of group choices) and hands them to launchers/plan/sweep.py, which
 checks every point before any runs or is queued, then gives each launcher its points
 together. Jobs do not go through Hydra's run_job: no per-job folder (SWEEP/<num>/, empty
-before) and no per-job callbacks; the sweep's callbacks (on_multirun_end) run as before.
+before) and no per-job callbacks; the sweep's callbacks (on_multirun_end) run as before. A
+sweep refused before anything ran leaves no folder behind (launchers/sweepdir.py remove_unused).
 """
+import os
+
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from hydra.plugins.launcher import Launcher
@@ -30,8 +33,15 @@ class DlbenchSweeper(BasicSweeper):
         config = self.config
         self.config = OmegaConf.create(secrets.masked(OmegaConf.to_container(config, resolve=False)))
         self.config.hydra.sweep.dir = config.hydra.sweep.dir   # ${now:...} once, the sweep's own
+        folder = str(self.config.hydra.sweep.dir)
+        fresh = not os.path.exists(folder)
         try:
             return super().sweep(arguments)
+        except SystemExit:  # refused before anything ran: the folder it made goes, if still empty
+            if fresh:
+                from launchers import sweepdir
+                sweepdir.remove_unused(folder)
+            raise
         finally:
             self.config = config
 

@@ -98,6 +98,7 @@ class LocalLauncher(Launcher):
         if point.nodes != 1:
             raise ConfigError(f"launcher=local runs on one node; nodes={point.nodes} "
                                      "needs launcher=slurm")
+        worker.require(point)  # its interpreter, before any point runs (a dry run too)
         super().check(point)
 
     def submit(self, pts: list, dry_run: bool = False) -> None:

@@ -26,6 +26,8 @@ import signal
 import sys
 import threading
 
+from contract import exits
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -36,7 +38,7 @@ class Stopped(BaseException):
     def __init__(self, name: str):
         super().__init__(name)
         self.name = name
-        self.code = 128 + signal.Signals[name].value
+        self.code = exits.interrupted(name)
 
 
 class _State:

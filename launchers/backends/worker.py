@@ -1,7 +1,8 @@
 """The worker as every backend starts it: its command and its environment (docs/contract.md)."""
 import os
+import sys
 
-from launchers.suite import ROOT
+from launchers.suite import ROOT, ConfigError
 
 
 class WorkerUnavailable(RuntimeError):
@@ -16,11 +17,25 @@ def worker_argv(point, spec_path: str, python: str) -> list:
     if fw.python:
         python = str(ROOT / fw.python)
         if not os.path.exists(python) and not fw.container:
-            raise WorkerUnavailable(f"{fw.name} interpreter {fw.python} not found "
-                                    f"(make env-{fw.name} builds it)")
+            raise WorkerUnavailable(f"{fw.name} interpreter {fw.python} not found{_builder(fw.python)}")
         if os.path.isfile(python) and not os.access(python, os.X_OK):
             raise WorkerUnavailable(f"{fw.name} interpreter {fw.python} is not executable")
     return [python, "-m", "frameworks", "--spec", spec_path]
+
+
+def _builder(python: str) -> str:
+    """What builds an interpreter of the suite's own: `.venvs/<env>/...` is `make env-<env>`."""
+    parts = os.path.normpath(python).split(os.sep)
+    return f" (make env-{parts[1]} builds it)" if len(parts) > 2 and parts[0] == ".venvs" else ""
+
+
+def require(point) -> None:
+    """ConfigError, in one line naming what builds it, where the point's framework interpreter
+    is not here or not executable: checked for every point before any runs or is queued."""
+    try:
+        worker_argv(point, "spec.json", sys.executable)
+    except WorkerUnavailable as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def rank_environ(base, drop, additions: dict) -> dict:

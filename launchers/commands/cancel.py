@@ -1,5 +1,8 @@
 """`python -m launch cancel SWEEP [--point GLOB]`: cancel a sweep's Slurm jobs.
 
+    python -m launch cancel outputs/2026-11-21_10-00-00
+    python -m launch cancel outputs/2026-11-21_10-00-00 --point '*-4x8-*'
+
 The jobs are those the sweep's points and searches name (SWEEP/points/<p>/slurm.json: a
 plain job `123` or a job array task `123_4`); `--point` keeps those whose name matches a
 shell-style pattern (a search's tries share its one job: cancelling a try cancels the
@@ -10,8 +13,9 @@ and submitting the sweep again runs only what is missing. Each cancelled point's
 slurm.json keeps `cancelled_unix`, so `launch status` shows it CANCELLED even once Slurm
 has forgotten the job.
 
-Exit status: 0 when every job asked for is cancelled (or none was left to cancel), 1 when
-scancel refused one, 2 on bad input (not a sweep, no point matching, no Slurm here).
+Exit status (docs/statuses.md): 0 when every job asked for is cancelled (or none was left to
+cancel), 1 when scancel refused one, 2 on bad input (not a sweep, no point matching, no Slurm
+here).
 """
 import argparse
 import fnmatch
@@ -22,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from contract import paths, records
+from contract import exits, paths, records
 from launchers.backends.slurm import sacct
 from launchers.commands import status
 
@@ -63,15 +67,15 @@ def mark_cancelled(path: str, when: float) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch cancel",
-                                     description="Cancel the Slurm jobs of a sweep's points.")
+    parser = argparse.ArgumentParser(prog="python -m launch cancel", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", help=f"the sweep folder ({status.POINT_FILES})")
     parser.add_argument("--point", default="*", metavar="GLOB",
                         help="only the points (or searches) whose name matches, e.g. '*-2x8-*'")
     args = parser.parse_args(argv)
     if not status.is_sweep(args.sweep):
         print(f"error: {args.sweep} is not a sweep: no {status.POINT_FILES} under it", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     jobs = owners(args.sweep, args.point)
     if not jobs:
         named = [x["name"] for x in status.read_points(args.sweep) + status.read_searches(args.sweep)
@@ -79,17 +83,17 @@ def main(argv=None) -> int:
         why = ("has no Slurm job: it ran with launcher=local, which runs synchronously"
                if named else f"has no point matching {args.point!r}")
         print(f"error: {args.sweep} {why}; nothing to cancel", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     if shutil.which("scancel") is None:
         print("error: launch cancel needs scancel on PATH (a Slurm login node)", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     live = sorted(j for j, st in sacct.squeue_states(list(jobs)).items()
                   if st in ("PENDING", "RUNNING"))
     ended = len(jobs) - len(live)
     if not live:
         print(f"nothing to cancel: squeue has none of the {len(jobs)} job(s) of {args.sweep} "
               "queued or running")
-        return 0
+        return exits.OK
     when = time.time()
     missed, refused = scancel(live)
     for job in set(live) - missed:
@@ -100,5 +104,5 @@ def main(argv=None) -> int:
           + f"; recorded repeats are kept. Follow: python -m launch status {args.sweep}")
     if refused:
         print(f"error: scancel: {'; '.join(refused)[:400]}", file=sys.stderr)
-        return 1
-    return 0
+        return exits.FAILED
+    return exits.OK

@@ -1,6 +1,9 @@
 """`python -m launch dataset OUT [--images N] [--classes C] [--sequences S] [--seed S]`:
 a small, realistic dataset to train from files (data=files data.path=OUT; docs/data.md).
 
+    python -m launch dataset /tmp/data
+    python -m launch -m bench=input data=files data.path=/tmp/data data.workers=1,2 preset=smoke
+
     OUT/train/<class>/<class>_<k>.JPEG   ImageNet's layout: JPEGs of 300 to 500 px a side
                                          at quality 90, content that compresses like photos
     OUT/bert/pretrain-00000.npz          BERT pretraining sequences (frameworks/common/datafiles.py)
@@ -8,6 +11,9 @@ a small, realistic dataset to train from files (data=files data.path=OUT; docs/d
 
 Deterministic from the seed: each image from its own generator (seed, index). The whole
 folder is built beside OUT and renamed into place, so OUT is whole or absent.
+
+Exit status (docs/statuses.md): 0 when OUT is written; 2 on bad input (a count < 1, more
+classes than images, an OUT that is not an empty folder) or an OUT that cannot be written.
 """
 import argparse
 import json
@@ -20,7 +26,7 @@ import time
 import numpy as np
 
 from frameworks.common import datafiles, synthetic
-from contract import paths
+from contract import exits, paths
 
 SIDES = (300, 500)           # ImageNet's images are mostly 300 to 500 px a side
 QUALITY = 90                 # a typical ImageNet JPEG quality
@@ -110,9 +116,8 @@ def build(out: str, images: int, classes: int, sequences: int, seed: int) -> dic
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch dataset",
-                                     description="Write a small ImageNet-layout JPEG folder and "
-                                                 "a BERT pretraining shard (data=files).")
+    parser = argparse.ArgumentParser(prog="python -m launch dataset", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", help="the folder to create (absent or empty)")
     parser.add_argument("--images", type=int, default=1000, help="JPEGs in all (default 1000)")
     parser.add_argument("--classes", type=int, default=10, help="class folders (default 10)")
@@ -130,16 +135,16 @@ def main(argv=None) -> int:
         problem = problem or f"{args.out} exists and is not an empty folder"
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     try:
         m = build(args.out, args.images, args.classes, args.sequences, args.seed)
     except OSError as exc:
         print(f"error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     print(f"{args.out}: {m['images']} JPEGs in {m['classes']} classes "
           f"({m['jpeg_bytes'] / m['images'] / 1024:.0f} KiB each on average), "
           f"{m['sequences']} BERT sequences, in {m['seconds']} s")
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

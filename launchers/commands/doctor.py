@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from contract import records, versions
+from contract import exits, records, versions
 from contract.point import Framework
 from launchers.backends import containers
 from launchers.backends.slurm import job
@@ -263,7 +263,7 @@ class Doctor:
             self.cancel()
         print(f"doctor: {'FAILED' if self.failed else 'ok'} in {time.monotonic() - t0:.1f} s "
               f"({self.failed} failed of {len(self.lines)}); no job left queued")
-        return 1 if self.failed else 0
+        return exits.FAILED if self.failed else exits.OK
 
 
 def placement(cl) -> str:

@@ -1,5 +1,8 @@
 """`python -m launch status SWEEP [--wait] [--timeout S] [--interval S]`: where each point stands.
 
+    python -m launch status outputs/2026-11-21_10-00-00
+    python -m launch status outputs/2026-11-21_10-00-00 --wait --timeout 3600     # in a script
+
 One line per point: its state, its repeats (ok / recorded / expected), its Slurm job and
 a detail (the first error, or what is missing). The state combines Slurm's view of the
 point's allocation (squeue while the controller holds the job, else sacct; the job id is
@@ -30,8 +33,9 @@ counts, not its tries'.
 
 Each call asks Slurm about every job at once (launchers/backends/slurm/sacct.py): one squeue call and at
 most one sacct call, however many points.
-Exit status: 0; with --wait, 0 when every point and search COMPLETED, 1 when one did not,
-3 when --timeout passed first; 2 when SWEEP holds no points and no searches.
+Exit status (the suite's one table, docs/statuses.md): 0; with --wait, 0 when every point and
+search COMPLETED (or UNSUPPORTED: an answer), 1 when one did not, 3 when --timeout passed
+first; 2 when SWEEP holds no points and no searches.
 """
 import argparse
 import glob
@@ -44,7 +48,7 @@ try:
 except ImportError:
     from json import loads as _loads
 
-from contract import paths, secrets, statuses
+from contract import exits, paths, secrets, statuses
 from launchers.backends.slurm import sacct
 
 # A point's status (statuses.point_status) in Slurm's words.
@@ -267,8 +271,8 @@ def progress(rows: list, elapsed: float, width: int = 30) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch status",
-                                     description="Where each point of a sweep stands.")
+    parser = argparse.ArgumentParser(prog="python -m launch status", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", help=f"the sweep folder ({POINT_FILES})")
     parser.add_argument("--wait", action="store_true", help="wait until every point is final")
     parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
@@ -278,7 +282,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not is_sweep(args.sweep):
         print(f"error: {args.sweep} is not a sweep: no {POINT_FILES} under it", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     rows = states(args.sweep)
     jobs = {r["job"] for r in rows if r["job"] != "-"}
     if jobs and all(r["slurm_state"] is None for r in rows if r["job"] != "-"):
@@ -288,7 +292,7 @@ def main(argv=None) -> int:
     tails = lambda: render_tails(rows, 0 if args.verbose else TAIL_LINES)  # noqa: E731
     if not args.wait:
         print("\n\n".join(filter(None, [render(rows), tails()])))
-        return 0
+        return exits.OK
     t0 = time.monotonic()
     tty = sys.stderr.isatty()
     last = None
@@ -307,10 +311,10 @@ def main(argv=None) -> int:
             print(render(rows))
             print(f"timed out after {args.timeout:.0f}s: "
                   f"{sum(r['state'] not in FINAL for r in rows)} point(s) not final", file=sys.stderr)
-            return 3
+            return exits.GAVE_UP
         time.sleep(args.interval)
         rows = states(args.sweep)
     if tty:
         print(file=sys.stderr)
     print("\n\n".join(filter(None, [render(rows), tails()])))
-    return 0 if all(r["state"] == "COMPLETED" for r in rows if not r["try_of"]) else 1
+    return exits.of(r["state"] for r in rows if not r["try_of"])

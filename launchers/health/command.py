@@ -17,7 +17,7 @@ import sys
 import time
 
 import launchers
-from contract import paths
+from contract import exits, paths
 from launchers import auto
 from launchers.backends.base import NoVerdict
 from launchers.health import verdict as health_verdict
@@ -53,8 +53,8 @@ def main(argv=None) -> int:
         return one_point.refuse(exc)
     except NoVerdict as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exits.FAILED
     print(health_verdict.render(verdict))
     print(f"health: {'ok' if verdict['ok'] else 'SICK'} in {time.monotonic() - t0:.1f} s; "
           f"{os.path.join(out, paths.HEALTH_FILE)}")
-    return 0 if verdict["ok"] else 1
+    return exits.OK if verdict["ok"] else exits.FAILED

@@ -4,7 +4,9 @@ points of one allocation shape as one job array).
 
     run(jobs)    jobs: [Job(cfg, sweep_dir, num, overrides)], cfg without its hydra node
                  (make_points, then submit: a certification makes every item's points first)
-    main(jobs)   the same for launch.py: bad input is one line on stderr and exit status 2
+    main(jobs)   the same for launch.py: bad input is one line on stderr and exit status 2;
+                 what it handed to launchers is kept in `ran`, whose outcome is launch.py's
+                 exit status (launchers/commands/outcome.py, contract/exits.py)
 
 One impossible point refuses the whole sweep: ConfigError, in one line, naming the
 point, and nothing has run; a point that an `exclude` rule matches is skipped instead, with a
@@ -14,10 +16,14 @@ import sys
 from dataclasses import dataclass
 
 import launchers
-from contract import secrets
+from contract import exits, secrets
 from launchers import auto, suite
 from launchers.plan import exclude, points
 from launchers.suite import ConfigError
+
+# (sweep folder, point names) of each sweep `main` handed to its launchers in this process, dry
+# runs aside: Hydra returns nothing of a run to launch.py, which reads its exit status here.
+ran = []
 
 
 @dataclass
@@ -78,13 +84,17 @@ def submit(made) -> list:
 
 def run(jobs) -> list:
     """Make and check every point, then hand them to their launchers -> the point names."""
-    return submit(make_points(jobs))
+    made = make_points(jobs)
+    names = submit(made)
+    if not all(dry_run for _, dry_run in made):
+        ran.append((jobs[0].sweep_dir, [point.name for point, dry_run in made if not dry_run]))
+    return names
 
 
 def fail(message: str):
     """Bad input in one line, its secrets masked (an override may hold one: contract/secrets.py)."""
     print(f"error: {secrets.mask_text(message)}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(exits.REFUSED)
 
 
 def main(jobs) -> list:

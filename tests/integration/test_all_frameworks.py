@@ -27,7 +27,9 @@ def sweep(tmp_path_factory):
                           "model=resnet50,bert_base", "preset=smoke", "repeats=1",
                           f"output_root={out}", f"hydra.sweep.dir={out}"], cwd=ROOT, capture_output=True, text=True,
                          timeout=1800)
-    assert res.returncode == 0, res.stderr[-3000:]
+    if res.returncode == 2 and "make env-" in res.stderr:   # refused before any point ran
+        pytest.skip(res.stderr.strip().splitlines()[-1])
+    assert res.returncode in (0, 1), res.stderr[-3000:]
     return out
 
 
@@ -46,8 +48,8 @@ def test_each_framework_trains_or_says_why(sweep):
     points = analysis.load(sweep).points
     for row in points.itertuples():
         if row.status != "ok":
-            # Honest failures only: the environment is missing, or the framework said why.
-            assert row.error and row.status == "failed", row
-            assert "make env-" in row.error, f"{row.point}: {row.error}"
+            # Honest endings only: what the device or the framework lacks, said in one line
+            # (a missing environment refuses the sweep before any point runs: skipped above)
+            assert row.error and row.status == "unsupported", row
         else:
             assert row.throughput > 0

@@ -22,9 +22,9 @@ BASE = ["warmup_steps=1", "repeats=1", "bench.warmup_saves=0", "launcher=local",
 CASES = "FSDP_2x1x1_8_64x4,2D_PP_1x2x2_8_64x4"
 
 
-def _run(*args):
+def _run(*args, code=0):
     res = launch(*args, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == code, res.stderr[-3000:]
     return res
 
 
@@ -97,11 +97,11 @@ def tmpfs(path, *options):
 def test_read_only_full_lost_shard_and_changed_value_end_with_their_names(tmp_path):
     one = ["bench=checkpoint", "gpt_case_tiny=FSDP_2x1x1_8_64x4", *BASE]
     with tmpfs(tmp_path / "ro", "ro", "size=1m") as ro, tmpfs(tmp_path / "full", "size=1m") as full:
-        _run("-m", *one, f"checkpoint.dir={ro},{full}", f"hydra.sweep.dir={tmp_path / 'disks'}")
+        _run("-m", *one, f"checkpoint.dir={ro},{full}", f"hydra.sweep.dir={tmp_path / 'disks'}", code=1)
         # nothing half-written is left where the disk filled: the partial folder removed
         assert not glob.glob(f"{full}/**/*{paths.PARTIAL_SUFFIX}", recursive=True)
-    _run("-m", *one, "bench.drop_shard_rank=1", f"hydra.sweep.dir={tmp_path / 'lost'}")
-    _run("-m", *one, "bench.corrupt_rank=0", f"hydra.sweep.dir={tmp_path / 'changed'}")
+    _run("-m", *one, "bench.drop_shard_rank=1", f"hydra.sweep.dir={tmp_path / 'lost'}", code=1)
+    _run("-m", *one, "bench.corrupt_rank=0", f"hydra.sweep.dir={tmp_path / 'changed'}", code=1)
     got = sorted((r["status"], r["error"]) for r in _runs(*(tmp_path / s for s in ("disks", "lost", "changed"))))
     assert [s for s, _ in got] == ["disk_full", "failed", "missing_shard", "unwritable"]
     why = dict(got)

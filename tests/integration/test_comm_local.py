@@ -22,11 +22,11 @@ SIZES = busbw.sizes(1024, 16384, 2)
 pytestmark = pytest.mark.e2e
 
 
-def sweep(out, *overrides):
+def sweep(out, *overrides, code=0):
     proc = subprocess.run([sys.executable, "-m", "launch", "-m", "bench=comm", *SMALL, *overrides,
                            f"output_root={out}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == code, proc.stdout + proc.stderr
     return comm_table(load(out))
 
 
@@ -64,7 +64,7 @@ def test_every_op_and_size_measured_and_right(good):
 
 
 def test_a_corrupted_result_fails_the_run(tmp_path):
-    df = sweep(tmp_path, "gpus_per_node=2", "bench.ops=[all_reduce,all_gather]", "bench.corrupt_rank=1")
+    df = sweep(tmp_path, "gpus_per_node=2", "bench.ops=[all_reduce,all_gather]", "bench.corrupt_rank=1", code=1)
     assert (df.status == "failed").all()
     assert (df.wrong > 0).all()  # every measurement of rank 1 was perturbed and caught
     assert "rank 1: CommCheckFailed:" in df.error.iloc[0] and "wrong elements" in df.error.iloc[0]
@@ -72,7 +72,7 @@ def test_a_corrupted_result_fails_the_run(tmp_path):
 
 
 def test_min_busbw_gates_the_run(tmp_path):
-    df = sweep(tmp_path, "gpus_per_node=2", "bench.ops=[all_reduce]", "bench.min_busbw=1000000")
+    df = sweep(tmp_path, "gpus_per_node=2", "bench.ops=[all_reduce]", "bench.min_busbw=1000000", code=1)
     assert (df.status == "failed").all() and (df.wrong == 0).all()
     assert "below min_busbw 1000000 for all_reduce" in df.error.iloc[0]
 

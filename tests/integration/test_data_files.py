@@ -95,7 +95,7 @@ def test_a_corrupt_jpeg_fails_the_rank_with_the_file_named(data, tmp_path):
         f.truncate(600)
     res = launch("bench=input", "data=files", f"data.path={broken}", "data.workers=1", "preset=smoke",
                  "repeats=1", "warmup_steps=0", "measure_steps=8", f"hydra.run.dir={tmp_path}/s")
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 1, res.stderr[-2000:]   # a point that did not pass
     [rec] = records(f"{tmp_path}/s", "input-pytorch-resnet50-fp32-1x1-bs4-files-w1")
     assert rec["status"] == "failed"
     assert rec["error"].startswith(f"CorruptFile: cannot decode {bad}: ") and "\n" not in rec["error"]

@@ -104,10 +104,14 @@ def test_report_cli(sweep):
 
 
 def test_failing_rank_is_a_status_and_the_sweep_goes_on(tmp_path):
-    # rank 1 of every point fails; the 1-rank point after it still runs and succeeds
+    # rank 1 of every point fails; the 1-rank point after it still runs and succeeds; the sweep
+    # exits 1, in one line naming the point that did not pass (contract/exits.py)
     res = launch("-m", "gpus_per_node=2,1", "preset=smoke", "repeats=1",
                  f"hydra.sweep.dir={tmp_path}", env={"DLBENCH_FAIL_RANK": "1"})
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines()[-1] == (
+        "sweep: 1 of 2 point(s) did not pass (000-pytorch-resnet50-fp32-1x2-bs4 FAILED): "
+        f"python -m launch status {tmp_path}")
     pts = analysis.load(tmp_path).points.set_index("devices")
     assert pts.loc[2].status == "failed" and "injected failure on rank 1" in pts.loc[2].error
     assert pts.loc[1].status == "ok"
@@ -116,7 +120,8 @@ def test_failing_rank_is_a_status_and_the_sweep_goes_on(tmp_path):
 def test_timeout_is_a_status(tmp_path):
     # full-size BERT cannot finish 100 CPU steps in 5 s
     res = launch("model=bert_base", "repeats=1", "timeout_s=5", f"hydra.run.dir={tmp_path}")
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "TIMEOUT" in res.stderr.strip().splitlines()[-1]
     run = analysis.load(tmp_path).runs.iloc[0]
     assert run.status == "timeout"
 

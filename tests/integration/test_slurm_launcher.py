@@ -188,10 +188,10 @@ def test_no_secret_in_the_jobs_files_accounting_report_archive_or_store(scaling,
 
 # ---- (b) a failing rank fails its point; its sibling completes ----------------------------------
 def test_failing_rank_fails_its_point_and_the_sibling_completes(slurm_cluster, tmp_path):
-    res = launch("-m", *SMOKE, "nodes=2,1", "gpus_per_node=1", "repeats=1",
-                 "+cluster.env.DLBENCH_FAIL_RANK=1", "launcher.failure_grace_s=5",
-                 f"hydra.sweep.dir={tmp_path}")
-    assert res.returncode == 0, res.stderr[-3000:]
+    args = ("-m", *SMOKE, "nodes=2,1", "gpus_per_node=1", "repeats=1",
+            "+cluster.env.DLBENCH_FAIL_RANK=1", "launcher.failure_grace_s=5", f"hydra.sweep.dir={tmp_path}")
+    res = launch(*args)
+    assert res.returncode == 0, res.stderr[-3000:]  # queued: the outcome is status --wait's
     waited = status(tmp_path, "--wait", "--timeout", "300", "--interval", "1")
     assert waited.returncode == 1, waited.stdout + waited.stderr  # not every point completed ok
     lines = status_lines(waited.stdout)
@@ -202,6 +202,14 @@ def test_failing_rank_fails_its_point_and_the_sibling_completes(slurm_cluster, t
     # Slurm's own view agrees: the driver exits non-zero when a repeat is not ok
     assert slurm("sacct", "-X", "-n", "-P", "-o", "State", "-j",
                  failed[2]) == "FAILED"
+    # The same sweep again: nothing is queued (both points are recorded) and the sweep exits 1,
+    # naming the point that did not pass (contract/exits.py)
+    again = launch(*args)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert again.stderr.strip().splitlines()[-1] == (
+        "sweep: 1 of 2 point(s) did not pass (000-pytorch-resnet50-fp32-2x1-bs4 FAILED): "
+        f"python -m launch status {tmp_path}")
+    assert job_of(point_dirs(tmp_path)[0]) == failed[2]   # no new job
 
 
 # ---- (c) a point cancelled mid-run ------------------------------------------------------------

@@ -117,7 +117,7 @@ URL = "postgresql+psycopg://bench:S3cret-store-PW@db/dlbench"
 
 
 @pytest.mark.parametrize("args", [
-    ["--help", f"cluster.store.url={URL}"],              # Hydra's help prints the composed config
+    ["--cfg", "job", f"cluster.store.url={URL}"],        # Hydra prints the composed config
     ["cluster=localtest", f"cluster.store.url={URL}"],   # Hydra refuses it (no +) and echoes it
     ["-m", "gpus_per_node=1,3", "cluster=localtest", "launcher=slurm",  # the suite's own line
      f"++cluster.store.url={URL}"],                                    # names the overrides
@@ -127,6 +127,6 @@ def test_no_message_of_launch_shows_a_secret_it_was_given(args, tmp_path):
     import sys
     res = subprocess.run([sys.executable, "-m", "launch", *args, f"+cluster.env.HF_TOKEN={HF_TOKEN}",
                           f"output_root={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert res.returncode != 0 or args[0] == "--help"
+    assert res.returncode != 0 or args[0] == "--cfg"
     assert ":***@db" in res.stdout + res.stderr   # shown masked (Hydra escapes the colon: bench\\:)
     assert secret_search.found([tmp_path], texts=[res.stdout, res.stderr]) == []

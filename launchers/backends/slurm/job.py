@@ -13,9 +13,8 @@ import sys
 import time
 
 from contract import paths, records
-from launchers.backends import containers, secret_env
+from launchers.backends import containers, secret_env, worker
 from launchers.backends.slurm import srun
-from launchers.backends.worker import WorkerUnavailable, worker_argv
 from launchers.health import step as health_step
 from launchers.suite import ROOT, ConfigError
 
@@ -120,10 +119,7 @@ def preflight(pts: list) -> None:
         if point.preflight:
             containers.require(health_step.as_pytorch(point))
         if not point.container_image:
-            try:
-                worker_argv(point, paths.SPEC_FILE, sys.executable)
-            except WorkerUnavailable as exc:
-                raise ConfigError(str(exc)) from None
+            worker.require(point)
     if shutil.which("sbatch") is None or shutil.which("srun") is None:
         raise ConfigError("launcher=slurm needs sbatch and srun on PATH (a Slurm login node)")
 
