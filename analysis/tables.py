@@ -109,11 +109,29 @@ def interval(row) -> str:
     return f"({row.tp_min:.1f}..{row.tp_max:.1f})"
 
 
+def _flag(value) -> bool:
+    return not missing(value) and bool(value)
+
+
+def energy(row) -> str:
+    """The timed window's joules per sample, per token ("/token") for a language model, and
+    "(short)" where a window was too short for NVML's counter (contract/energy.py)."""
+    per_token = not missing(getattr(row, "energy_per_token_j", None))
+    return (format(row.energy, ".3g") + (" /token" if per_token else "")
+            + (" (short)" if _flag(getattr(row, "energy_too_short", None)) else ""))
+
+
+def power(row) -> str:
+    return format(row.power_per_device_w, ".0f") + (
+        " (short)" if _flag(getattr(row, "energy_too_short", None)) else "")
+
+
 # The one table per model (report.html): a row per configuration and device count.
 # (key, heading, format: a spec, or a function of the row)
 ONE_TABLE = (("throughput", "samples/s", ".1f"), ("interval", "95% interval", interval),
              ("speedup", "speedup", ".2f"), ("efficiency", "efficiency", ".0%"),
              ("tflops_per_device", "TFLOP/s per device", ".3g"), ("mfu", "MFU", ".1%"),
+             ("energy", "J per sample", energy), ("power_per_device_w", "W per device", power),
              ("memory", "peak memory per rank (GiB)", ".2f"))
 ONE_TABLE_LABELS = ("framework", "precision", "batch/dev", "mode", "nodes x dev")
 
@@ -124,7 +142,12 @@ def one_table(points: pd.DataFrame) -> list:
     is unknown), `status`, `error` (why it has no figure, or its first bad repeat's),
     `partial` and `marks` (its flags, the speedup's B included), by configuration and
     device count."""
-    pts = points.assign(memory=gib(points.peak_device_bytes))
+    per_sample = points.get("energy_per_sample_j", pd.Series(None, index=points.index, dtype=object))
+    per_token = points.get("energy_per_token_j", pd.Series(None, index=points.index, dtype=object))
+    pts = points.assign(memory=gib(points.peak_device_bytes),
+                        energy=[s if missing(t) else t for s, t in zip(per_sample, per_token)])
+    if "power_per_device_w" not in pts:   # points not made by analysis.load
+        pts = pts.assign(power_per_device_w=None)
     order = sorted(pts.itertuples(), key=lambda r: (
         str(r.framework), str(r.precision), int(r.batch_size), mode_of(r), int(r.devices),
         int(r.nodes), str(r.sweep)))

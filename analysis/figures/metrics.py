@@ -14,6 +14,9 @@ from contract import models, parallel
 TRAINING = ("throughput", "latency_ms", "tokens_per_s", "tflops_per_device", "mfu")
 # What tells a model's points apart in a reference (its spec's compare_keys), every model's
 MODEL_KEYS = tuple(dict.fromkeys(k for n in models.names() for k in models.get(n).compare_keys))
+# The timed window's energy (contract/energy.py), the points' columns
+ENERGY = ("energy_per_sample_j", "energy_per_token_j", "power_per_device_w", "energy_too_short",
+          "energy_reason")
 SHAPE_KEYS = ("hidden", "heads", "layers", "vocab_size", "recompute")      # a transformer's shape
 # A rank's peak memory in the record, in the order the figure is taken: device memory (the
 # GPU allocator's max_memory_allocated), a CPU rank's live tensors (what that counts, counted
@@ -68,6 +71,8 @@ def metrics(results) -> pd.DataFrame:
     with a count (its spec's, contract/models/), as analysis.load put them in the points;
     pflops: tflops_per_device x devices / 1000 (aggregate);
     tokens_per_s: a language model's (its spec says) samples/s x seq_len.
+    energy_per_sample_j, energy_per_token_j, power_per_device_w, energy_too_short,
+    energy_reason: the timed window's energy (contract/energy.py), as analysis.load put them.
     A layout's point (contract/parallel.py) adds its grid and batch sizes
     (LAYOUT_KEYS, global_batch_size: the samples of one iteration, whose latency is
     latency_ms), its shape (SHAPE_KEYS), its case, and a pipeline's bubble: the ideal one
@@ -118,6 +123,7 @@ def metrics(results) -> pd.DataFrame:
             row["mfu"] = flops.mfu(row["tflops_per_device"], row["peak_tflops"])
         if _language_model(p.model) and has_tp and model.get("seq_len"):
             row["tokens_per_s"] = p.throughput * model["seq_len"]
+        row.update({k: _value(p, k) for k in ENERGY})
         row["pflops"] = (row["tflops_per_device"] * p.devices / 1e3
                          if row["tflops_per_device"] is not None else None)
         rows.append(row)

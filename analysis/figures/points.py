@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis import tables
 from analysis.figures import flops, method
-from contract import statuses
+from contract import energy, models, statuses
 
 # What a point is of: its configuration (the points table's first columns, analysis/read/
 # results.py); its speedup's baseline differs only in nodes, gpus_per_node and devices.
@@ -20,12 +20,18 @@ CONFIG_COLUMNS = ["bench", "framework", "model", "model_size", "precision", "amp
 # Model FLOPs and MFU (analysis/figures/flops.py): added once the points are known (add_flops).
 FLOP_COLUMNS = ["flops_per_sample", "tflops_per_device", "peak_tflops", "math_dtype",
                 "peak_source", "mfu"]
+# The timed window's energy (contract/energy.py): a repeat's (runs) and a point's (points)
+RUN_ENERGY_COLUMNS = ["energy_j", "energy_per_sample_j", "power_per_device_w", "energy_too_short",
+                      "energy_reason"]
+POINT_ENERGY_COLUMNS = ["energy_per_sample_j", "energy_per_token_j", "power_per_device_w",
+                        "energy_too_short", "energy_reason"]
 MEASURE = method.PHASES.index("measure")   # a timed step's phase code in the step columns
 
 
 def repeat_figures(ranks: dict, cols: dict):
-    """({throughput, samples, window_s, straggler, straggler_host, drift}, the durations of
-    every rank's timed steps) of an ok training repeat, from each rank's record (`ranks`:
+    """({throughput, samples, window_s, straggler, straggler_host, drift, and the window's
+    energy: RUN_ENERGY_COLUMNS}, the durations of every rank's timed steps) of an ok training
+    repeat, from each rank's record (`ranks`:
     rank -> the record without its steps) and step columns (`cols`: rank -> numpy columns).
     Raises KeyError/TypeError/ValueError where the records cannot give a throughput."""
     timings, first, second = [], 0.0, 0.0
@@ -46,7 +52,8 @@ def repeat_figures(ranks: dict, cols: dict):
              "samples": sum(s for s, _ in timings), "window_s": max(windows),
              "straggler": method.straggler_ratio(windows),
              "straggler_host": method.straggler_host(windows, hosts),
-             "drift": method.drift(first, second)},
+             "drift": method.drift(first, second),
+             **energy.repeat_energy((ranks[r].get("energy"), s) for r, (s, _) in zip(order, timings))},
             timed if order else None)
 
 
@@ -78,6 +85,7 @@ def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.
     row["straggler_host"], row["straggler_host_repeats"] = method.most_named(
         r.get("straggler_host") for r in ok)
     row["drift"] = method.median_of(r["drift"] for r in ok)
+    row.update(energy.point_energy(ok))   # joules per sample, power per device: their medians
     if s["n"]:  # flags belong to a figure: a point without one has its status instead
         flags = method.point_flags(s["cv"], s["n"], row["drift"], max_cv, max_drift)
     else:
@@ -142,6 +150,20 @@ def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     for i, column in enumerate(FLOP_COLUMNS):
         points[column] = pd.Series([r[i] for r in rows], index=points.index, dtype=object)
     return points
+
+
+def add_energy_per_token(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
+    """A language model's joules per token (its spec says; contract/energy.py `per_token`: per
+    sample over seq_len), None for every other point."""
+    per_token = []
+    for p in points.itertuples(index=False):
+        model = (manifests.get((str(p.sweep), p.point)) or {}).get("model")
+        model = model if isinstance(model, dict) else {}
+        spec = models.find(model.get("name"))
+        lm = spec is not None and spec.language_model
+        per_token.append(energy.per_token(getattr(p, "energy_per_sample_j", None), model.get("seq_len"))
+                         if lm else None)
+    return points.assign(energy_per_token_j=pd.Series(per_token, index=points.index, dtype=object))
 
 
 def amp_ratios(points: pd.DataFrame):

@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.figures import method
-from analysis.figures.points import (FLOP_COLUMNS, add_flops, add_speedup, repeat_figures,
-                                     summarize_point)
+from analysis.figures.points import (FLOP_COLUMNS, RUN_ENERGY_COLUMNS, add_energy_per_token,
+                                     add_flops, add_speedup, repeat_figures, summarize_point)
 from analysis.read import ahead as read_ahead
 from analysis.read import archive, record_file
 from analysis.read.record_file import CorruptFile, RecordError
@@ -154,7 +154,7 @@ class _Reader:
         row = {"sweep": sweep, "point": name, "repeat": repeat, "status": None, "error": None,
                "log_tail": None, "ranks_recorded": len(ranks), "throughput": None,
                "window_s": None, "samples": None, "straggler": None, "straggler_host": None,
-               "drift": None}
+               "drift": None, **dict.fromkeys(RUN_ENERGY_COLUMNS)}
         timed = None
         if bad:
             pass  # corrupt: below
@@ -247,12 +247,13 @@ class _Reader:
                 "point_names": list(self.point_code), "host_names": list(self.host_code)}
 
     def results(self) -> Results:
-        added = {"speedup", "efficiency", "flag_baseline", "speedup_marks", *FLOP_COLUMNS}
+        added = {"speedup", "efficiency", "flag_baseline", "speedup_marks", *FLOP_COLUMNS,
+                 "energy_per_token_j"}
         points = pd.DataFrame(self.point_rows) if self.point_rows else pd.DataFrame(
             columns=[c for c in POINT_COLUMNS if c not in added])
         runs = pd.DataFrame(self.run_rows) if self.run_rows else pd.DataFrame(columns=RUN_COLUMNS)
         comm = pd.DataFrame(self.comm, columns=COMM_COLUMNS) if self.comm else None
-        points = add_flops(add_speedup(points), self.manifests)
+        points = add_energy_per_token(add_flops(add_speedup(points), self.manifests), self.manifests)
         points = points[[c for c in POINT_COLUMNS if c in points]
                         + [c for c in points if c not in POINT_COLUMNS]]
         return Results(points, runs, root=self.root, comm=comm,

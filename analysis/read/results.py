@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.figures import method
-from analysis.figures.points import CONFIG_COLUMNS, FLOP_COLUMNS
+from analysis.figures.points import (CONFIG_COLUMNS, FLOP_COLUMNS, POINT_ENERGY_COLUMNS,
+                                     RUN_ENERGY_COLUMNS)
 
 # The method's figures of a point (analysis/figures/method.py): the median and its spread, the
 # median's 95% interval, the steps' percentiles, straggler ratio (and the slowest rank's
@@ -20,9 +21,10 @@ STAT_COLUMNS = ["ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p
 POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "mode", "throughput", "tp_min", "tp_max",
                  "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes", "device",
                  *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",
-                 *FLOP_COLUMNS]
+                 *FLOP_COLUMNS, *POINT_ENERGY_COLUMNS]
 RUN_COLUMNS = ["sweep", "point", "repeat", "status", "error", "log_tail", "ranks_recorded",
-               "throughput", "window_s", "samples", "straggler", "straggler_host", "drift"]
+               "throughput", "window_s", "samples", "straggler", "straggler_host", "drift",
+               *RUN_ENERGY_COLUMNS]
 STEP_COLUMNS = ["point", "repeat", "rank", "host", "step", "phase", "start", "end", "samples",
                 "loss", "duration"]
 # Rows of steps.parquet written at a time, one row group: pyarrow's own row group size

@@ -11,6 +11,7 @@ from analysis import tables
 from analysis.figures import method
 from analysis.figures.points import amp_ratios
 from analysis.tables import table
+from contract import energy
 
 GRIDS = (("Throughput (samples/s, median of ok repeats)", "throughput", ".1f", None),
             ("Speedup over 1 device", "speedup", ".2f", "speedup_marks"),
@@ -103,6 +104,38 @@ def flops_sections(pts: pd.DataFrame) -> list:
     return parts
 
 
+def energy_sections(pts: pd.DataFrame) -> list:
+    """Joules per sample (per token for a language model) and mean power per device of one
+    model's points (contract/energy.py), or the one line that says why there are none."""
+    if "energy_per_sample_j" not in pts:   # points not made by analysis.load
+        return []
+    if not pts.energy_per_sample_j.notna().any():
+        # records older than the field say nothing: they never measured it
+        why = list(dict.fromkeys(r for r in pts.energy_reason if isinstance(r, str) and r != energy.NO_RECORD))
+        return [f"Energy per sample: n/a: {'; '.join(why)}"] if why else []
+    lm = "energy_per_token_j" in pts and pts.energy_per_token_j.notna().any()
+    pts = pts.assign(energy_marks=["S" if not tables.missing(s) and s else None
+                                     for s in pts.energy_too_short])
+    column, unit = ("energy_per_token_j", "token") if lm else ("energy_per_sample_j", "sample")
+    parts = [f"### Energy per {unit} (J: every device's energy in the timed window, NVML's "
+             f"counter, over the window's {unit}s; median of ok repeats)\n"
+             f"{table(pts, column, '.3g', 'energy_marks')}",
+             "### Mean power per device (W: each device's energy / its timed window, their mean)\n"
+             + table(pts, "power_per_device_w", ".0f", "energy_marks")]
+    note = []
+    if pts.energy_marks.notna().any():
+        note.append(f"S = a timed window shorter than {energy.MIN_WINDOW_S:g} s ("
+                    f"{energy.MIN_UPDATES} updates of NVML's counter, about every "
+                    f"{energy.UPDATE_PERIOD_S:g} s): each edge may read it one update late, "
+                    f"so the figure may be off by 2 x {energy.UPDATE_PERIOD_S:g} s / window "
+                    f"({2 / energy.MIN_UPDATES:.0%} at {energy.MIN_WINDOW_S:g} s); time more "
+                    "steps (docs/method.md, \"Energy\")")
+    missing = pts[pts.energy_per_sample_j.isna() & pts.energy_reason.notna()]
+    if len(missing):
+        note.append("n/a: " + "; ".join(dict.fromkeys(missing.energy_reason)))
+    return parts + (["\n".join(note)] if note else [])
+
+
 def amp_ratio(points: pd.DataFrame):
     """The AMP over FP32 table of one model's points, or None."""
     ratios = amp_ratios(points)
@@ -118,6 +151,7 @@ def main_tables(model: str, pts: pd.DataFrame, limits: dict) -> str:
         if column == "throughput":
             parts += confidence_section(pts, limits)
     parts += flops_sections(pts)
+    parts += energy_sections(pts)
     if pts.peak_device_bytes.notna().any():
         parts.append("### Peak device memory per rank (GiB)\n"
                      + table(pts.assign(mem=tables.gib(pts.peak_device_bytes)), "mem", ".2f"))

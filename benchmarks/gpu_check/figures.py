@@ -2,7 +2,8 @@
 the ratio. A training point's figure is its throughput (tokens/s for a language model), beside
 it the published figure for the device (analysis/published/, matched by the analysis's own rule,
 analysis/published/sources.py: the same device, model, precision and devices, at another
-batch where none is at ours, marked) and ours / published; a bare loop's figure is its
+batch where none is at ours, marked) and ours / published, its note the window's energy per
+sample (per token) and mean power per GPU (`energy_note`); a bare loop's figure is its
 samples/s, beside it the harness's figure of the point it repeats, and harness / bare; the
 health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bandwidth at its
 largest size; the checkpoint's, the seconds training was blocked and until durable.
@@ -91,6 +92,7 @@ def _sweep(stage, ran, ctx, done) -> list:
             notes.append(f"MFU {m.mfu:.1%}")
         if _number(m.peak_memory_bytes) is not None:
             notes.append(f"peak {m.peak_memory_bytes / 2**30:.2f} GiB ({m.memory_kind})")
+        notes.append(energy_note(m))
         if isinstance(p.error, str) and p.error:
             notes.append(p.error[:300])
         if lm:   # published layouts: tokens/s per GPU of the same layout and shape on the device
@@ -112,6 +114,23 @@ def _sweep(stage, ran, ctx, done) -> list:
         row.note = "; ".join(notes)
         out.append(row)
     return out
+
+
+def energy_note(m) -> str:
+    """A point's energy as the note says it (contract/energy.py): joules per sample (per token
+    for a language model) and mean power per GPU, marked where the window was too short for
+    NVML's counter; else why there is none."""
+    from contract import energy
+    per_token = _number(getattr(m, "energy_per_token_j", None))
+    per = per_token if per_token is not None else _number(getattr(m, "energy_per_sample_j", None))
+    if per is None:
+        return f"energy n/a: {getattr(m, 'energy_reason', None) or 'not recorded'}"
+    power = _number(getattr(m, "power_per_device_w", None))
+    text = f"{per:.3g} J/{'token' if per_token is not None else 'sample'}" + (
+        f", {power:.0f} W per GPU" if power is not None else "")
+    if _number(getattr(m, "energy_too_short", None)):   # True (a bool is a number here)
+        text += f" (window under {energy.MIN_WINDOW_S:g} s: too short for NVML's counter)"
+    return text
 
 
 def _label(stage: str, p) -> str:

@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 
-from . import capability, datafiles, distenv, environment, memory, sigterm
+from . import capability, datafiles, distenv, environment, memory, nvml_energy, sigterm
 from frameworks import registry
 from contract import nccl_net, paths, records, versions
 from contract import spec as run_spec
@@ -54,6 +54,12 @@ class Session:
     def environment(self) -> dict:
         """Device and library versions: device, device_count, cuda, cudnn, nccl..."""
         return {}
+
+    def nvml_device(self):
+        """This rank's GPU as NVML finds it, for the window's energy (common/nvml_energy.py):
+        its PCI bus id ("0000:3b:00.0") or UUID ("GPU-..."); None where the rank trains on a
+        CPU. An adapter that cannot say leaves this default: the energy is null, saying so."""
+        raise NotImplementedError
 
     def peak_device_bytes(self):
         """The device allocator's peak of allocated bytes (since `reset_peak_device_bytes`),
@@ -137,11 +143,13 @@ def run_steps(session, spec, record, origin):
                       "end": time.perf_counter() - origin, "samples": batch, "loss": None})
     check(handles, 0, "warmup")
 
+    meter = nvml_energy.Meter(session)  # NVML opened before the window; read at its edges
     session.sync()
     session.barrier()
     window_peak = session.reset_peak_device_bytes()  # the peak of the timed steps, not the build's
     if window_peak:
         record["memory"]["peak_device_scope"] = "window"
+    meter.begin()  # the counter, before the timer's anchor: its read is in no step
     timer = session.timer()
     first = len(steps)
     handles = []
@@ -152,6 +160,7 @@ def run_steps(session, spec, record, origin):
         timer.end(i)
     session.sync()
     w1 = time.perf_counter()
+    record["energy"] = meter.end(w1 - w0)
     record["window"] = {"start": w0 - origin, "end": w1 - origin}
     if window_peak:   # read now: after_window's untimed steps (a trace, a bubble) are not in it
         record["memory"]["peak_device_bytes"] = session.peak_device_bytes()

@@ -17,7 +17,7 @@ import torch
 import torch._dynamo  # noqa: F401
 import torch.distributed as torch_dist
 
-from frameworks.common import accelerator, capability, harness
+from frameworks.common import accelerator, capability, harness, nvml_energy
 from contract import modes
 from frameworks.pytorch import models
 
@@ -154,6 +154,9 @@ class TorchSession(harness.Session):
 
     def peak_device_bytes(self):
         return torch.cuda.max_memory_allocated(self.device) if self.cuda else None
+
+    def nvml_device(self):
+        return nvml_energy.nvml_id(torch.cuda.get_device_properties(self.device)) if self.cuda else None
 
     def reset_peak_device_bytes(self) -> bool:
         """The CUDA allocator's peak started afresh (what is alive stays counted: parameters,

@@ -62,6 +62,8 @@ def check(res, seconds, out, tmp, torch_version: str, stages=None) -> dict:
     for name in {"rn50-bare-bf16", "bert-bare"} & set(rows):   # beside a bare loop: the harness's figure
         assert "(harness," in rows[name]["beside"] and rows[name]["ratio"] > 0
     assert rows["rn50 bf16"]["beside"] == "none published for cpu"
+    for name in {"rn50 bf16", "llama3"} & set(rows):   # a CPU reads no energy counter, and says so
+        assert "energy n/a: no NVML device: cpu" in rows[name]["note"], rows[name]
     assert "## gpu-check on cpu: " in res.stdout and f"| {list(rows)[-1]}" in res.stdout
     assert seconds < BUDGET_S + 60 and table["seconds"] < BUDGET_S
     with tarfile.open(tmp / "check.tar.gz") as tar:

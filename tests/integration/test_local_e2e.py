@@ -53,6 +53,9 @@ def test_every_rank_of_every_repeat_recorded(sweep):
                 # compile=auto, the default: PyTorch's recommended mode is eager.
                 assert rec["mode"] == point["mode"] == "eager" and point["compile"] is False
                 assert rec["spec"]["compile_setting"] == point["compile_setting"] == "auto"
+                # a CPU rank reads no energy counter: the null says why (contract/energy.py)
+                assert rec["energy"]["energy_j"] is None and rec["energy"]["mean_power_w"] is None
+                assert rec["energy"]["reason"] == "no NVML device: cpu"
                 env = rec["environment"]
                 if point["model"]["name"] == "bert_base":  # BERT as the references pretrain it
                     assert (env["max_predictions_per_seq"], env["clip_grad"], env["clip_norm"]) == \
@@ -90,6 +93,8 @@ def test_analysis_of_the_sweep(sweep):
     one = res.points[res.points.devices == 1]
     assert (one.speedup == 1.0).all()
     assert res.steps.loss.notna().all()
+    assert res.points.energy_per_sample_j.isna().all()
+    assert (res.points.energy_reason == "no NVML device: cpu").all()
 
 
 def test_report_cli(sweep):

@@ -134,14 +134,16 @@ def test_cli_max_cv_and_points_csv(sweep, tmp_path):
     points = pd.read_csv(tmp_path / "rep" / "points.csv").set_index("point")
     for column in ("ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p99",
                    "straggler", "drift", "marks", "flag_spread", "flag_few_repeats",
-                   "flag_drift", "flag_baseline", "speedup_marks"):
+                   "flag_drift", "flag_baseline", "speedup_marks", "energy_per_sample_j",
+                   "energy_per_token_j", "power_per_device_w", "energy_too_short", "energy_reason"):
         assert column in points, column
     # CV 16.5% is under 20%: no flag, and no flagged baseline for the 2-device speedup
     assert not points.loc[ONE].flag_spread and not points.loc[TWO].flag_baseline
     assert points.loc[BERT].marks == "D" and points.loc[BERT].step_p90 == pytest.approx(0.2)
     assert "C = spread" not in out.stdout and "| 2.00 " in out.stdout
     runs = pd.read_csv(tmp_path / "rep" / "runs.csv")
-    assert {"straggler", "drift"} <= set(runs.columns)
+    assert {"straggler", "drift", "energy_j", "energy_per_sample_j", "power_per_device_w",
+            "energy_reason"} <= set(runs.columns)
     bad = subprocess.run([sys.executable, "-m", "analysis", "report", sweep, "--max-cv", "x"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--max-cv" in bad.stderr

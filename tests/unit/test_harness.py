@@ -54,6 +54,26 @@ def test_no_sync_inside_the_timed_window():
     assert sessions[0].synced == [1, 2, 2, 7]
 
 
+def test_the_window_s_energy_is_null_with_the_reason_where_nvml_cannot_read():
+    rec = run()   # an adapter that names no GPU (the Session's default)
+    assert rec["energy"]["energy_j"] is None and rec["energy"]["mean_power_w"] is None
+    assert rec["energy"]["reason"] == "the adapter names no GPU to NVML (Counting.nvml_device)"
+
+    class OnCpu(Counting):
+        def nvml_device(self):
+            self.asked = (self.calls, list(self.synced))
+            return None
+    sessions = []
+
+    def build(s, d):
+        sessions.append(OnCpu(s, d))
+        return sessions[-1]
+    rec = harness.run(stand_in(build), run_spec(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
+    # asked once, after the warm-up and before the window's opening sync: never inside it
+    assert sessions[0].asked == (2, [1, 2]) and sessions[0].synced == [1, 2, 2, 7]
+    assert rec["energy"]["reason"] == "no NVML device: cpu"
+
+
 def test_non_finite_loss_fails_the_run():
     rec = run(losses=[1.0, 1.0, 1.0, math.nan, 1.0, 1.0, 1.0])
     assert rec["status"] == "failed" and "non-finite loss nan at measure step 3" in rec["error"]

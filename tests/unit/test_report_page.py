@@ -17,7 +17,7 @@ from tests.sweepfiles import write_point, write_repeat
 
 ONE_TABLE_HEAD = ["framework", "precision", "batch/dev", "mode", "nodes x dev", "samples/s",
                   "95% interval", "speedup", "efficiency", "TFLOP/s per device", "MFU",
-                  "peak memory per rank (GiB)", "flags"]
+                  "J per sample", "W per device", "peak memory per rank (GiB)", "flags"]
 
 
 class Page(HTMLParser):
