@@ -194,7 +194,7 @@ def resolve(given, suite, store=None) -> Baselines:
             return Baselines("store", text, from_store(text[len(STORE):], metrics, store))
         if archive.is_archive(text) or os.path.isdir(text):
             kind = "archive" if archive.is_archive(text) else "folder"
-            return Baselines(kind, os.path.abspath(text), from_results(load(text), metrics, text))
+            return Baselines(kind, os.path.abspath(text), from_results(load(text, merge=True), metrics, text))
         if os.path.isfile(text) and text.endswith(REFERENCE_SUFFIXES):
             _, entries = read_reference(text)
             return Baselines("reference", os.path.abspath(text), [

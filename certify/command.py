@@ -133,7 +133,7 @@ def certify(p: dict) -> dict:
         print(health_verdict.render(health))
     if health.get("ok"):
         run.run_items(p["planned"])
-        results = load(p["folder"])
+        results = load(p["folder"], merge=True)   # its items' sweeps (verdict.json comes next)
         rows = judge.rows(p["planned"], p["baselines"], results, p["suite"], p["threshold"])
     else:
         rows = judge.not_run(p["planned"], p["suite"], p["threshold"])

@@ -109,7 +109,7 @@ def test_each_point_judged_from_its_records_by_hand(conf, tmp_path):
         {"config": {"model": "bert_base", "nodes": 1}, "metric": "throughput", "value": 50.0}]}))
     b = baselines.resolve(str(ref), s)
     assert judge.matched_before(plan, b) == 2       # broken's batch is 8: no entry is its
-    rows = {r["item"]: r for r in judge.rows(plan, b, load(tmp_path / "cert"), s)}
+    rows = {r["item"]: r for r in judge.rows(plan, b, load(tmp_path / "cert", merge=True), s)}
     resnet, bert, broken = rows["resnet"], rows["bert"], rows["broken"]
     assert (resnet["measured"], resnet["baseline"], resnet["ratio"], resnet["verdict"]) == \
         (pytest.approx(80.0), 100.0, pytest.approx(0.8), "FAIL")
@@ -123,25 +123,25 @@ def test_each_point_judged_from_its_records_by_hand(conf, tmp_path):
     assert (bert["ratio"], bert["threshold"], bert["verdict"], bert["note"]) == (pytest.approx(0.8), 0.5, "PASS", "tiny")
     assert (broken["verdict"], broken["status"], broken["measured"]) == ("FAIL", "failed", None)
     assert broken["why"] == "no figure: the point ended failed"
-    again = {r["item"]: r["verdict"] for r in judge.rows(plan, b, load(tmp_path / "cert"), s, threshold=0.75)}
+    again = {r["item"]: r["verdict"] for r in judge.rows(plan, b, load(tmp_path / "cert", merge=True), s, threshold=0.75)}
     assert again == {"resnet": "PASS", "bert": "PASS", "broken": "FAIL"}
     two = baselines.Baselines("reference", "x", b.entries + [dict(b.entries[0], source="again")])
     with pytest.raises(judge.Ambiguous, match=r"^item resnet, point 000-pytorch-resnet50-fp32-1x1-bs4: 2 baseline entries"):
-        judge.rows(plan, two, load(tmp_path / "cert"), s)
+        judge.rows(plan, two, load(tmp_path / "cert", merge=True), s)
 
 
 def test_the_verdict_leads_the_report_and_the_store_keeps_it(conf, tmp_path, capsys):
     from analysis.__main__ import main as analysis
     s, plan = planned(tmp_path)
     record(plan, {"resnet": 0.5, "bert": 1.0, "broken": 0.5})
-    rows = judge.rows(plan, baselines.Baselines("none"), load(tmp_path / "cert"), s)
+    rows = judge.rows(plan, baselines.Baselines("none"), load(tmp_path / "cert", merge=True), s)
     doc = {"schema": paths.CERTIFICATION_SCHEMA, "version": 1, "name": "cert", "suite": "tiny",
            "created_unix": 1_790_000_000.0, "system": {"nodes": 1, "gpus_per_node": 1, "launcher": "local",
                                                        "cluster": "local"},
            "baseline": {"kind": "none", "name": ""}, "verdict": "RECORDED", "exit_code": 0,
            "counts": {"MEASURED": 3}, "health": {"ok": True, "hosts": ["node1"]}, "items": rows}
     records.write_json_atomic(str(tmp_path / "cert" / paths.VERDICT_FILE), doc)
-    parts = contents.sections(load(tmp_path / "cert"))
+    parts = contents.sections(load(tmp_path / "cert", merge=True))
     assert [p.key for p in parts][:2] == ["certification", "summary"]
     text = parts[0].text
     assert text.startswith("## Certification tiny: RECORDED (exit 0)") and "health gate: ok on node1" in text
