@@ -10,8 +10,9 @@ from analysis.read import ahead
 ahead.start_early(getattr(sys, "orig_argv", ()))
 
 from analysis.read.load import CorruptFile, RecordError, Results, load  # noqa: E402
+from analysis.read.merge import SeveralSweeps  # noqa: E402
 
-__all__ = ["load", "stored", "Results", "RecordError", "CorruptFile"]
+__all__ = ["load", "stored", "Results", "RecordError", "CorruptFile", "SeveralSweeps"]
 
 
 def stored(where: dict = None, since=None, sweep=None, store=None):

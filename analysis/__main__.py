@@ -1,4 +1,4 @@
-"""python -m analysis report PATH [--out DIR] [--no-plot] [--max-cv 0.05] [--max-drift 0.05]
+"""python -m analysis report PATH [--out DIR] [--no-plot] [--merge] [--max-cv 0.05] [--max-drift 0.05]
 python -m analysis compare PATH --reference FILE      the regression gate (analysis/gate/compare.py)
 python -m analysis compare PATH --reference published:NAME    against a published source
 python -m analysis reference PATH --out FILE          a reference file from a past run
@@ -10,7 +10,10 @@ python -m analysis store add|rebuild|list|refresh     the results store (analysi
 python -m analysis archive SWEEP                      SWEEP.tar.zst (analysis/read/archive.py)
 
 PATH may be a sweep's archive (SWEEP.tar.zst): it is read without unpacking it by hand, and
-a report of it goes to ARCHIVE-report/ beside it unless --out says otherwise.
+a report of it goes to ARCHIVE-report/ beside it unless --out says otherwise. PATH is one
+sweep or one certification: a folder of several is refused, naming them, unless --merge asks
+for one report over all (analysis/read/merge.py); a merge's sweeps go to the results store
+each as its own sweep, as `store add` adds them.
 
 `report` prints the tables, and writes points.csv, runs.csv, steps.parquet (one row per
 rank per step; pandas.read_parquet reads it), comm.csv where there are bench=comm points,
@@ -44,6 +47,7 @@ from analysis.plots import data as plot_data
 from analysis.plots.process import Plotter
 from analysis.read import archive
 from analysis.read.load import load, opened
+from analysis.read.merge import SeveralSweeps
 from analysis.read.record_file import RecordError
 from analysis.report import contents, page
 from analysis.sections.main_tables import limits_of
@@ -58,8 +62,8 @@ def cmd_report(args) -> int:
     plotter = None if args.no_plot else Plotter()
     keeper = Keeper(args.store)   # imports the store's library beside the parse
     try:
-        with opened(args.path, max_cv=args.max_cv, max_drift=args.max_drift,
-                    ahead_ok=True) as (results, folders):
+        with opened(args.path, max_cv=args.max_cv, max_drift=args.max_drift, ahead_ok=True,
+                    merge=args.merge) as (results, folders):
             return _report(args, plotter, results, lambda: keeper.submit(
                 results, folders, args.path if archive.is_archive(args.path) else None), keeper)
     finally:
@@ -127,7 +131,7 @@ def cmd_history(args) -> int:
         pts = history.stored_points(st.points(columns=set(history.STORED) | set(where)))
         certified = st.certifications()
     else:
-        results = load(args.root)
+        results = load(args.root, merge=True)   # across sweeps: history's purpose
         pts, corrupt = history.points_of(results), results.corrupt
         certified = store_rows.certifications(results)
     certified = [] if where or args.sweep else history.certifications(certified, args.since)
@@ -156,10 +160,12 @@ def _fraction(text) -> float:
 def report_arguments(rep) -> None:
     """The report command's arguments (analysis/read/ahead.py reads its PATH from the command
     line before they are parsed: tests/unit/test_read_ahead.py keeps the two alike)."""
-    rep.add_argument("path", help="a sweep folder (or a folder of sweeps)")
+    rep.add_argument("path", help="a sweep folder, a certification's or an archive")
     rep.add_argument("--out", help="where CSV, Parquet and PNG go (default PATH/report)")
     rep.add_argument("--no-plot", action="store_true", help="no PNG plots (nor in the page)")
     rep.add_argument("--html", help="where report.html goes (default DIR/report.html)")
+    rep.add_argument("--merge", action="store_true",
+                     help="PATH holds several sweeps: one report over all of them")
     rep.add_argument("--max-cv", type=_fraction, default=method.MAX_CV,
                      help="flag a figure whose CV across repeats is above this (default 0.05)")
     rep.add_argument("--max-drift", type=_fraction, default=method.MAX_DRIFT,
@@ -189,6 +195,9 @@ def command(argv=None) -> int:
     try:
         return {"report": cmd_report, "history": cmd_history, **compare.COMMANDS,
                 **store_commands.COMMANDS}[args.command](args)
+    except SeveralSweeps as exc:
+        print(f"error: {exc.asking('--merge')}", file=sys.stderr)
+        return 2
     except RecordError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -5,7 +5,11 @@ the entry the gate's one matcher finds (`find`: analysis/gate/compare.py `matche
 analysis/figures/matching.py's rule: every key the entry gives agrees with the point's, the
 device by its family, form and memory).
 
-    published     the default: each item's published row, as its suite names it
+    (not given)   the suite's published rows where one is a planned point's; else the
+                  newest earlier certification of the suite on the same system (its folder
+                  beside this one's, outputs/ by default, or the results store's) that is;
+                  else none: the first certification records the suite's baseline (`default`)
+    published     each item's published row, as its suite names it
                   (analysis/published/: a throughput file's row, or a layouts file's case and
                   implementation with the figure taken); an item whose suite says `none` has
                   none
@@ -17,6 +21,7 @@ device by its family, form and memory).
                   archive): each item's measured figure; or its sweep NAME: each point's
     FILE          a reference file (.yaml, .yml or .json), the regression gate's format
 """
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -27,7 +32,7 @@ from analysis.published import layouts, sources
 from analysis.read import archive
 from analysis.read.load import load
 from analysis.read.record_file import RecordError
-from contract import models
+from contract import models, paths
 
 PUBLISHED, NONE, STORE = "published", "none", "store:"
 REFERENCE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -50,6 +55,7 @@ class Baselines:
     kind: str                 # published, none, folder, archive, store, reference
     name: str = ""            # what was given (a path, store:NAME); never a store's URL
     entries: list = field(default_factory=list)
+    why: str = ""             # where none was given: why this one (`default`)
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "entries": len(self.entries)}
@@ -194,7 +200,7 @@ def resolve(given, suite, store=None) -> Baselines:
             return Baselines("store", text, from_store(text[len(STORE):], metrics, store))
         if archive.is_archive(text) or os.path.isdir(text):
             kind = "archive" if archive.is_archive(text) else "folder"
-            return Baselines(kind, os.path.abspath(text), from_results(load(text), metrics, text))
+            return Baselines(kind, os.path.abspath(text), from_results(load(text, merge=True), metrics, text))
         if os.path.isfile(text) and text.endswith(REFERENCE_SUFFIXES):
             _, entries = read_reference(text)
             return Baselines("reference", os.path.abspath(text), [
@@ -217,3 +223,56 @@ def find(entries: list, row: dict, item, planned: bool = False) -> list:
         if compare.matches(row, config):
             out.append(e)
     return out
+
+
+SYSTEM_KEYS = ("nodes", "gpus_per_node", "launcher", "cluster")
+
+
+def earlier(suite: str, system: dict, beside: str, folder: str, store=None) -> list:
+    """The earlier certifications of `suite` on `system`, newest first, as certify.baseline
+    values: their folders under `beside` (this one's parent: outputs/ by default; a folder
+    before the store's record of it: the truth), then the results store's (store:KEY; a
+    store that is off or cannot be read has none)."""
+    same = tuple(system.get(k) for k in SYSTEM_KEYS)
+    found = []
+    for path in paths.certification_files(beside) if os.path.isdir(beside) else ():
+        there = os.path.dirname(path)
+        try:
+            with open(path) as f:
+                v = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(v, dict) and v.get("suite") == suite and os.path.abspath(there) != folder \
+                and tuple((v.get("system") or {}).get(k) for k in SYSTEM_KEYS) == same:
+            found.append((float(v.get("created_unix") or 0), 1, there))
+    try:
+        from analysis.store import commands as store_commands
+        certs = store_commands.open_store(store, False).certifications()
+    except RecordError:   # off, none yet, or unreadable: no stored certification to offer
+        certs = []
+    for c in certs.to_dict("records") if len(certs) else ():
+        if c.get("suite") == suite and tuple(c.get(k) for k in SYSTEM_KEYS) == same \
+                and os.path.abspath(str(c.get("path"))) != folder:
+            found.append((float(c.get("created_unix") or 0), 0, STORE + str(c["key"])))
+    return [name for *_, name in sorted(found, reverse=True)]
+
+
+def default(suite, system: dict, matches, beside: str, folder: str, store=None) -> Baselines:
+    """certify.baseline not given: the suite's published rows where one is a planned point's
+    (`matches(baselines)`: how many points some entry could be); else the newest earlier
+    certification of the suite on this system that is; else none (the first certification
+    records the suite's baseline: RECORDED)."""
+    published = Baselines(PUBLISHED, "", published_entries(suite))
+    if published.entries and matches(published):
+        return published
+    for given in earlier(suite.name, system, beside, folder, store):
+        try:
+            found = resolve(given, suite, store)
+        except BaselineError:   # a broken earlier record: the next older
+            continue
+        if found.entries and matches(found):
+            found.why = f"the newest earlier certification of suite {suite.name} on this system"
+            return found
+    why = "published rows" if published.entries else "published row"
+    return Baselines(NONE, why=f"no {why} matches and no earlier certification of suite "
+                               f"{suite.name} on this system: this one records its baseline")

@@ -10,7 +10,10 @@ SUITE is conf/certify/SUITE.yaml (certify/suite.py). The keys:
     nodes, gpus_per_node, launcher, cluster   the system under test (the suite's by default):
                                               its items run at 1 node and at all of them, or as
                                               the suite says
-    certify.baseline=     published (default: each item's published row, as its suite names it),
+    certify.baseline=     not given: the suite's published rows where they match its points,
+                          else the newest earlier certification of the suite on this system,
+                          else none (the first certification records the baseline); or
+                          published (each item's published row, as its suite names it),
                           none (measure and record, judge nothing), a folder (an earlier
                           certification or a sweep), an archive (.tar.zst), store:NAME, or a
                           reference file (the regression gate's format: .yaml, .yml, .json)
@@ -49,6 +52,7 @@ from certify import judge, run
 from certify import suite as suites
 from certify import verdict as rule
 from contract import exits, paths, records, values
+from launchers import auto
 from launchers import suite as checkout
 from launchers.health import verdict as health_verdict
 from launchers.suite import ConfigError
@@ -104,15 +108,19 @@ def prepare(args: dict) -> dict:
     baseline = given.get("baseline")
     if baseline and os.path.abspath(baseline) == folder:
         raise Refused(f"certify.baseline={baseline} is certify.dir: a certification is not its own baseline")
-    baselines = base.resolve(baseline, suite, given.get("store"))
+    baselines = base.resolve(baseline, suite, given.get("store")) if baseline else None
     gate, planned = run.plan(suite, system, folder, args["health"])
-    if baselines.kind != base.NONE and not judge.matched_before(planned, baselines):
+    if baselines is None:   # none given: published, an earlier certification, or the first
+        baselines = base.default(suite, system, lambda b: judge.matched_before(planned, b),
+                                 os.path.dirname(folder), folder, given.get("store"))
+    elif baselines.kind != base.NONE and not judge.matched_before(planned, baselines):
         why = ("its items name no published row (each says why: certify.baseline=none measures "
                "and records them)" if baselines.kind == base.PUBLISHED else
                f"none of its {len(baselines.entries)} entries is the configuration of a point of "
                f"suite {suite.name}")
-        raise Refused(f"certify.baseline={baseline or base.PUBLISHED} matches no item: {why}")
+        raise Refused(f"certify.baseline={baseline} matches no item: {why}")
     return {"suite": suite, "system": system, "threshold": threshold, "folder": folder,
+            "auto": run.asked(suite, args["system"]) == "auto",
             "baselines": baselines, "gate": gate, "planned": planned, "store": given.get("store")}
 
 
@@ -133,7 +141,7 @@ def certify(p: dict) -> dict:
         print(health_verdict.render(health))
     if health.get("ok"):
         run.run_items(p["planned"])
-        results = load(p["folder"])
+        results = load(p["folder"], merge=True)   # its items' sweeps (verdict.json comes next)
         rows = judge.rows(p["planned"], p["baselines"], results, p["suite"], p["threshold"])
     else:
         rows = judge.not_run(p["planned"], p["suite"], p["threshold"])
@@ -200,9 +208,11 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     points = sum(len(x.made) for x in p["planned"])
     s, b = p["system"], p["baselines"]
+    if p["auto"]:
+        print(auto.say())
     print(f"certify: suite {p['suite'].name}, {points} points of {len(p['planned'])} items on "
           f"{s['nodes']}x{s['gpus_per_node']} (launcher {s['launcher']}, cluster {s['cluster']}); "
-          f"baseline {b.kind} {b.name}".rstrip() + f"; {p['folder']}")
+          f"baseline {b.kind} {b.name}".rstrip() + (f" ({b.why})" if b.why else "") + f"; {p['folder']}")
     try:
         doc = certify(p)
     except (ConfigError, judge.Ambiguous, RecordError) as exc:

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from contract import paths
+from launchers import auto
 from launchers.backends.base import NoVerdict
 from launchers.commands import status
 from launchers.health import command as health_command
@@ -19,6 +20,7 @@ from launchers.plan import one_point, precheck, sweep
 from launchers.suite import ConfigError
 
 DEFAULTS = {"nodes": 1, "gpus_per_node": 1, "launcher": "auto", "cluster": "local"}
+THIS_MACHINE = {"nodes": 1, "cluster": "local"}   # where launcher=auto finds no cluster
 WAIT_INTERVAL_S = 1.0   # a tiny item ends in seconds: a poll every 2 s costs a second each
 
 
@@ -29,9 +31,22 @@ class Planned:
     made: list              # [(point, dry_run)]: launchers/plan/sweep.make_points'
 
 
+def asked(suite, given: dict) -> str:
+    """The launcher asked for: the command line's, else the suite's, else auto."""
+    return {**DEFAULTS, **dict(suite.system), **given}["launcher"]
+
+
 def system_of(suite, given: dict) -> dict:
-    """The system under test: the command line's keys, else the suite's, else DEFAULTS."""
-    return {**DEFAULTS, **dict(suite.system), **given}
+    """The system under test: the command line's keys, else the suite's, else DEFAULTS, with
+    launcher=auto resolved as a sweep's (launchers/auto.py). Where auto picks the local
+    launcher (no controller answers), the system is this machine: one node, cluster local,
+    unless the command line says otherwise (a suite's nodes and cluster are its cluster's)."""
+    system = {**DEFAULTS, **dict(suite.system), **given}
+    if system["launcher"] == "auto":
+        system["launcher"] = auto.choose()[0]
+        if system["launcher"] == "local":
+            system.update({k: v for k, v in THIS_MACHINE.items() if k not in given})
+    return system
 
 
 def system_overrides(system: dict, nodes: int) -> list:

@@ -151,7 +151,7 @@ def warn_corrupt(results) -> None:
 
 
 def cmd_compare(args) -> int:
-    results = load(args.path)
+    results = load(args.path, merge=args.merge)
     warn_corrupt(results)
     stored = str(args.reference) == STORE or str(args.reference).startswith(STORE + ":")
     data = stored_reference(args.reference, results, args.store) if stored else None
@@ -192,7 +192,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_reference(args) -> int:
-    results = load(args.path)
+    results = load(args.path, merge=args.merge)
     warn_corrupt(results)
     ref = make_reference(results, args.tolerance, args.system)
     try:
@@ -211,7 +211,8 @@ def cmd_reference(args) -> int:
 def add_commands(sub) -> None:
     """The `compare` and `reference` subcommands of `python -m analysis`."""
     cmp = sub.add_parser("compare", help="the regression gate: figures against a reference file")
-    cmp.add_argument("path", help="a sweep folder (or a folder of sweeps)")
+    cmp.add_argument("path", help="a sweep folder, a certification's or an archive")
+    cmp.add_argument("--merge", action="store_true", help="PATH holds several sweeps: all of them")
     cmp.add_argument("--reference", required=True,
                      help="a reference file (YAML or JSON), published:NAME (analysis/published/NAME.yaml), "
                           "or store[:SWEEP] (the last good run stored before this one, or that sweep's)")
@@ -221,7 +222,8 @@ def add_commands(sub) -> None:
     cmp.add_argument("--store", help="the results store --reference store reads (default: "
                                      "DLBENCH_STORE, else ~/.local/share/dlbench/results.sqlite)")
     ref = sub.add_parser("reference", help="a reference file from a past run")
-    ref.add_argument("path", help="a sweep folder (or a folder of sweeps)")
+    ref.add_argument("path", help="a sweep folder, a certification's or an archive")
+    ref.add_argument("--merge", action="store_true", help="PATH holds several sweeps: all of them")
     ref.add_argument("--out", required=True, help="the file to write (.yaml, or .json)")
     ref.add_argument("--tolerance", type=float, default=0.05, help="relative (default 0.05)")
     ref.add_argument("--system", help="the system's name (default: the devices of the run)")

@@ -21,6 +21,7 @@ analysis/plots/style.py's.
 """
 import math
 import os
+import warnings
 
 import pandas as pd
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -227,6 +228,9 @@ def busbw_figures(data):
     data = comm[comm.op.notna()] if comm is not None and len(comm) else None
     if data is None or not len(data):
         return "no collective measurements (bench=comm)"
+    data = data[data.busbw_avg > 0]   # a log scale; one rank's bus bandwidth is 0 (2(n-1)/n)
+    if not len(data):
+        return "no bus bandwidth above 0 (one rank moves nothing between ranks)"
     node_counts = sorted(int(n) for n in data.nodes.unique())
     many = data[["framework", "dtype"]].drop_duplicates().shape[0] > 1
     fig, axes = style.panels(len(node_counts), sharey=True)
@@ -271,15 +275,19 @@ def render(data, only=None):
         for title, make in FIGURES:
             if only is not None and title not in only:
                 continue
-            figures, made = make(data), 0
-            while True:  # each figure is drawn, turned into PNG bytes and closed in turn
-                try:
-                    name, fig = next(figures)
-                except StopIteration as end:   # a figure maker returns why it drew nothing
-                    reason = end.value
-                    break
-                plots.append(Plot(name, style.png(fig)))
-                made += 1
+            # a library's warning is a line of the report's, never Python's text on stderr
+            with warnings.catch_warnings(record=True) as caught:   # matplotlib's are UserWarnings
+                warnings.simplefilter("always", UserWarning)
+                figures, made = make(data), 0
+                while True:  # each figure is drawn, turned into PNG bytes and closed in turn
+                    try:
+                        name, fig = next(figures)
+                    except StopIteration as end:   # a figure maker returns why it drew nothing
+                        reason = end.value
+                        break
+                    plots.append(Plot(name, style.png(fig)))
+                    made += 1
             if not made:
                 skipped.append(f"plot skipped: {title}: {reason or 'no data for it'}")
+            skipped += [f"plot {title}: warned: {m}" for m in dict.fromkeys(str(w.message) for w in caught)]
     return plots, skipped

@@ -38,6 +38,7 @@ from analysis.figures.points import (FLOP_COLUMNS, RUN_ENERGY_COLUMNS, add_energ
                                      add_flops, add_speedup, repeat_figures, summarize_point)
 from analysis.read import ahead as read_ahead
 from analysis.read import archive, record_file
+from analysis.read import merge as merge_rule
 from analysis.read.record_file import CorruptFile, RecordError
 from analysis.read.results import COMM_COLUMNS, POINT_COLUMNS, RUN_COLUMNS, Results
 from contract import paths, secrets, statuses
@@ -298,38 +299,46 @@ def find_points(root) -> list:
     return found
 
 
-def load(path, *, max_cv: float = method.MAX_CV, max_drift: float = method.MAX_DRIFT,
-         ahead_ok: bool = False) -> Results:
-    """Every sweep point under `path` (a sweep folder, a folder of sweeps, or a sweep's
-    archive: analysis/read/archive.py), each file read once. Bad record files cost their repeats
+def load(path, *, merge: bool = False, max_cv: float = method.MAX_CV,
+         max_drift: float = method.MAX_DRIFT, ahead_ok: bool = False) -> Results:
+    """Every sweep point under `path` (a sweep folder, a certification's, or a sweep's archive:
+    analysis/read/archive.py), each file read once. A folder of several sweeps is refused
+    (SeveralSweeps, naming them: analysis/read/merge.py) unless `merge`: then their points are read together.
+    Bad record files cost their repeats
     (Results.corrupt lists them). `max_cv` and `max_drift`: the flags' thresholds
     (analysis/figures/method.py). `ahead_ok`: a second process may read part of the rank records,
     forked for it (analysis/read/ahead.py; the report's command asks for it, a notebook's
     kernel had better not fork)."""
     if archive.is_archive(path):
-        with opened(path, max_cv=max_cv, max_drift=max_drift, ahead_ok=ahead_ok) as (results, _):
+        with opened(path, merge=merge, max_cv=max_cv, max_drift=max_drift,
+                    ahead_ok=ahead_ok) as (results, _):
             return results
-    return _load(path, {"max_cv": max_cv, "max_drift": max_drift}, ahead_ok=ahead_ok)
+    return _load(path, {"max_cv": max_cv, "max_drift": max_drift}, ahead_ok=ahead_ok, merge=merge)
 
 
 @contextlib.contextmanager
-def opened(path, ahead_ok: bool = False, **limits):
+def opened(path, ahead_ok: bool = False, merge: bool = False, **limits):
     """(Results, {sweep as shown: the folder its files are in}) of a sweep folder, or of an
     archive unpacked for as long as the block runs (its damaged files cost their repeats;
     its paths shown as ARCHIVE/...)."""
     if not archive.is_archive(path):
-        yield load(path, ahead_ok=ahead_ok, **limits), {}
+        yield load(path, ahead_ok=ahead_ok, merge=merge, **limits), {}
         return
     with archive.unpacked(path) as (folder, damaged):
         try:
-            results = archive.relabel(_load(folder, limits, damaged, ahead_ok), folder, str(path))
+            results = archive.relabel(_load(folder, limits, damaged, ahead_ok, merge), folder, str(path))
+        except merge_rule.SeveralSweeps as exc:
+            raise merge_rule.SeveralSweeps(str(path), [u.replace(folder, str(path), 1) for u in exc.units],
+                                           exc.how) from None
         except RecordError as exc:   # named as the archive, not the folder it was unpacked to
             raise RecordError(str(exc).replace(folder, str(path))) from None
         yield results, {s: s.replace(str(path), folder, 1) for s in results.points.sweep.unique()}
 
 
-def _load(path, limits: dict, damaged: dict = None, ahead_ok: bool = False) -> Results:
+def _load(path, limits: dict, damaged: dict = None, ahead_ok: bool = False,
+          merge: bool = False) -> Results:
     files = find_points(path)
+    merge_rule.check(path, files, merge)
     records, size = read_ahead.rank_records(files)
     ahead = read_ahead.reader(records, size) if ahead_ok else None
     reader = _Reader(str(path), limits, damaged, ahead=ahead,

@@ -40,6 +40,10 @@ class RecordError(ValueError):
     """Input the analysis cannot work with at all: no sweep there, a report folder it cannot
     write, a bad reference file. (A bad record file costs only its repeat: CorruptFile.)"""
 
+    def _render_traceback_(self) -> list:
+        """IPython's hook: in a notebook, one line, as the commands say it (bad input, no bug)."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 class CorruptFile(Exception):
     """A record file that cannot be used: torn, garbage, of a foreign schema, malformed,

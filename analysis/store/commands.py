@@ -43,7 +43,7 @@ def _read(paths_given: list) -> tuple:
     store_rows.certifications made them; how many corrupt files)."""
     made, certified, corrupt = [], [], 0
     for path in paths_given:
-        with opened(path) as (results, folders):
+        with opened(path, merge=True) as (results, folders):   # each sweep stored as its own
             for m in store_rows.sweeps(results, folders):
                 m["archive"] = str(path) if archive.is_archive(path) else None
                 made.append(m)

@@ -246,8 +246,10 @@ class Doctor:
 
     def run(self) -> int:
         t0 = time.monotonic()
+        answered = False
         try:
-            if self.slurm() and self.submit():
+            answered = self.slurm()
+            if answered and self.submit():
                 facts = self.node()
                 self.gres()
                 self.nccl(facts)
@@ -260,7 +262,8 @@ class Doctor:
             else:
                 self.say("skipped", "the rest", "Slurm must answer and accept the job first")
         finally:
-            self.cancel()
+            if answered:   # else no job was asked for, and squeue would wait for no controller
+                self.cancel()
         print(f"doctor: {'FAILED' if self.failed else 'ok'} in {time.monotonic() - t0:.1f} s "
               f"({self.failed} failed of {len(self.lines)}); no job left queued")
         return exits.FAILED if self.failed else exits.OK
@@ -287,4 +290,8 @@ def main(argv=None) -> int:
         os.makedirs(out, exist_ok=True)
     except one_point.bad_input() as exc:
         return one_point.refuse(exc)
+    if point.launcher.name != "slurm" and not point.launcher.auto:   # asked for, not auto's choice
+        print(f"error: launcher={point.launcher.name} runs on this machine, with no site to check: "
+              "launch doctor checks a Slurm site (launcher=slurm)", file=sys.stderr)
+        return 2
     return Doctor(point.replace(name="doctor"), out).run()

@@ -86,7 +86,7 @@ def test_search_finds_a_finite_largest_with_oom_tries(root):
 
 
 def test_report_has_a_section_per_special_case(root):
-    out = cli("report", str(root), "--no-plot")
+    out = cli("report", str(root), "--no-plot", "--merge")   # its three sweeps in one report
     assert out.returncode == 0, out.stderr
     for text in ("## Environment", "wide_deep (tiny): latency per iteration and peak memory",
                  "| OOM", "## gpt: throughput and FLOP/s by layout", "tokens/s", "TFLOP/s/dev",
@@ -97,16 +97,16 @@ def test_report_has_a_section_per_special_case(root):
 
 def test_gate_passes_on_its_own_reference_and_fails_on_a_better_one(root, tmp_path):
     ref = tmp_path / "ref.yaml"
-    out = cli("reference", str(root), "--out", str(ref), "--system", "ci-cpu", "--tolerance", "0.05")
+    out = cli("reference", str(root), "--merge", "--out", str(ref), "--system", "ci-cpu", "--tolerance", "0.05")
     assert out.returncode == 0, out.stderr
     metrics = {e["metric"] for e in yaml.safe_load(ref.read_text())["entries"]}
     assert {"latency_ms", "tokens_per_s", "throughput", "largest_ok"} <= metrics
-    out = cli("compare", str(root), "--reference", str(ref))
+    out = cli("compare", str(root), "--merge", "--reference", str(ref))
     assert out.returncode == 0, out.stdout + out.stderr
     data = yaml.safe_load(ref.read_text())
     for e in data["entries"]:
         if e["metric"] == "tokens_per_s":
             e["value"] *= 2           # a reference twice as fast: this run is a regression
     ref.write_text(yaml.safe_dump(data))
-    out = cli("compare", str(root), "--reference", str(ref))
+    out = cli("compare", str(root), "--merge", "--reference", str(ref))
     assert out.returncode == 1 and "FAIL" in out.stdout

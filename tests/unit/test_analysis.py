@@ -105,7 +105,7 @@ def test_cli_writes_tables_csv_and_plot(sweep, tmp_path):
 def test_runs_csv_tells_same_named_points_of_two_sweeps_apart(tmp_path):
     for name, window in (("a", 1.0), ("b", 0.5)):
         write_repeat(write_point(str(tmp_path / name), "000-x", repeats=1), 0, [window])
-    out = run_cli("report", str(tmp_path), "--no-plot", "--out", str(tmp_path / "rep"))
+    out = run_cli("report", str(tmp_path), "--no-plot", "--merge", "--out", str(tmp_path / "rep"))
     assert out.returncode == 0, out.stderr
     runs = pd.read_csv(tmp_path / "rep" / "runs.csv")
     assert list(runs.columns[:3]) == ["sweep", "point", "repeat"]

@@ -58,7 +58,7 @@ def certify(capsys, *argv):
     (["tiny", "nodes=0"], "error: nodes must be an integer >= 1, got '0'"),
     (["tiny", "nodes=2"], "error: health gate: launcher=local runs on one node; nodes=2 needs launcher=slurm"),
     (["tiny", "health.min_fraction=2"], "error: health gate: "),
-    (["tiny"], "error: certify.baseline=published matches no item: its items name no published row"),
+    (["tiny", "certify.baseline=published"], "error: certify.baseline=published matches no item: its items name no published row"),
     (["smoke", "certify.baseline=nowhere"], "error: certify.baseline=nowhere: not published, none, a folder"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_runs(conf, capsys, tmp_path, argv, line):
@@ -109,7 +109,7 @@ def test_each_point_judged_from_its_records_by_hand(conf, tmp_path):
         {"config": {"model": "bert_base", "nodes": 1}, "metric": "throughput", "value": 50.0}]}))
     b = baselines.resolve(str(ref), s)
     assert judge.matched_before(plan, b) == 2       # broken's batch is 8: no entry is its
-    rows = {r["item"]: r for r in judge.rows(plan, b, load(tmp_path / "cert"), s)}
+    rows = {r["item"]: r for r in judge.rows(plan, b, load(tmp_path / "cert", merge=True), s)}
     resnet, bert, broken = rows["resnet"], rows["bert"], rows["broken"]
     assert (resnet["measured"], resnet["baseline"], resnet["ratio"], resnet["verdict"]) == \
         (pytest.approx(80.0), 100.0, pytest.approx(0.8), "FAIL")
@@ -123,25 +123,25 @@ def test_each_point_judged_from_its_records_by_hand(conf, tmp_path):
     assert (bert["ratio"], bert["threshold"], bert["verdict"], bert["note"]) == (pytest.approx(0.8), 0.5, "PASS", "tiny")
     assert (broken["verdict"], broken["status"], broken["measured"]) == ("FAIL", "failed", None)
     assert broken["why"] == "no figure: the point ended failed"
-    again = {r["item"]: r["verdict"] for r in judge.rows(plan, b, load(tmp_path / "cert"), s, threshold=0.75)}
+    again = {r["item"]: r["verdict"] for r in judge.rows(plan, b, load(tmp_path / "cert", merge=True), s, threshold=0.75)}
     assert again == {"resnet": "PASS", "bert": "PASS", "broken": "FAIL"}
     two = baselines.Baselines("reference", "x", b.entries + [dict(b.entries[0], source="again")])
     with pytest.raises(judge.Ambiguous, match=r"^item resnet, point 000-pytorch-resnet50-fp32-1x1-bs4: 2 baseline entries"):
-        judge.rows(plan, two, load(tmp_path / "cert"), s)
+        judge.rows(plan, two, load(tmp_path / "cert", merge=True), s)
 
 
 def test_the_verdict_leads_the_report_and_the_store_keeps_it(conf, tmp_path, capsys):
     from analysis.__main__ import main as analysis
     s, plan = planned(tmp_path)
     record(plan, {"resnet": 0.5, "bert": 1.0, "broken": 0.5})
-    rows = judge.rows(plan, baselines.Baselines("none"), load(tmp_path / "cert"), s)
+    rows = judge.rows(plan, baselines.Baselines("none"), load(tmp_path / "cert", merge=True), s)
     doc = {"schema": paths.CERTIFICATION_SCHEMA, "version": 1, "name": "cert", "suite": "tiny",
            "created_unix": 1_790_000_000.0, "system": {"nodes": 1, "gpus_per_node": 1, "launcher": "local",
                                                        "cluster": "local"},
            "baseline": {"kind": "none", "name": ""}, "verdict": "RECORDED", "exit_code": 0,
            "counts": {"MEASURED": 3}, "health": {"ok": True, "hosts": ["node1"]}, "items": rows}
     records.write_json_atomic(str(tmp_path / "cert" / paths.VERDICT_FILE), doc)
-    parts = contents.sections(load(tmp_path / "cert"))
+    parts = contents.sections(load(tmp_path / "cert", merge=True))
     assert [p.key for p in parts][:2] == ["certification", "summary"]
     text = parts[0].text
     assert text.startswith("## Certification tiny: RECORDED (exit 0)") and "health gate: ok on node1" in text
@@ -157,3 +157,35 @@ def test_the_verdict_leads_the_report_and_the_store_keeps_it(conf, tmp_path, cap
     assert out.startswith("# Certifications") and "| 2026-09-21 14:13 | tiny    | RECORDED  | 0/0/3/0 | none" in out
     assert analysis(["history", str(tmp_path)]) == 0    # from the folders, the same
     assert "| tiny    | RECORDED  | 0/0/3/0 |" in capsys.readouterr().out
+
+
+def test_with_no_baseline_given_the_first_records_and_the_next_is_judged_against_it(conf, tmp_path, monkeypatch):
+    """Issue 52: `certify smoke` with no baseline answered `certify.baseline=published matches
+    no item`. None given (certify/baselines.py `default`, as prepare asks it): the published
+    rows where they match (tiny has none), else the newest earlier certification of the suite
+    on this system beside this one's folder or in the store, else none: the first
+    certification records the baseline."""
+    monkeypatch.setenv("DLBENCH_STORE", str(tmp_path / "store.sqlite"))   # none yet
+    s, plan = planned(tmp_path)
+    system = run.system_of(s, {})
+
+    def chosen(folder):
+        return baselines.default(s, system, lambda b: judge.matched_before(plan, b), str(tmp_path),
+                                 str(tmp_path / folder))
+    first = chosen("cert")
+    assert (first.kind, first.entries) == ("none", [])
+    assert first.why == ("no published row matches and no earlier certification of suite tiny on "
+                         "this system: this one records its baseline")
+    record(plan, {"resnet": 0.5, "bert": 1.0, "broken": 0.5})   # tmp_path/cert, recorded
+    doc = {"schema": paths.CERTIFICATION_SCHEMA, "version": 1, "name": "cert", "suite": "tiny",
+           "created_unix": 1_790_000_000.0, "system": system, "items": []}
+    records.write_json_atomic(str(tmp_path / "cert" / paths.VERDICT_FILE), doc)
+    older = tmp_path / "older"   # a newer one of another system, and one of another suite: never chosen
+    older.mkdir()
+    records.write_json_atomic(str(older / paths.VERDICT_FILE), dict(doc, created_unix=2e9, system={"nodes": 2}))
+    (tmp_path / "other").mkdir()
+    records.write_json_atomic(str(tmp_path / "other" / paths.VERDICT_FILE), dict(doc, created_unix=2e9, suite="smoke"))
+    second = chosen("second")
+    assert (second.kind, second.name) == ("folder", str(tmp_path / "cert"))
+    assert len(second.entries) == 3 and second.why == "the newest earlier certification of suite tiny on this system"
+    assert chosen("cert").kind == "none"    # never its own

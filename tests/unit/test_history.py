@@ -27,7 +27,7 @@ def test_history_orders_sweeps_and_flags_a_change_beyond_the_spread(tmp_path):
     sweep(tmp_path, "b-later", 2_000_000_000, "bbbbbbbbbbbbbbbb", [0.8, 1.0, 0.9])  # 100, 80, 88.9
     sweep(tmp_path, "a-first", 1_000_000_000, "aaaaaaaaaaaaaaaa", [1.0, 1.0, 1.0])  # 80, 80, 80
     sweep(tmp_path, "c-last", 2_100_000_000, "cccccccccccccccc", [0.4, 0.4, 0.5])   # 200, 200, 160
-    table = history.history(analysis.load(tmp_path))
+    table = history.history(analysis.load(tmp_path, merge=True))
     assert [os.path.basename(s) for s in table.sweep] == ["a-first", "b-later", "c-last"]
     assert list(table.suite_commit) == ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "cccccccccccccccc"]
     assert table.throughput.round(3).tolist() == [80.0, 88.889, 200.0]
@@ -65,7 +65,7 @@ def test_speedup_divides_by_its_own_sweeps_baseline(tmp_path):
     p3 = write_point(os.path.join(tmp_path, "c"), "001-pytorch-resnet50-fp32-1x2-bs8",
                      gpus_per_node=2, repeats=1)
     write_repeat(p3, 0, [4 / 3, 4 / 3])
-    points = analysis.load(tmp_path).points
+    points = analysis.load(tmp_path, merge=True).points
     two = points[points.devices == 2].set_index(points[points.devices == 2].sweep.map(os.path.basename))
     assert two.speedup["a"] == pytest.approx(1.5) and two.speedup["b"] == pytest.approx(1.5)
     assert two.speedup["c"] == pytest.approx(2.0)

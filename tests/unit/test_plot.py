@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -95,6 +96,29 @@ def test_bus_bandwidth_has_a_panel_per_node_count_on_log_log_axes(sweep):
     assert name == "busbw.png" and [ax.get_title() for ax in fig.axes] == ["1 node", "2 nodes"]
     assert all(ax.get_xscale() == "log" and ax.get_yscale() == "log" for ax in fig.axes)
     assert all(len(ax.get_lines()) == 2 for ax in fig.axes)   # all_reduce, broadcast
+
+
+def test_one_ranks_zero_bus_bandwidth_is_skipped_without_a_warning(sweep, monkeypatch):
+    """Issue 52: a certification on one device (all_reduce at 1x1: bus bandwidth 0) printed
+    matplotlib's 'Data has no positive values' warning on the console."""
+    one = comm_rows().query("nodes == 1").assign(gpus_per_node=1, ranks=1, busbw_avg=0.0,
+                                                 busbw_min=0.0, busbw_max=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots, skipped = plot.render(plot_data.of(analysis.load(sweep), one), only=["bus bandwidth"])
+    assert plots == [] and skipped == ["plot skipped: bus bandwidth: no bus bandwidth above 0 "
+                                       "(one rank moves nothing between ranks)"]
+
+    def warns(data):   # any warning a figure draws with is a line of the report's
+        warnings.warn("Data has no positive values, and therefore cannot be log-scaled.")
+        return "nothing"
+        yield
+    monkeypatch.setattr(plot, "FIGURES", (("odd", warns),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plot.render(plot_data.of(analysis.load(sweep)))[1] == [
+            "plot skipped: odd: nothing",
+            "plot odd: warned: Data has no positive values, and therefore cannot be log-scaled."]
 
 
 def test_each_figure_is_skipped_with_a_line_without_its_data(tmp_path):

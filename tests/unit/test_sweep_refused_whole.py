@@ -2,6 +2,7 @@
 costs one line, a non-zero exit and nothing run (launchers/plan/sweep.py). Real `python -m
 launch` runs on the default launcher, with no Slurm cluster."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -37,3 +38,18 @@ def test_a_single_point_keeps_its_plain_message(tmp_path):
     res = launch("nodes=2", "preset=smoke", f"hydra.run.dir={tmp_path}")
     assert res.returncode == 2
     assert res.stderr.strip() == "error: launcher=local runs on one node; nodes=2 needs launcher=slurm"
+
+
+@pytest.mark.skipif(not shutil.which("sbatch") or not shutil.which("srun"), reason="no sbatch here")
+def test_sbatch_refusing_a_sweep_is_one_line(tmp_path):
+    """Issue 52: launcher=slurm where no Slurm is configured printed sbatch's raw error lines
+    (submitit's echo of its stderr) before the one line that says them."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("")   # sbatch refuses at once: ClusterName needs to be specified
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    res = subprocess.run([sys.executable, "-m", "launch", "preset=smoke", "launcher=slurm",
+                          "cluster=localtest", f"hydra.run.dir={tmp_path / 'sweep'}"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, env=dict(env, SLURM_CONF=str(conf)))
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: sbatch refused 000-pytorch-resnet50-fp32-1x1-bs4: sbatch: ")
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr

@@ -6,6 +6,7 @@ call itself (`submit`: a refusal said in one line) and the job's record
 a search's one job, a preflight's resubmission without its sick nodes, `launch health`'s job.
 """
 import contextlib
+import io
 import os
 import shlex
 import shutil
@@ -129,8 +130,10 @@ def submit(executor, drivers: list, what: str, points: list) -> list:
     sbatch refusing it is ConfigError, in one line that names `what`. The `points`' secrets
     ride in sbatch's environment (secret_env.py); a driver that carries a point pickles it
     masked (sweepdir.as_written)."""
+    # submitit echoes a refusing sbatch's stderr: it is the line below, said once
     try:
-        with submission_environ(), secret_env.exported(points):
+        with submission_environ(), secret_env.exported(points), \
+                contextlib.redirect_stderr(io.StringIO()):
             with executor.batch():
                 return [executor.submit(driver) for driver in drivers]
     except ConfigError:
