@@ -10,16 +10,10 @@ envs: $(addprefix env-,$(FRAMEWORK_ENVS))
 
 $(addprefix env-,$(FRAMEWORK_ENVS)): env-%: .venvs/%/.installed
 
-# $(call build_env,FOLDER): .venvs/$* from FOLDER/requirements.txt, in FOLDER/python-version's
-# pyenv Python where it names one (mk/versions.mk builds its environments the same way)
-define build_env
-	@v=$$(cat $(1)/python-version 2>/dev/null); \
-	 py=$${v:+$(PYENV_ROOT)/versions/$$v/bin/python}; py=$${py:-python3}; \
-	 echo "building .venvs/$* with $$py"; \
-	 rm -rf .venvs/$* && $$py -m venv .venvs/$* && \
-	 .venvs/$*/bin/pip install -q --disable-pip-version-check -r $(1)/requirements.txt && \
-	 touch $@
-endef
+# $(call build_env,FOLDER): .venvs/$* from FOLDER/requirements.txt, built once per content in a
+# cache outside the checkout and linked (mk/build_env.sh); mk/versions.mk builds its environments
+# the same way
+build_env = @PYENV_ROOT=$(PYENV_ROOT) mk/build_env.sh $* $(1)
 
-.venvs/%/.installed: frameworks/%/requirements.txt
+.venvs/%/.installed: frameworks/%/requirements.txt $$(wildcard frameworks/$$*/requirements-nodeps.txt) mk/build_env.sh
 	$(call build_env,frameworks/$*)

@@ -10,5 +10,5 @@ version-envs: $(addprefix env-,$(VERSION_ENVS))
 
 $(addprefix env-,$(VERSION_ENVS)): env-%: .venvs/%/.installed
 
-.venvs/%/.installed: tests/versions/%/requirements.txt
+.venvs/%/.installed: tests/versions/%/requirements.txt $$(wildcard tests/versions/$$*/requirements-nodeps.txt) mk/build_env.sh
 	$(call build_env,tests/versions/$*)
