@@ -2,6 +2,7 @@
 import os
 import sys
 
+from contract import paths
 from launchers.suite import ROOT, ConfigError
 
 
@@ -24,16 +25,21 @@ def worker_argv(point, spec_path: str, python: str) -> list:
 
 
 def _builder(python: str) -> str:
-    """What builds an interpreter of the suite's own: `.venvs/<env>/...` is `make env-<env>`."""
+    """What builds an interpreter of the suite's own: `.venvs/<env>/...` is `make env-<env>`
+    where the Makefile has that target (mk/frameworks.mk, mk/versions.mk), else nothing."""
     parts = os.path.normpath(python).split(os.sep)
-    return f" (make env-{parts[1]} builds it)" if len(parts) > 2 and parts[0] == ".venvs" else ""
+    if len(parts) > 2 and parts[0] == ".venvs" and any(
+            os.path.exists(os.path.join(ROOT, folder, parts[1], "requirements.txt"))
+            for folder in ("frameworks", os.path.join("tests", "versions"))):
+        return f" (make env-{parts[1]} builds it)"
+    return ""
 
 
 def require(point) -> None:
     """ConfigError, in one line naming what builds it, where the point's framework interpreter
     is not here or not executable: checked for every point before any runs or is queued."""
     try:
-        worker_argv(point, "spec.json", sys.executable)
+        worker_argv(point, paths.SPEC_FILE, sys.executable)
     except WorkerUnavailable as exc:
         raise ConfigError(str(exc)) from None
 

@@ -53,7 +53,7 @@ def test_history_says_when_the_image_changed(tmp_path):
     sweep(tmp_path, "a", 1_000_000_000, image("a"))
     sweep(tmp_path, "b", 1_000_000_100, image("a"), window=0.5)
     sweep(tmp_path, "c", 1_000_000_200, image("c"), window=0.5)
-    table = history.history(analysis.load(tmp_path))
+    table = history.history(analysis.load(tmp_path, merge=True))
     assert list(table.other_image) == [None, False, True]
     text = history.render(table)
     assert f"charliecloud /images/pt.sqfs (sha256:{'c' * 12})" in text

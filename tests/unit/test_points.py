@@ -51,8 +51,11 @@ def test_validate(override, message):
 def test_missing_interpreter_is_named(tmp_path):
     point = points.make_point(cfg_of(), tmp_path, 0)
     point = point.replace(framework=Framework("tensorflow", python=".venvs/nowhere/bin/python"))
-    with pytest.raises(worker.WorkerUnavailable, match="make env-tensorflow"):
-        worker.worker_argv(point, "spec.json", "python3")
+    with pytest.raises(worker.WorkerUnavailable,
+                       match=r"^tensorflow interpreter \.venvs/nowhere/bin/python not found$"):
+        worker.worker_argv(point, "spec.json", "python3")   # no make target builds .venvs/nowhere
+    assert worker._builder(".venvs/tensorflow/bin/python") == " (make env-tensorflow builds it)"
+    assert worker._builder(".venvs/jax-0.4.38/bin/python") == " (make env-jax-0.4.38 builds it)"
 
 
 @pytest.mark.parametrize("framework,compile,setting,compiled,mode", [
