@@ -31,13 +31,16 @@ CPU_SLOTS = 2
 def group_of(item) -> str:
     """Which tests go together on one worker under `make test` (pytest-xdist, `-n 3 --dist
     loadscope`): every test of a Slurm test cluster (one per machine: they share it, one after
-    another), every test of the framework sweeps the tests share (a session fixture: run
-    once), and each other module whole (its module fixtures run once)."""
+    another), the tests of one framework's shared sweeps (a session fixture: each sweep runs
+    once, and two frameworks' sweeps run on two workers side by side), and each other module
+    whole (its module fixtures run once)."""
     names = getattr(item, "fixturenames", ())
     if item.get_closest_marker("slurm") or any(f in names for f in SLURM_FIXTURES):
         return "slurm"
-    if SHARED_SWEEPS in names:
-        return "framework-sweeps"
+    framework = getattr(getattr(item, "callspec", None), "params", {}).get("fw") \
+        or getattr(getattr(item, "module", None), "NAME", None)
+    if SHARED_SWEEPS in names and framework:
+        return f"framework-sweeps-{framework}"
     return item.nodeid.split("::")[0]
 
 
