@@ -52,7 +52,7 @@ def _ours(r, manifest, kinds=()) -> list:
             tables.number(latency, ",.1f"), memory_cell(tables.number(memory, ".2f"), r.memory_kind, kinds),
             tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
             tables.number(r.tflops_per_device if ok else None, ".4g"),
-            tables.number(r.mfu if ok else None, ".1%")]
+            tables.percent(r.mfu if ok else None)]
 
 
 def _published(row: dict) -> list:

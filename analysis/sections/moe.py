@@ -65,7 +65,7 @@ def _ours(r, manifest, figures, kinds) -> list:
             memory_cell(tables.number(memory, ".2f"), r.memory_kind, kinds),
             tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
             tables.number(r.tflops_per_device if ok else None, ".4g"),
-            tables.number(r.mfu if ok else None, ".1%"),
+            tables.percent(r.mfu if ok else None),
             tables.number(figures["load"] if ok else None, ".2f"),
             tables.number(figures["a2a_share"] if ok else None, ".1%")]
 

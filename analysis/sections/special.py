@@ -128,7 +128,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
                      r.batch_size if tables.missing(r.micro_batch_size) else f"{r.micro_batch_size:d}",
                      tables.number(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
                      memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
-                     figure(r.tflops_per_device, ".3g"), figure(r.mfu, ".0%"), figure(r.pflops, ".3g"),
+                     figure(r.tflops_per_device, ".3g"), tables.percent(r.mfu) if ok else tables.label(r.status), figure(r.pflops, ".3g"),
                      bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
                      tables.label(r.status) + ("*" if r.status == "partial" else "")])
     text = ("## gpt: throughput and FLOP/s by layout (DLPerf's GPT table)\n"

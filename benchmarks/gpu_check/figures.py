@@ -70,6 +70,7 @@ def last_line(log) -> str:
 # ---- training points ----------------------------------------------------------------------
 def _sweep(stage, ran, ctx, done) -> list:
     import analysis
+    from analysis import tables
     from analysis.figures.metrics import metrics
     from analysis.published import layouts, sources
     from analysis.sections.llama import point_layout
@@ -90,7 +91,7 @@ def _sweep(stage, ran, ctx, done) -> list:
             row.figure = f"{row.value:,.1f} {unit}"
         notes = [f"{p.device}"] if isinstance(p.device, str) else []
         if _number(m.mfu) is not None:
-            notes.append(f"MFU {m.mfu:.1%}")
+            notes.append(f"MFU {tables.percent(m.mfu)}")
         if _number(m.peak_memory_bytes) is not None:
             notes.append(f"peak {m.peak_memory_bytes / 2**30:.2f} GiB ({m.memory_kind})")
         if isinstance(p.error, str) and p.error:
