@@ -4,8 +4,9 @@ it the published figure for the device (analysis/published/, matched by the anal
 analysis/published/sources.py: the same device, model, precision and devices, at another
 batch where none is at ours, marked) and ours / published; a bare loop's figure is its
 samples/s, beside it the harness's figure of the point it repeats, and harness / bare; the
-health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bandwidth at its
-largest size; the checkpoint's, the seconds training was blocked and until durable.
+health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bus bandwidth at
+its largest size (none of one rank, which moves nothing); the checkpoint's, the seconds
+training was blocked and until durable.
 """
 import glob
 import json
@@ -14,7 +15,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from contract import paths
+from contract import busbw, paths
 
 BAD = ("failed", "timeout", "oom", "cancelled", "corrupt", "sick", "partial")   # a check that did not pass
 
@@ -188,11 +189,13 @@ def _comm(stage, ran, ctx, done) -> list:
     if rec["status"] != "ok" or not rows:
         return [Row(stage.name, rec["status"], note=str(rec.get("error"))[:300])]
     top = rows[-1]
-    bus = top["busbw_gbps"] if rec["world_size"] > 1 else None
-    value = bus if bus else top["algbw_gbps"]
-    return [Row(stage.name, "ok", f"{value:.1f} GB/s {'bus' if bus else 'alg'}bw at {top['bytes'] / 2**20:.0f} MiB",
-                value=value, note=f"{rec['world_size']} rank(s), {rec['environment'].get('backend')}, "
-                                  f"{sum(1 for r in rows if r['wrong'])} with wrong elements")]
+    note = (f"{rec['world_size']} rank(s), {rec['environment'].get('backend')}, "
+            f"{sum(1 for r in rows if r['wrong'])} with wrong elements")
+    if not busbw.moves(rec["world_size"]):   # a record of one rank: no bandwidth to show
+        return [Row(stage.name, "skipped", note=f"{note}; one rank moves nothing: no bandwidth")]
+    value = top["busbw_gbps"]
+    return [Row(stage.name, "ok", f"{value:.1f} GB/s busbw at {top['bytes'] / 2**20:.0f} MiB",
+                value=value, note=note)]
 
 
 def _checkpoint(stage, ran, ctx, done) -> list:

@@ -6,9 +6,9 @@ channels_last, bf16 and fp16 with its loss scaling; the same step as bare loops 
 model without the harness, and torchvision's ResNet-50, an idiomatic loop no one here wrote);
 BERT-base AMP and its bare loop; Llama 3 1B (bf16, a sequence of 8192); the tiny mixtures of
 experts; DLPerf's 1-GPU GPT case; a pipeline of two stages where two GPUs exist; `launch health`
-with its NVML checks; NCCL's all_reduce; an async DCP checkpoint (pinned host memory);
+with its NVML checks; NCCL's all_reduce over every GPU where two exist; an async DCP checkpoint (pinned host memory);
 ResNet-50 compiled. One repeat each. On a CPU (`--device cpu`): every stage at tiny sizes, a
-few steps; the pipeline on two processes.
+few steps; the pipeline and the all_reduce on two processes.
 
 A stage's command is `python -m launch ...` (its sweep in OUT/<stage>/) or the bare loop on a
 point's spec.json; `argv(ctx)` returns it, or a string: why the stage cannot run here.
@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from contract import paths   # the standard library's only
+from contract import busbw, paths   # the standard library's only
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,11 @@ def _health(ctx):
 
 
 def _comm(ctx):
-    ranks = 1 if ctx.cpu else ctx.gpus
+    """all_reduce over every GPU (two processes over gloo on a CPU): one rank moves nothing
+    (contract/busbw.py's `moves`), so one GPU has no figure to give."""
+    ranks = 2 if ctx.cpu else ctx.gpus
+    if not busbw.moves(ranks):
+        return f"{ranks} GPU: an all_reduce moves data between two GPUs or more"
     return _sweep("nccl", "bench=comm", "bench.ops=[all_reduce]", f"gpus_per_node={ranks}", sizes=COMM)(ctx)
 
 
