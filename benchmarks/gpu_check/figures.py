@@ -75,6 +75,8 @@ def _sweep(stage, ran, ctx, done) -> list:
     from analysis.figures.metrics import metrics
     from analysis.published import layouts, sources
     from analysis.sections.llama import point_layout
+    from analysis.sections.moe import expert_figures
+    from contract import models
     folder = os.path.join(ctx.out, stage.name)
     if not glob.glob(os.path.join(folder, paths.POINTS_DIR, "*")):
         return []
@@ -95,6 +97,11 @@ def _sweep(stage, ran, ctx, done) -> list:
             notes.append(f"MFU {tables.percent(m.mfu)}")
         if _number(m.peak_memory_bytes) is not None:
             notes.append(f"peak {m.peak_memory_bytes / 2**30:.2f} GiB ({m.memory_kind})")
+        spec = models.find(p.model)
+        if spec and spec.experts:   # the report's expert load (analysis/sections/moe.py)
+            load = expert_figures(results, p.sweep, p.point)["load"]
+            if load is not None:
+                notes.append(f"expert load {load:.2f} (max/mean)")
         if isinstance(p.error, str) and p.error:
             notes.append(p.error[:300])
         if lm:   # published layouts: tokens/s per GPU of the same layout and shape on the device

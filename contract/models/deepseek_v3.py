@@ -1,5 +1,8 @@
 """DeepSeek-V3, a mixture of experts (conf/model/deepseek_v3.yaml, docs/moe.md): torchtitan's on
-GPUs, the same definition on the CPU, at any layout, expert parallelism included.
+GPUs, the same definition on the CPU, at any layout, expert parallelism included. Its sizes:
+torchtitan's 16B and 671B, `tiny` for the CPU, and `gpu1`, the 16B's own widths with 3 layers
+(1 dense, 2 MoE): 1,670,135,296 parameters, which with AdamW's fp32 state load one 80 GB GPU
+(the GPU check's MoE stage).
 
 FLOPs on its activated parameters as dgxc-benchmarking counts them (NeMo's
 flops_formulas.deepseekv3, whose figure dgxc-benchmarking's TFLOPS_per_GPU and MFU are;

@@ -1,5 +1,8 @@
 """GPT-OSS, OpenAI's mixtures of experts (conf/model/gpt_oss.yaml, docs/moe.md): torchtitan's on
-GPUs, the same definition on the CPU, expert parallelism and FSDP as DeepSeek-V3's.
+GPUs, the same definition on the CPU, expert parallelism and FSDP as DeepSeek-V3's. Its sizes:
+OpenAI's 20b and 120b, `tiny` for the CPU, and `gpu1`, the 20b's own widths with 2 layers (one
+sliding, one full) at 4096: 2,804,643,712 parameters, which with AdamW's fp32 state load one
+80 GB GPU.
 
 FLOPs on the activated parameters in DeepSeek-V3's convention (contract/models/deepseek_v3.py,
 docs/flops.md: a multiply-add 2, training 3 x forward; norms, router, biases, the sinks and the

@@ -1,5 +1,7 @@
 """Qwen3's mixtures of experts (conf/model/qwen3_moe.yaml, docs/moe.md): torchtitan's on GPUs,
-the same definition on the CPU, at any layout, expert parallelism included.
+the same definition on the CPU, at any layout, expert parallelism included. Its sizes:
+torchtitan's 30B-A3B and 235B-A22B, `tiny` for the CPU, and `gpu1`, the 30B-A3B's own widths with
+2 layers: 1,868,573,184 parameters, which with AdamW's fp32 state load one 80 GB GPU.
 
 FLOPs in DeepSeek-V3's convention (contract/models/deepseek_v3.py, docs/flops.md), with its
 shapes (H heads and k_v key-value heads of width d, every layer a MoE of m-wide experts, k per

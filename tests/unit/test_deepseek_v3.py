@@ -39,6 +39,23 @@ def test_parameter_counts_by_hand(size):
     assert deepseek_v3.parameter_count(cfg) == PUBLISHED[size][0]        # the model, on meta
 
 
+def test_the_gpu1_size_loads_one_gpu_by_hand():
+    # gpu1: the 16B's widths, 3 layers (1 dense, 2 MoE). A layer's MLA 2048 x 16 x 192 (wq) +
+    # 2048 x 576 (wkv_a) + 512 x 16 x 256 (wkv_b) + 16 x 128 x 2048 (wo) = 13,762,560, its norms
+    # 2 x 2048 + 512 = 4,608: 13,767,168, x 3 = 41,301,504; the dense SwiGLU 3 x 2048 x 10,944 =
+    # 67,239,936; a MoE layer's experts 3 x 64 x 1408 x 2048 = 553,648,128 + router 64 x 2048 =
+    # 131,072 + 2 shared 3 x 2048 x 1408 x 2 = 17,301,504: 571,080,704, x 2 = 1,142,161,408; +
+    # 2048 + 2 x 102,400 x 2048 (419,430,400)                                 = 1,670,135,296;
+    # activated: less 2 x 58/64 of the experts (501,743,616 each)              =   666,648,064
+    cfg = model_cfg("deepseek_v3", "gpu1")
+    p = deepseek_v3_spec.parameters(cfg)
+    assert (p["total"], p["active"]) == (1_670_135_296, 666_648_064)
+    assert deepseek_v3.parameter_count(cfg) == 1_670_135_296
+    # a billion or more, and AdamW's fp32 state (16 bytes a parameter, 26.7 GB) leaves over half
+    # of an 80 GB H100 to the activations
+    assert p["total"] >= 1e9 and 16 * p["total"] < 0.6 * 80e9
+
+
 def test_flops_as_dgxc_benchmarking_counts_them_reproduce_its_163_7():
     cfg = model_cfg("deepseek_v3", "671b")
     # attention 3 x 128 x (128 + 64 + 128) x 4096 x (61 + 1 MTP)             = 31,205,621,760

@@ -110,6 +110,19 @@ def test_parameter_counts_by_hand(size):
     assert round((p["active"] - p["embedding"]) / 1e7) == {"20b": 361, "120b": 513}[size]
 
 
+def test_the_gpu1_size_loads_one_gpu_by_hand():
+    # gpu1: the 20B's widths, 2 layers (one sliding, one full) at 4096: 2 x 823,186,976 (a layer,
+    # above) = 1,646,373,952; + 2880 + 2 x 201,088 x 2880 (1,158,266,880)    = 2,804,643,712;
+    # activated: less 2 x 28 experts (24,891,840 each)                         = 1,410,700,672
+    cfg = model_cfg("gpt_oss", "gpu1")
+    p = gpt_oss_spec.parameters(cfg)
+    assert (p["total"], p["active"]) == (2_804_643_712, 1_410_700_672)
+    assert gpt_oss.parameter_count(cfg) == 2_804_643_712
+    assert gpt_oss_spec.sliding_layers(cfg["layers"]) == 1
+    # a billion or more; AdamW's fp32 state (16 bytes a parameter, 44.9 GB) under 60% of 80 GB
+    assert p["total"] >= 1e9 and 16 * p["total"] < 0.6 * 80e9
+
+
 def test_flops_by_hand():
     # tiny (s 64, w 16, 2 layers: one sliding, one full; H 4 x d 32, k_v 2, f 32, k 2, V 1000):
     # linear 6 x 64 x [2 x (2 x 64 x 128 + 2 x 64 x 64 + 3 x 64 x 32 x 2) + 1000 x 64] = 52,887,552;

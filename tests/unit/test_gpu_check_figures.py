@@ -1,6 +1,8 @@
 """The GPU check's stages and rows that need no run (benchmarks/gpu_check/): a collective of one
 rank moves nothing, so the NCCL stage asks for two GPUs or more and shows no bandwidth of one
-(contract/busbw.py's `moves`) (issue 51)."""
+(contract/busbw.py's `moves`); the MoE stage trains each family's `gpu1` size on a GPU (a billion
+parameters or more: tests/unit/test_deepseek_v3.py, test_qwen3_moe.py, test_gpt_oss.py), `tiny`
+on a CPU (issue 51)."""
 import json
 
 from benchmarks.gpu_check import figures
@@ -40,3 +42,11 @@ def test_two_ranks_give_the_bus_bandwidth_at_the_largest_size(tmp_path):
     _record(tmp_path, 2)
     [row] = figures._comm(STAGE["nccl"], Ran("nccl", rc=0), Context("cuda", 2, str(tmp_path)), {})
     assert (row.status, row.figure, row.value) == ("ok", "70.0 GB/s busbw at 1024 MiB", 70.0)
+
+
+def test_the_moe_stage_loads_a_gpu_and_rehearses_tiny(tmp_path):
+    gpu = STAGE["moe"].argv(Context("cuda", 1, str(tmp_path), 150))
+    cpu = STAGE["moe"].argv(Context("cpu", 1, str(tmp_path), 60))
+    assert "model=deepseek_v3,qwen3_moe,gpt_oss" in gpu
+    assert [a for a in gpu if a.startswith("model.size=")] == ["model.size=gpu1"]
+    assert [a for a in cpu if a.startswith("model.size=")] == ["model.size=tiny"]
