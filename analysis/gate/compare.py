@@ -150,6 +150,14 @@ def _num(v) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
+def _shown(v, e: dict, unit: bool = False) -> str:
+    """An entry's figure: an MFU as every MFU is shown (tables.percent), else the number and,
+    where asked, its unit."""
+    if e["metric"] == "mfu":
+        return tables.percent(v)
+    return f"{_num(v)} {e['unit']}" if unit else _num(v)
+
+
 def warn_corrupt(results) -> None:
     """One line on stderr when bad record files cost repeats (the report lists them)."""
     if results.corrupt:
@@ -177,7 +185,7 @@ def cmd_compare(args) -> int:
             labels.append(f"[{len(labels) + 1}] {e['label']}")
         table.append([_describe(e["config"]) + (f" [{e['point']}]" if e.get("point") else "")
                       + (f" [{len(labels)}]" if e.get("label") else ""), e["metric"],
-                      "-" if value is None else _num(value), f"{_num(e['value'])} {e['unit']}",
+                      "-" if value is None else _shown(value, e), _shown(e["value"], e, unit=True),
                       "-" if delta is None else f"{delta:+.1%}", f"{e['tolerance']:.0%}"
                       + (" (lower is better)" if e["lower_is_better"] else ""), verdict])
     say(f"# Regression gate: {args.path} against {args.reference} (system {system})\n")

@@ -18,3 +18,11 @@ def test_percent_by_hand(value, text):
 
 def test_no_figure_is_the_empty_text():
     assert tables.percent(None) == "n/a" and tables.percent(math.nan, "-") == "-"
+
+
+def test_a_certifications_mfu_is_shown_by_the_same_rule():
+    from analysis.sections import certification
+    row = certification.row_of({"item": "llama", "nodes": 1, "gpus_per_node": 8, "metric": "mfu",
+                                "unit": "fraction of peak", "measured": 0.0042, "baseline": 0.5999,
+                                "ratio": 0.007, "threshold": 0.95, "verdict": "FAIL"}, [])
+    assert row[3:5] == ["0.42%", "60.0%"]
