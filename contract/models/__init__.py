@@ -46,8 +46,8 @@ class ModelSpec:
     inputs: str = TOKENS                   # what a batch holds: IMAGES, MASKED_TOKENS, TOKENS, CLICKS
     files: bool = False                    # data=files reads it (frameworks/common/datafiles.py)
     checkpoint: bool = False               # DCP checkpoints it whole (bench=checkpoint, checkpoint.every)
-    published_flops: Optional[Callable] = None   # its FLOPs of one sample as its published MFU counts them,
-    published_count: str = ""              # where that differs from the suite's one convention (contract/flops.py)
+    published_flops: Optional[Callable] = None   # its FLOPs of one sample as its published figures
+                                           # count them, where not as contract/flops.py
 
     def __post_init__(self):
         unknown = sorted(set(self.layouts) - set(AXES))

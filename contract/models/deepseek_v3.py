@@ -102,6 +102,5 @@ SPEC = ModelSpec(
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_lora_rank", "qk_nope_head_dim",
                 "qk_rope_head_dim", "v_head_dim", "moe_hidden", "experts", "top_k", "vocab_size"),
     published_flops=nemo_flops_per_sample,
-    published_count="NeMo's: s / 2 keys a query (dgxc-benchmarking's)",
     language_model=True, experts=True, layouts=("tp", "pp", "fsdp", "cp", "ep"), tp_divides=("heads",),
     report="moe", published=("deepseek_v3",), inputs=TOKENS)

@@ -49,7 +49,6 @@ SPEC = ModelSpec(
     name="gpt", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.gpt:session",
     flops=flops_per_sample, flops_keys=SHAPE, language_model=True,
     published_flops=megatron_flops_per_sample,
-    published_count="Megatron's: the full s x s scores, and the recomputed forward with recompute (DLPerf's)",
     layouts=("tp", "pp", "fsdp", "sp"), tp_divides=("heads",),
     report="gpt", published=("gpt",), metric="tokens_per_s", compare_keys=("seq_len",),
     inputs=TOKENS, checkpoint=True)

@@ -50,6 +50,5 @@ SPEC = ModelSpec(
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size"),
     published_flops=palm_flops_per_sample,
-    published_count="the full s x s scores (PaLM's, torchtitan's, dgxc-benchmarking's)",
     language_model=True, layouts=("tp", "pp", "fsdp", "cp", "sp"), tp_divides=("heads", "kv_heads"),
     report="llama", published=("llama3", "llama3.1"), inputs=TOKENS, checkpoint=True)
