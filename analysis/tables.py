@@ -2,13 +2,16 @@
 compile, columns = nodes x devices per node, cells = one figure of each point, formatted.
 Points that failed or have not run show their status (LABELS), never a blank; a partial
 point's figure carries `*`, and a flagged figure its marks (analysis/figures/method.py, MARKS).
-And what every section formats with: a figure or "n/a" (`number`, `missing`), bytes in
+And what every section formats with: a figure or "n/a" (`number`, `missing`), a fraction as
+a percentage (`percent`: every MFU), bytes in
 GiB (`gib`) or in words (`human_bytes`), an allocation and a layout (`allocation`,
 `layout_label`), a table of text by the thousand rows (`github`).
 
 A leaf of the analysis: it imports no other analysis module, so every layer builds on it
 (the order: tests/unit/test_analysis_imports.py).
 """
+import math
+
 import pandas as pd
 from tabulate import tabulate
 
@@ -58,6 +61,20 @@ def missing(value) -> bool:
 def number(value, spec: str, empty: str = "n/a") -> str:
     """A figure formatted by `spec`, or `empty` where there is none (None or NaN)."""
     return empty if missing(value) else format(value, spec)
+
+
+def percent(value, empty: str = "n/a") -> str:
+    """A fraction as a percentage, the one rule for every MFU the suite shows: one decimal
+    from 1% up (0.117 -> "11.7%"), two significant figures under it (0.0042 -> "0.42%",
+    0.000123 -> "0.012%"), so that a small figure never reads "0.0%"; `empty` where none."""
+    if missing(value):
+        return empty
+    pct = float(value) * 100
+    if pct == 0 or abs(pct) >= 1:
+        return f"{pct:.1f}%"
+    decimals = 1 - math.floor(math.log10(abs(pct)))     # the first two significant digits
+    text = f"{pct:.{decimals}f}"
+    return f"{pct:.1f}%" if abs(float(text)) >= 1 else f"{text}%"   # 0.996 rounds up to 1.0%
 
 
 GIB = 1 << 30
@@ -130,7 +147,7 @@ def power(row) -> str:
 # (key, heading, format: a spec, or a function of the row)
 ONE_TABLE = (("throughput", "samples/s", ".1f"), ("interval", "95% interval", interval),
              ("speedup", "speedup", ".2f"), ("efficiency", "efficiency", ".0%"),
-             ("tflops_per_device", "TFLOP/s per device", ".3g"), ("mfu", "MFU", ".1%"),
+             ("tflops_per_device", "TFLOP/s per device", ".3g"), ("mfu", "MFU", lambda r: percent(r.mfu)),
              ("energy", "J per sample", energy), ("power_per_device_w", "W per device", power),
              ("memory", "peak memory per rank (GiB)", ".2f"))
 ONE_TABLE_LABELS = ("framework", "precision", "batch/dev", "mode", "nodes x dev")

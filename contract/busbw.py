@@ -22,6 +22,10 @@ the framework's Python.
                                             even all-to-all of the same bytes
                                             would show in the same time
       broadcast, reduce                     1
+- One rank moves nothing: a collective among fewer than two ranks copies (or leaves) its
+  buffer in place, and no bandwidth of it is shown anywhere (`moves`; nccl-tests' bus
+  bandwidth is 0 there, its algbw the speed of a local copy): the worker records none, the
+  analysis and the report show none, and min_busbw cannot judge it.
 - A run's "Avg bus bandwidth" of one op: the mean of busbw over every
   measurement of that op (all sizes, in-place and out-of-place), as nccl-tests
   prints it; the min_busbw health gate compares that figure.
@@ -37,6 +41,12 @@ OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all
 CHUNKED = ("all_gather", "reduce_scatter", "all_to_all")
 GB = 1e9  # nccl-tests' GB/s are 1e9 bytes/s
 _UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}  # as nccl-tests' -b/-e
+
+
+def moves(nranks: int) -> bool:
+    """Whether a collective among `nranks` ranks moves data between them (two or more): a
+    bandwidth of one rank's collective would be a local copy's, or 0, and is never shown."""
+    return nranks >= 2
 
 
 def bus_factor(op: str, nranks: int) -> float:

@@ -7,7 +7,8 @@ nccl-tests aggregates its ranks: the time is the mean over ranks (and repeats), 
 `algbw_avg` / `busbw_avg` are computed from that mean time (nccl-tests' default `-a 1`);
 `*_min` / `*_max` are the extremes of the per-rank figures. The uneven all-to-all
 (all_to_allv) adds `imbalance`: the largest rank's received bytes over the mean's
-(contract/busbw.py). A point with no measurement at all (it failed before its first) still
+(contract/busbw.py). A point of one rank has times and no bandwidth (contract/busbw.py's
+`moves`: one rank moves nothing), whatever an older record holds. A point with no measurement at all (it failed before its first) still
 gets one row, with op empty, so that it is never silently dropped.
 """
 import pandas as pd
@@ -51,14 +52,17 @@ def comm_table(results) -> pd.DataFrame:
             continue
         for (op, nbytes, inplace), g in meas.groupby(["op", "bytes", "inplace"], sort=False):
             t = g.time_s.mean()
+            bw = busbw.moves(world)   # one rank: no bandwidth, whatever its record says
             wrong = pd.to_numeric(g.wrong, errors="coerce").sum(min_count=1)
             rows.append({**base, "op": op, "bytes": int(nbytes), "count": int(g["count"].iloc[0]),
                          "dtype": g["dtype"].iloc[0], "inplace": bool(inplace),
                          "iters": int(g.iters.iloc[0]), "repeats": g.repeat.nunique(), "time_s": t,
-                         "algbw_avg": busbw.algbw_gbps(nbytes, t), "algbw_min": g.algbw_gbps.min(),
-                         "algbw_max": g.algbw_gbps.max(),
-                         "busbw_avg": busbw.busbw_gbps(op, nbytes, t, world),
-                         "busbw_min": g.busbw_gbps.min(), "busbw_max": g.busbw_gbps.max(),
+                         "algbw_avg": busbw.algbw_gbps(nbytes, t) if bw else None,
+                         "algbw_min": g.algbw_gbps.min() if bw else None,
+                         "algbw_max": g.algbw_gbps.max() if bw else None,
+                         "busbw_avg": busbw.busbw_gbps(op, nbytes, t, world) if bw else None,
+                         "busbw_min": g.busbw_gbps.min() if bw else None,
+                         "busbw_max": g.busbw_gbps.max() if bw else None,
                          "wrong": None if pd.isna(wrong) else int(wrong),
                          "imbalance": pd.to_numeric(g.imbalance, errors="coerce").max()})
     df = pd.DataFrame(rows, columns=COLUMNS)

@@ -7,8 +7,11 @@ only: normalisation, activations, softmax, dropout, pooling, residual additions,
 embedding lookups and biases are left out, as in the papers the counts come from.
 
 Each model's count lives in its spec (contract/models/<name>.py: ResNet-50's convolutions,
-BERT's gathered MLM head, Megatron's GPT formula, Llama 3's 6 N + 12 l h s, DeepSeek-V3's and
-Qwen3's on their activated parameters), with its derivation; `flops_per_sample` asks it.
+BERT's gathered MLM head, the language models' by contract/flops.py's one convention: attention
+over the pairs its mask leaves, no recompute term), with its derivation; `flops_per_sample` asks
+it. Where a model's published figures count otherwise (Llama 3's full s x s, Megatron's GPT with
+recomputation, NeMo's DeepSeek-V3), `published_ratio` turns a point's TFLOP/s and MFU into
+their count, the figures the report sets beside the published ones.
 
 Peaks: analysis/peaks.yaml (dense datasheet figures, each with its source), keyed by the
 device's normalised name (analysis/figures/matching.py) and the dtype the math ran in
@@ -36,6 +39,22 @@ def flops_per_sample(model: dict):
     contract/models/)."""
     spec = models.find(model.get("name"))
     return spec.flops_per_sample(model) if spec else None
+
+
+def published_ratio(model: dict):
+    """Their FLOPs of one sample over ours, for a model whose published figures count otherwise
+    (its spec's `published_flops`): a point's TFLOP/s and MFU times it are the figures in their
+    count, to set beside theirs; None where the model has no such count."""
+    spec = models.find(model.get("name"))
+    theirs = spec.published_flops_per_sample(model) if spec else None
+    ours = spec.flops_per_sample(model) if spec else None
+    return theirs / ours if theirs and ours else None
+
+
+def published_flops_per_sample(model: dict):
+    """A model's FLOPs of one sample as its published figures count them, or None."""
+    spec = models.find(model.get("name"))
+    return spec.published_flops_per_sample(model) if spec else None
 
 
 def achieved_tflops_per_device(samples_per_s, flops_sample, devices):

@@ -70,6 +70,8 @@ def metrics(results) -> pd.DataFrame:
     tflops_per_device, peak_tflops, mfu: model FLOPs (analysis/figures/flops.py) for every model
     with a count (its spec's, contract/models/), as analysis.load put them in the points;
     pflops: tflops_per_device x devices / 1000 (aggregate);
+    published_tflops_per_device, published_mfu: the same in the count of the model's published
+    figures, where its spec gives one (Llama 3's full s x s, Megatron's GPT; docs/flops.md);
     tokens_per_s: a language model's (its spec says) samples/s x seq_len.
     energy_per_sample_j, energy_per_token_j, power_per_device_w, energy_too_short,
     energy_reason: the timed window's energy (contract/energy.py), as analysis.load put them.
@@ -126,6 +128,10 @@ def metrics(results) -> pd.DataFrame:
         row.update({k: _value(p, k) for k in ENERGY})
         row["pflops"] = (row["tflops_per_device"] * p.devices / 1e3
                          if row["tflops_per_device"] is not None else None)
+        # the same speed in the count of the model's published figures, where that differs
+        ratio = flops.published_ratio(dict(model, name=p.model)) if row["tflops_per_device"] is not None else None
+        row["published_tflops_per_device"] = row["tflops_per_device"] * ratio if ratio else None
+        row["published_mfu"] = row["mfu"] * ratio if ratio and not tables.missing(row["mfu"]) else None
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -154,7 +154,9 @@ def _busbw(results) -> dict:
     if not len(table):
         return {}
     table = table[table.op.notna()]   # a point that measured nothing has one row, op empty
-    return {(str(s), p): {op: float(v) for op, v in g.groupby("op", sort=False).busbw_avg.mean().items()}
+    # one rank moves nothing: its op is a row with no bandwidth (contract/busbw.py's moves)
+    return {(str(s), p): {op: None if tables.missing(v) else float(v) for op, v in
+                          g.groupby("op", sort=False).busbw_avg.mean().items()}
             for (s, p), g in table.groupby(["sweep", "point"], sort=False)}
 
 

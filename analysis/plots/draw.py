@@ -225,7 +225,8 @@ def _op_order(op) -> int:
 
 def busbw_figures(data):
     comm = data.comm
-    data = comm[comm.op.notna()] if comm is not None and len(comm) else None
+    # a point of one rank moves nothing and has no bandwidth to draw (contract/busbw.py's moves)
+    data = comm[comm.op.notna() & comm.busbw_avg.notna()] if comm is not None and len(comm) else None
     if data is None or not len(data):
         return "no collective measurements (bench=comm)"
     data = data[data.busbw_avg > 0]   # a log scale; one rank's bus bandwidth is 0 (2(n-1)/n)

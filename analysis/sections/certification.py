@@ -28,10 +28,12 @@ def row_of(r: dict, notes: list) -> list:
             if text not in notes:
                 notes.append(text)
             said.append(f"[{notes.index(text) + 1}]")
-    unit = f" {r['unit']}" if r.get("unit") and not tables.missing(r.get("measured")) else ""
+    mfu = r["metric"] == "mfu"   # a fraction of peak, shown as every MFU is (tables.percent)
+    show = (lambda v: tables.percent(v, "-")) if mfu else number
+    unit = f" {r['unit']}" if r.get("unit") and not mfu and not tables.missing(r.get("measured")) else ""
     return [r["item"], tables.allocation(r["nodes"], r["gpus_per_node"]),
             r["metric"] + (" (lower is better)" if r.get("lower_is_better") else ""),
-            number(r.get("measured")) + unit, number(r.get("baseline")),
+            show(r.get("measured")) + unit, show(r.get("baseline")),
             "-" if tables.missing(r.get("ratio")) else f"{r['ratio']:.3f}",
             "-" if tables.missing(r.get("threshold")) else f"{r['threshold']:g}",
             " ".join([r["verdict"], *said])]

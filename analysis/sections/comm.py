@@ -33,15 +33,21 @@ def _op_table(rows: pd.DataFrame) -> str:
             r = r.iloc[0]
             line += [tables.number(r.time_s * 1e6, ".1f"), tables.number(r.algbw_avg, ".3f"),
                      tables.number(r.busbw_avg, ".3f"),
-                     f"{tables.number(r.busbw_min, '.3f')}-{tables.number(r.busbw_max, '.3f')}",
+                     "n/a" if tables.missing(r.busbw_min)
+                     else f"{tables.number(r.busbw_min, '.3f')}-{tables.number(r.busbw_max, '.3f')}",
                      "n/a" if tables.missing(r.wrong) else str(int(r.wrong))]
         body.append(line)
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def avg_busbw(rows: pd.DataFrame) -> float:
-    """nccl-tests' "Avg bus bandwidth" of one op of one point: mean over sizes and variants."""
-    return busbw.avg_busbw(rows.busbw_avg)
+def avg_busbw(rows: pd.DataFrame):
+    """nccl-tests' "Avg bus bandwidth" of one op of one point: mean over sizes and variants;
+    None at one rank, which moves nothing (contract/busbw.py's `moves`)."""
+    values = rows.busbw_avg.dropna()
+    return busbw.avg_busbw(values) if len(values) else None
+
+
+ONE_RANK = "none: one rank moves nothing (times only)"
 
 
 def render_comm(df: pd.DataFrame) -> str:
@@ -57,8 +63,8 @@ def render_comm(df: pd.DataFrame) -> str:
         grid = {}
         for (fw, dtype, op, nodes, gpn), g in data.groupby(
                 ["framework", "dtype", "op", "nodes", "gpus_per_node"], sort=False):
-            per_point = [avg_busbw(p) for _, p in g.groupby("point")]
-            cell = f"{sum(per_point) / len(per_point):.3f}"
+            per_point = [v for _, p in g.groupby("point") if (v := avg_busbw(p)) is not None]
+            cell = f"{sum(per_point) / len(per_point):.3f}" if per_point else "n/a (1 rank)"
             if (g.status != "ok").any():
                 cell += "!"
             grid.setdefault((fw, dtype, op), {})[tables.allocation(nodes, gpn)] = cell
@@ -77,7 +83,9 @@ def render_comm(df: pd.DataFrame) -> str:
                      f"{r0.iters} iterations, {r0.repeats} repeat(s)) [{point}]")
             if r0.status != "ok":
                 title += f" {str(r0.status).upper()}"
-            parts += [title, _op_table(rows), f"Avg bus bandwidth: {avg_busbw(rows):.3f} GB/s"]
+            avg = avg_busbw(rows)
+            parts += [title, _op_table(rows),
+                      f"Avg bus bandwidth: {ONE_RANK if avg is None else f'{avg:.3f} GB/s'}"]
     bad = df[df.status != "ok"].drop_duplicates("point")
     if len(bad):
         lines = [f"- {r.point}: {r.status}: {r.error}" for r in bad.itertuples()]

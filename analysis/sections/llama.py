@@ -4,8 +4,10 @@ it the published figures of the same configuration (analysis/published/, `figure
 dgxc-benchmarking's and torchtitan's Llama 3.1) as published, so that a cluster's run reads
 against NVIDIA's and the PyTorch team's.
 
-FLOPs: 6 N + 12 l h s per token (contract/models/llama3.py), the count dgxc-benchmarking's MFU and
-torchtitan's use, so the MFU columns are the same ratio. A point is set beside a published row
+FLOPs: the suite's one count (contract/flops.py), 6 N s + 12 l h s (s + 1) / 2 a sequence
+(contract/models/llama3.py: the causal pairs' attention); dgxc-benchmarking's MFU and torchtitan's
+count the full s x s, 6 N + 12 l h s a token, so beside ours the table gives our MFU in their
+count, the figure their published MFU compares with. A point is set beside a published row
 when analysis/published/layouts.py's `matches` says its layout is the row's: the grid, the
 micro and global batch, the shape, the sequence, the precision, and the device where the
 record names one; a published setting the point does not state (recompute, compile, fsdp)
@@ -52,7 +54,7 @@ def _ours(r, manifest, kinds=()) -> list:
             tables.number(latency, ",.1f"), memory_cell(tables.number(memory, ".2f"), r.memory_kind, kinds),
             tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
             tables.number(r.tflops_per_device if ok else None, ".4g"),
-            tables.number(r.mfu if ok else None, ".1%")]
+            tables.percent(r.mfu if ok else None), tables.percent(r.published_mfu if ok else None)]
 
 
 def _published(row: dict) -> list:
@@ -79,7 +81,7 @@ def peak_note(m: pd.DataFrame) -> str:
 
 HEADERS = ["point", "model", "layout", "nodes x dev", "micro / accum / global", "precision",
            "latency (ms/iter)", "peak mem/rank (GiB)", "tokens/s", "tokens/s per device",
-           "TFLOP/s per device", "MFU"]
+           "TFLOP/s per device", "MFU", "MFU, their count"]
 PUBLISHED_HEADERS = ["source", "case", "implementation", "device", "nodes x gpus",
                      "micro / accum / global", "precision", "step (ms)", "memory/GPU (GiB)",
                      "tokens/s per GPU", "MFU", "date"]
@@ -101,9 +103,11 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
         matches = published_layouts.find(point_layout(manifest, r.device), rows) if r.device else []
         beside += [[r.point] + _published(row) for row in matches]
     text = ("## llama3: tokens/s, TFLOP/s per device and MFU, by layout\n"
-            "FLOPs per token 6 N + 12 l h s (N: parameters less the embedding; the attention term "
-            "without causal halving, as torchtitan and dgxc-benchmarking count it; no recompute "
-            f"term: contract/models/llama3.py, docs/flops.md); MFU against the device's dense peak {peak_note(m)}; "
+            "FLOPs a sequence 6 N s + 12 l h s (s + 1) / 2 (N: parameters less the embedding; the "
+            "attention over the causal pairs; no recompute term: contract/flops.py, docs/flops.md); "
+            "MFU, their count: the same speed counted as torchtitan and dgxc-benchmarking count it, "
+            "6 N + 12 l h s a token (the full s x s), the figure their MFU compares with; "
+            f"MFU against the device's dense peak {peak_note(m)}; "
             "latency: one iteration (the global batch); tokens/s: the global batch's; memory: "
             f"the largest rank's peak of {memory_note(kinds)}\n\n"
             + tabulate(ours, headers=HEADERS, tablefmt="github", disable_numparse=True))

@@ -92,7 +92,7 @@ def flops_sections(pts: pd.DataFrame) -> list:
         used = sorted({f"{d} {t}: {v:g}" for d, t, v in zip(known.device.fillna("peak_tflops="),
                                                             known.math_dtype, known.peak_tflops)})
         parts.append("### MFU (model FLOPs utilisation: achieved / the device's dense peak)\n"
-                     f"{table(pts, 'mfu', '.1%')}\n"
+                     f"{table(pts, 'mfu', lambda r: tables.percent(r.mfu))}\n"
                      "MFU is taken against the dtype the math ran in: fp32 runs on Ampere or newer "
                      "count against the TF32 peak (TF32 is on there: the frameworks' default, set "
                      "by PyTorch's session); AMP against its bf16 or fp16 peak. Peaks "

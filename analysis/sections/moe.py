@@ -5,8 +5,10 @@ share of a step; under it the published figures of DeepSeek-V3 (analysis/publish
 dgxc-benchmarking's), each with the points of the sweep that have its layout.
 
 Figures of a point, from its ok repeats' rank records (their `moe`, frameworks/pytorch/models/moe.py):
-- FLOPs: dgxc-benchmarking's count on the activated parameters (contract/models/deepseek_v3.py), so that
-  our MFU and its published MFU are the same ratio (its count adds one MTP layer: module text);
+- FLOPs: the suite's one count (contract/flops.py) on the activated parameters, on the terms of
+  dgxc-benchmarking's (NeMo's) count of DeepSeek-V3 (contract/models/deepseek_v3.py); where a
+  model's published figures count otherwise (NeMo's s / 2 keys a query), "MFU, their count" gives
+  ours in theirs (their count adds one MTP layer too: module text);
 - expert load: max over mean tokens per expert of a step's global counts (the worst MoE layer
   of a stage), the mean over the timed steps; the worst stage (rank) of a repeat; the median
   over repeats: 1.0 is a perfect balance, experts / top_k the worst there can be;
@@ -65,7 +67,7 @@ def _ours(r, manifest, figures, kinds) -> list:
             memory_cell(tables.number(memory, ".2f"), r.memory_kind, kinds),
             tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
             tables.number(r.tflops_per_device if ok else None, ".4g"),
-            tables.number(r.mfu if ok else None, ".1%"),
+            tables.percent(r.mfu if ok else None),
             tables.number(figures["load"] if ok else None, ".2f"),
             tables.number(figures["a2a_share"] if ok else None, ".1%")]
 
@@ -97,6 +99,14 @@ NO_FIGURE = ("No public figure, so none is shown: torchtitan's MoE training (its
              "only).")
 
 
+def _table(ours: list) -> str:
+    """Our points; the column of MFU in a published count only where a point has one."""
+    theirs = any(row[-1] != "n/a" for row in ours)
+    headers = HEADERS + ["MFU, their count"] * theirs
+    body = [row if theirs else row[:-1] for row in ours]
+    return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+
+
 def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     """The MoE section of the metrics `m` (analysis/figures/metrics.py) of MoE points; `rows`: the
     published layouts (default: read here), `error`: why they could not be read."""
@@ -108,20 +118,23 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
     kinds = memory_kinds(m)
     for r in m.sort_values("point").itertuples():
         manifest = results.manifest(r.sweep, r.point)
-        ours.append(_ours(r, manifest, expert_figures(results, r.sweep, r.point), kinds))
+        cells = _ours(r, manifest, expert_figures(results, r.sweep, r.point), kinds)
+        theirs = tables.percent(r.published_mfu if r.status in ("ok", "partial") else None)
+        ours.append(cells + [theirs])
         for row in (published_layouts.find(llama.point_layout(manifest, r.device), rows) if r.device else []):
             matched.setdefault(row["case"], []).append(r.point)
     text = ("## Mixture of experts: tokens/s, activated TFLOP/s and MFU, expert load, all-to-all\n"
             "FLOPs per token on the activated parameters, dgxc-benchmarking's (NeMo's) count of "
             "DeepSeek-V3 (Qwen3's MoE alike): 6 x the attention, dense, shared and top-k routed "
-            "experts' and output weights + the attention's scores, causal-halved, a sliding-window "
-            "layer's over its window (contract/models/, docs/flops.md); MFU against the device's dense "
+            "experts' and output weights + the attention's scores over the causal pairs, a "
+            "sliding-window layer's over its window (contract/flops.py, docs/flops.md); MFU, their "
+            "count: ours in NeMo's (s / 2 keys a query); MFU against the device's dense "
             f"peak {llama.peak_note(m)}; "
             "expert load: max over mean tokens per expert, per step, the worst MoE layer, mean over the "
             "timed steps; all-to-all share: the dispatch and combine all-to-alls' seconds over the timed "
             "window, mean over ranks; latency: one iteration (the global batch); memory: the largest "
             f"rank's peak of {memory_note(kinds)}\n\n"
-            + tabulate(ours, headers=HEADERS, tablefmt="github", disable_numparse=True))
+            + _table(ours))
     if rows:
         text += ("\n\n### Published: DeepSeek-V3 671B\n"
                  "As published (analysis/published/dgxc_deepseek_v3.yaml): MFU against each device's "

@@ -109,10 +109,10 @@ GPT_HEADERS = ["case", "hidden x layers", "dp x tp x pp", "micro", "accum", "glo
 
 def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
     """DLPerf's GPT table, one row per point: the layout, the batch sizes, latency per
-    iteration, memory per rank, samples/s and tokens/s, TFLOP/s per device (Megatron's
-    formula, with the recompute term when model.recompute is on), percent of peak, aggregate
-    PFLOP/s and a pipeline's bubble; then the published cases of the same layout and shape
-    (analysis/published/dlperf_gpt_v100.yaml) beside ours."""
+    iteration, memory per rank, samples/s and tokens/s, TFLOP/s per device (the suite's count,
+    contract/flops.py: no recompute term), percent of peak, aggregate PFLOP/s and a pipeline's
+    bubble; then the published cases of the same layout and shape
+    (analysis/published/dlperf_gpt_v100.yaml) beside ours, with our TFLOP/s in their count."""
     peaks = sorted({f"{v:g}" for v in m.peak_tflops.dropna()})
     kinds = memory_kinds(m)
     rows = []
@@ -128,7 +128,7 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
                      r.batch_size if tables.missing(r.micro_batch_size) else f"{r.micro_batch_size:d}",
                      tables.number(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
                      memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
-                     figure(r.tflops_per_device, ".3g"), figure(r.mfu, ".0%"), figure(r.pflops, ".3g"),
+                     figure(r.tflops_per_device, ".3g"), tables.percent(r.mfu) if ok else tables.label(r.status), figure(r.pflops, ".3g"),
                      bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
                      tables.label(r.status) + ("*" if r.status == "partial" else "")])
     text = ("## gpt: throughput and FLOP/s by layout (DLPerf's GPT table)\n"
@@ -136,8 +136,8 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
             "optimizer states sharded over dp; sp: sequence parallel); micro x dp x accum = global "
             "(sequences an iteration); latency: one iteration (the timed window / its iterations, median "
             f"of ok repeats); memory: the largest rank's peak of {memory_note(kinds)}; TFLOP/s: "
-            "Narayanan et al.'s 72 B s l h^2 (1 + s/6h + V/12lh) per iteration, 96 B s l h^2 (1 + s/6h + "
-            "V/16lh) with recompute (rc: model.recompute), contract/models/gpt.py; % of peak: against the "
+            "72 s l h^2 + 12 l h s (s+1)/2 + 6 s h V a sequence, the causal pairs' attention and no "
+            "recompute term (rc: model.recompute; contract/models/gpt.py, docs/flops.md); % of peak: against the "
             f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}); "
             "PFLOP/s: all devices; bubble: the pipeline's idle fraction, ideal (pp-1)/(v m + pp-1) / "
             "measured (1 - a stage's forward and backward of its micro-batches alone / the iteration)\n\n"
@@ -173,19 +173,23 @@ def gpt_published_section(m: pd.DataFrame, published_rows=None, error=None) -> s
         if tables.missing(r.dp):
             continue
         for pub in published_layouts.find(_match_keys(r), gpt_rows):
-            ours = r.throughput if r.status in ("ok", "partial") else None
+            ok = r.status in ("ok", "partial")
+            ours = r.throughput if ok else None
             ratio = (f"{ours / pub['samples_per_s']:.2f}"
                      if not tables.missing(ours) and pub.get("samples_per_s") else "-")
+            theirs_count = tables.number(r.published_tflops_per_device if ok else None, ".3g", "-")
             rows.append([r.point, pub["case"], pub.get("implementation") or pub["impl"], pub["device"],
-                         *(tables.number(pub.get(k), "g", "-") for k in PUBLISHED_FIGURES), ratio])
+                         *(tables.number(pub.get(k), "g", "-") for k in PUBLISHED_FIGURES), theirs_count, ratio])
     if not rows:
         return ""
     return ("### Published beside it: the same layout and shape\n"
             "Figures as published (their device, precision and software: analysis/published/); "
-            "ours / published: samples/s\n\n"
+            "their TFLOP/s count Megatron's FLOPs (the full s x s, and the recomputed forward with "
+            "recompute), so ours is given in that count too; ours / published: samples/s\n\n"
             + tabulate(rows, headers=["point", "case", "implementation", "device", "latency (ms)",
                                       "memory (MiB)", "samples/s", "TFLOP/s/GPU", "% of peak",
-                                      "ours / published"], tablefmt="github", disable_numparse=True))
+                                      "our TFLOP/s/dev, their count", "ours / published"],
+                       tablefmt="github", disable_numparse=True))
 
 
 def insightface_section(m: pd.DataFrame, searches: list) -> str:

@@ -5,8 +5,9 @@ analysis/published/sources.py: the same device, model, precision and devices, at
 batch where none is at ours, marked) and ours / published, its note the window's energy per
 sample (per token) and mean power per GPU (`energy_note`); a bare loop's figure is its
 samples/s, beside it the harness's figure of the point it repeats, and harness / bare; the
-health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bandwidth at its
-largest size; the checkpoint's, the seconds training was blocked and until durable.
+health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bus bandwidth at
+its largest size (none of one rank, which moves nothing); the checkpoint's, the seconds
+training was blocked and until durable.
 """
 import glob
 import json
@@ -15,7 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from contract import paths
+from contract import busbw, paths
 
 
 @dataclass
@@ -69,9 +70,12 @@ def last_line(log) -> str:
 # ---- training points ----------------------------------------------------------------------
 def _sweep(stage, ran, ctx, done) -> list:
     import analysis
+    from analysis import tables
     from analysis.figures.metrics import metrics
     from analysis.published import layouts, sources
     from analysis.sections.llama import point_layout
+    from analysis.sections.moe import expert_figures
+    from contract import models
     folder = os.path.join(ctx.out, stage.name)
     if not glob.glob(os.path.join(folder, paths.POINTS_DIR, "*")):
         return []
@@ -89,9 +93,14 @@ def _sweep(stage, ran, ctx, done) -> list:
             row.figure = f"{row.value:,.1f} {unit}"
         notes = [f"{p.device}"] if isinstance(p.device, str) else []
         if _number(m.mfu) is not None:
-            notes.append(f"MFU {m.mfu:.1%}")
+            notes.append(f"MFU {tables.percent(m.mfu)}")
         if _number(m.peak_memory_bytes) is not None:
             notes.append(f"peak {m.peak_memory_bytes / 2**30:.2f} GiB ({m.memory_kind})")
+        spec = models.find(p.model)
+        if spec and spec.experts:   # the report's expert load (analysis/sections/moe.py)
+            load = expert_figures(results, p.sweep, p.point)["load"]
+            if load is not None:
+                notes.append(f"expert load {load:.2f} (max/mean)")
         notes.append(energy_note(m))
         if isinstance(p.error, str) and p.error:
             notes.append(p.error[:300])
@@ -204,11 +213,13 @@ def _comm(stage, ran, ctx, done) -> list:
     if rec["status"] != "ok" or not rows:
         return [Row(stage.name, rec["status"], note=str(rec.get("error"))[:300])]
     top = rows[-1]
-    bus = top["busbw_gbps"] if rec["world_size"] > 1 else None
-    value = bus if bus else top["algbw_gbps"]
-    return [Row(stage.name, "ok", f"{value:.1f} GB/s {'bus' if bus else 'alg'}bw at {top['bytes'] / 2**20:.0f} MiB",
-                value=value, note=f"{rec['world_size']} rank(s), {rec['environment'].get('backend')}, "
-                                  f"{sum(1 for r in rows if r['wrong'])} with wrong elements")]
+    note = (f"{rec['world_size']} rank(s), {rec['environment'].get('backend')}, "
+            f"{sum(1 for r in rows if r['wrong'])} with wrong elements")
+    if not busbw.moves(rec["world_size"]):   # a record of one rank: no bandwidth to show
+        return [Row(stage.name, "skipped", note=f"{note}; one rank moves nothing: no bandwidth")]
+    value = top["busbw_gbps"]
+    return [Row(stage.name, "ok", f"{value:.1f} GB/s busbw at {top['bytes'] / 2**20:.0f} MiB",
+                value=value, note=note)]
 
 
 def _checkpoint(stage, ran, ctx, done) -> list:

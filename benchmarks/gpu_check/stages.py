@@ -4,11 +4,12 @@ long compile last), each a command and a time limit, at a device's sizes.
 On a GPU (one H100 or H200: all of it within 8 minutes): ResNet-50 AMP at batch 256,
 channels_last, bf16 and fp16 with its loss scaling; the same step as bare loops (the suite's
 model without the harness, and torchvision's ResNet-50, an idiomatic loop no one here wrote);
-BERT-base AMP and its bare loop; Llama 3 1B (bf16, a sequence of 8192); the tiny mixtures of
-experts; DLPerf's 1-GPU GPT case; a pipeline of two stages where two GPUs exist; `launch health`
-with its NVML checks; NCCL's all_reduce; an async DCP checkpoint (pinned host memory);
+BERT-base AMP and its bare loop; Llama 3 1B (bf16, a sequence of 8192); the mixtures of experts
+at their gpu1 sizes (each family's widths, 1.7-2.8B parameters); DLPerf's 1-GPU GPT case; a
+pipeline of two stages where two GPUs exist; `launch health` with its NVML checks; NCCL's
+all_reduce over every GPU where two exist; an async DCP checkpoint (pinned host memory);
 ResNet-50 compiled. One repeat each. On a CPU (`--device cpu`): every stage at tiny sizes, a
-few steps; the pipeline on two processes.
+few steps; the pipeline and the all_reduce on two processes.
 
 A stage's command is `python -m launch ...` (its sweep in OUT/<stage>/) or the bare loop on a
 point's spec.json; `argv(ctx)` returns it, or a string: why the stage cannot run here.
@@ -18,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from contract import paths   # the standard library's only
+from contract import busbw, paths   # the standard library's only
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,10 @@ BERT = {"cuda": ["batch_size=64", "warmup_steps=10", "measure_steps=50"],
         "cpu": ["model.size=tiny", "batch_size=8", "warmup_steps=2", "measure_steps=5"]}
 LLAMA = {"cuda": ["model.size=1b", "batch_size=1", "warmup_steps=3", "measure_steps=10"],
          "cpu": ["model.size=tiny", "batch_size=2", "warmup_steps=2", "measure_steps=3"]}
-MOE = {"cuda": ["batch_size=8", "warmup_steps=3", "measure_steps=10"],
-       "cpu": ["batch_size=2", "warmup_steps=2", "measure_steps=3"]}
+# each family's gpu1 size (its own widths, 2-3 layers: 1.7-2.8B parameters that load one 80 GB GPU
+# with AdamW's state; conf/model/<name>.yaml), so that MFU, memory and expert load say something
+MOE = {"cuda": ["model.size=gpu1", "batch_size=1", "warmup_steps=3", "measure_steps=10"],
+       "cpu": ["model.size=tiny", "batch_size=2", "warmup_steps=2", "measure_steps=3"]}
 GPT = {"cuda": ["gpt_case=MP_1x1x1_8_768x12", "warmup_steps=5", "measure_steps=20"],
        "cpu": ["gpt_case_tiny=DP_1x1x1_8_64x4", "warmup_steps=2", "measure_steps=3"]}
 PIPELINE = {"cuda": ["model.size=1b", "batch_size=1", "global_batch_size=4", "warmup_steps=3",
@@ -106,7 +109,11 @@ def _health(ctx):
 
 
 def _comm(ctx):
-    ranks = 1 if ctx.cpu else ctx.gpus
+    """all_reduce over every GPU (two processes over gloo on a CPU): one rank moves nothing
+    (contract/busbw.py's `moves`), so one GPU has no figure to give."""
+    ranks = 2 if ctx.cpu else ctx.gpus
+    if not busbw.moves(ranks):
+        return f"{ranks} GPU: an all_reduce moves data between two GPUs or more"
     return _sweep("nccl", "bench=comm", "bench.ops=[all_reduce]", f"gpus_per_node={ranks}", sizes=COMM)(ctx)
 
 
@@ -121,8 +128,8 @@ STAGES = [
     _bare("bert-bare", "bert", "suite"),
     Stage("llama3", "sweep", {"cuda": 120, "cpu": 45},
           _sweep("llama3", "model=llama3", "precision=amp", sizes=LLAMA)),
-    Stage("moe", "sweep", {"cuda": 90, "cpu": 60},
-          _sweep("moe", "model=deepseek_v3,qwen3_moe,gpt_oss", "model.size=tiny", "precision=amp", sizes=MOE)),
+    Stage("moe", "sweep", {"cuda": 150, "cpu": 60},
+          _sweep("moe", "model=deepseek_v3,qwen3_moe,gpt_oss", "precision=amp", sizes=MOE)),
     Stage("gpt", "sweep", {"cuda": 90, "cpu": 45}, _sweep("gpt", sizes=GPT)),
     Stage("llama3-pp2", "sweep", {"cuda": 120, "cpu": 60}, _pipeline),
     Stage("health", "health", {"cuda": 60, "cpu": 30}, _health),

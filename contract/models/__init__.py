@@ -6,8 +6,9 @@ adds a file here (docs/architecture.md, "How to add a model") and edits no table
 
 A spec says which frameworks implement the model and where PyTorch's session of it is; its
 layouts and relations (the parallel axes it is built for, what tp must divide); its FLOP count
-of one sample (a function of the point's model settings, tested against hand figures in
-tests/unit/test_flops.py); whether it is a language model or a mixture of experts; its report
+of one sample (a function of the point's model settings, by contract/flops.py's one convention,
+tested against hand figures in tests/unit/test_flops.py) and, where its published figures count
+otherwise, that count too; whether it is a language model or a mixture of experts; its report
 section and the `model` of its published rows; the regression gate's metric and keys; what a
 batch holds and whether data=files reads it; whether DCP checkpoints it.
 """
@@ -45,6 +46,8 @@ class ModelSpec:
     inputs: str = TOKENS                   # what a batch holds: IMAGES, MASKED_TOKENS, TOKENS, CLICKS
     files: bool = False                    # data=files reads it (frameworks/common/datafiles.py)
     checkpoint: bool = False               # DCP checkpoints it whole (bench=checkpoint, checkpoint.every)
+    published_flops: Optional[Callable] = None   # its FLOPs of one sample as its published figures
+                                           # count them, where not as contract/flops.py
 
     def __post_init__(self):
         unknown = sorted(set(self.layouts) - set(AXES))
@@ -60,6 +63,13 @@ class ModelSpec:
         if self.flops is None or not all(model.get(k) for k in self.flops_keys):
             return None
         return self.flops(model)
+
+    def published_flops_per_sample(self, model: dict):
+        """Its FLOPs of one sample in the convention of its published figures (`published_flops`),
+        None where they count as the suite does or a setting is unset."""
+        if self.published_flops is None or self.flops_per_sample(model) is None:
+            return None
+        return self.published_flops(model)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,32 +1,30 @@
 """DLPerf's GPT (conf/model/gpt.yaml; conf/gpt_case/): a Megatron-style decoder at any layout
 of data, tensor and pipeline parallelism, FSDP and sequence parallelism (docs/layouts.md).
 
-FLOPs after Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters
-Using Megatron-LM" (SC'21), section 5.1 (docs/flops.md). With B sequences of s tokens, l layers,
-hidden h, vocabulary V, one layer's forward pass is
+FLOPs by the suite's one convention (contract/flops.py, docs/flops.md), on Narayanan et al.'s
+terms ("Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", SC'21,
+section 5.1). A sequence of s tokens, l layers, hidden h, vocabulary V: a layer's projections
+(QKV 6sh^2, output 2sh^2, MLP h -> 4h -> h 16sh^2) 24sh^2 forward, its scores and values 4h
+a causal query-key pair, s (s + 1) / 2 of them, the logits 2shV; training 3 x forward:
 
-    QKV projection 6Bsh^2 + attention scores 2Bs^2h + scores x values 2Bs^2h
-    + output projection 2Bsh^2 + MLP (h -> 4h -> h) 16Bsh^2 = 24Bsh^2 + 4Bs^2h
+    F = 72 s l h^2 + 12 l h s (s + 1) / 2 + 6 s h V          (`flops_per_sample`)
 
-and the output layer (logits) 2BshV. Without activation recomputation an iteration is
-3 x forward:
-
-    F = 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
-
-With it (`model.recompute=true`) the paper's better-known F = 96 B s l h^2 (1 + s/(6h) +
-V/(16 l h)): the extra forward pass of the layers that full recomputation runs (4 x the
-layers, 3 x the logits). That is the model's count, as the paper counts it; PyTorch's
-checkpoint skips recomputing what backward does not need (the MLP's last layer), so the
-hardware does a little less (tests/unit/test_flops.py). V is the vocabulary the model holds,
+with no recompute term. Megatron's own count, which DLPerf's published TFLOP/s use
+(`flops_per_iteration`, the spec's `published_flops`), takes the full s x s scores and, with
+activation recomputation (`model.recompute=true`), the recomputed forward of the layers:
+72 B s l h^2 (1 + s/(6h) + V/(12 l h)) an iteration of B sequences, 96 B s l h^2 (1 + s/(6h) +
+V/(16 l h)) with it (4 x the layers, 3 x the logits). V is the vocabulary the model holds,
 padded where it is (contract/parallel.py's padded_vocab).
 """
+from contract import flops
 from contract.models import TOKENS, ModelSpec
 
 SHAPE = ("seq_len", "layers", "hidden", "vocab_size")
 
 
 def flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=False) -> int:
-    """Megatron's count for one training iteration of `batch` sequences (exact integers)."""
+    """Megatron's count for one training iteration of `batch` sequences (exact integers): the
+    full s x s scores, and the recomputed forward with `recompute` (DLPerf's published count)."""
     B, s, l, h, V = batch, seq_len, layers, hidden, vocab
     forward_layers = l * (24 * B * s * h * h + 4 * B * s * s * h)
     logits = 2 * B * s * h * V
@@ -34,14 +32,23 @@ def flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=False) 
 
 
 def flops_per_sample(model: dict) -> int:
-    """One sequence; with activation recomputation (`model.recompute`) the paper's extra
-    forward pass of the layers counts too, as Narayanan et al. count it."""
+    """72 s l h^2 + 12 l h s (s + 1) / 2 + 6 s h V: one sequence by the suite's convention
+    (module docstring); `model.recompute` changes nothing."""
+    s, l, h, V = (model[k] for k in SHAPE)
+    # the heads together: H heads of h / H are one head of h to the count
+    return 72 * s * l * h * h + l * flops.attention(flops.pairs(s), 1, h, h) + 6 * s * h * V
+
+
+def megatron_flops_per_sample(model: dict) -> int:
+    """One sequence by Megatron's count: the full s x s, and with `model.recompute` the
+    recomputed forward, as Narayanan et al. and DLPerf count it."""
     return flops_per_iteration(1, *(model[k] for k in SHAPE), recompute=bool(model.get("recompute")))
 
 
 SPEC = ModelSpec(
     name="gpt", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.gpt:session",
     flops=flops_per_sample, flops_keys=SHAPE, language_model=True,
+    published_flops=megatron_flops_per_sample,
     layouts=("tp", "pp", "fsdp", "sp"), tp_divides=("heads",),
     report="gpt", published=("gpt",), metric="tokens_per_s", compare_keys=("seq_len",),
     inputs=TOKENS, checkpoint=True)

@@ -1,15 +1,18 @@
 """GPT-OSS, OpenAI's mixtures of experts (conf/model/gpt_oss.yaml, docs/moe.md): torchtitan's on
-GPUs, the same definition on the CPU, expert parallelism and FSDP as DeepSeek-V3's.
+GPUs, the same definition on the CPU, expert parallelism and FSDP as DeepSeek-V3's. Its sizes:
+OpenAI's 20b and 120b, `tiny` for the CPU, and `gpu1`, the 20b's own widths with 2 layers (one
+sliding, one full) at 4096: 2,804,643,712 parameters, which with AdamW's fp32 state load one
+80 GB GPU.
 
-FLOPs on the activated parameters in DeepSeek-V3's convention (contract/models/deepseek_v3.py,
-docs/flops.md: a multiply-add 2, training 3 x forward; norms, router, biases, the sinks and the
-embedding left out), with GPT-OSS's attention counted as it runs: the even layers (0, 2, ...)
+FLOPs on the activated parameters by the suite's one convention (contract/flops.py,
+docs/flops.md: a multiply-add 2, training 3 x forward, attention as it runs; norms, router,
+biases, the sinks and the embedding left out), with GPT-OSS's attention counted as it runs: the even layers (0, 2, ...)
 attend over a sliding window of w keys, the odd ones over the whole causal prefix. A query at
 place p scores min(w, p + 1) keys (w = s in a full layer), so a sequence of s tokens scores
 
     K(s, w) = sum over p < s of min(w, p + 1) = w s - w (w - 1) / 2   (w < s),  s (s + 1) / 2  (w >= s)
 
-query-key pairs per head and layer (`keys`), each 2 d FLOPs for q.k and 2 d for the value, x 3:
+query-key pairs per head and layer (contract/flops.py's `pairs`), each 2 d FLOPs for q.k and 2 d for the value, x 3:
 
     attention  12 H d [ceil(l / 2) K(s, w) + floor(l / 2) K(s, s)]        per sequence
     linear     6 s [l (2 h H d + 2 h k_v d + 3 h f k) + V h]              per sequence
@@ -20,18 +23,12 @@ V. 20B at 8192 (w 128): 24,120,709,632 a token. torchtitan 0.3.0 counts every la
 s x s (6 l H 2 d s, no window, no causal halving) on 6 x its activated parameters:
 31,313,520,000 a token, 30% more; its fix (its pull request 4300) counts the window but not the
 causal half: 26,557,179,264, 10% more than this (at its test's 4096, 26,481,681,792 ->
-24,141,260,160, the "-8.8%" it reports). Full layers here count (s + 1) / 2 keys a query where
-DeepSeek-V3's and Qwen3's counts take s / 2 (NeMo's), 1 / s more (0.01% at 8192).
+24,141,260,160, the "-8.8%" it reports).
 `parameters`: every parameter and the activated ones (less the routed experts a token does not
 use); OpenAI's "active parameters" (3.61B, 5.13B) are those less the token embedding.
 """
+from contract import flops
 from contract.models import TOKENS, ModelSpec
-
-
-def keys(seq_len: int, window: int) -> int:
-    """Query-key pairs one head of one layer scores in a sequence (module docstring): K(s, w)."""
-    s, w = seq_len, min(window, seq_len)
-    return w * s - w * (w - 1) // 2
 
 
 def sliding_layers(layers: int) -> int:
@@ -58,8 +55,8 @@ def flops_per_sample(model: dict) -> int:
     h, layers, s, d = (model[x] for x in ("hidden", "layers", "seq_len", "head_dim"))
     heads, slide = model["heads"], sliding_layers(model["layers"])
     linear = 2 * h * heads * d + 2 * h * model["kv_heads"] * d + 3 * h * model["moe_hidden"] * model["top_k"]
-    pairs = slide * keys(s, model["sliding_window"]) + (layers - slide) * keys(s, s)
-    return 6 * s * (layers * linear + model["vocab_size"] * h) + 12 * heads * d * pairs
+    pairs = slide * flops.pairs(s, model["sliding_window"]) + (layers - slide) * flops.pairs(s)
+    return 6 * s * (layers * linear + model["vocab_size"] * h) + flops.attention(pairs, heads, d, d)
 
 
 SPEC = ModelSpec(

@@ -2,22 +2,22 @@
 on the CPU, at any layout of data, tensor, pipeline and context parallelism, FSDP and sequence
 parallelism.
 
-FLOPs by the formula torchtitan, PaLM (Chowdhery et al. 2022, appendix B) and
-dgxc-benchmarking use (docs/flops.md): per token of a sequence of s tokens,
+FLOPs by the suite's one convention (contract/flops.py, docs/flops.md): per sequence of s tokens
 
-    6 N + 12 l h s           N: the parameters less the token embedding (the output layer
-                             counts: it is a matmul; a tied one is counted once, as
-                             torchtitan counts it); 12 l h s: attention scores and values,
-                             2 matmuls x 2 FLOPs x 3 (forward and backward) x l h s
+    6 N s + 12 l h s (s + 1) / 2     N: the parameters less the token embedding (the output
+                                     layer counts: it is a matmul; a tied one is counted once,
+                                     as torchtitan counts it); 12 l h s (s + 1) / 2: the
+                                     attention's scores and values over the causal pairs,
+                                     2 matmuls x 2 FLOPs x 3 (forward and backward) x l h a pair
 
-with no causal halving: the attention term counts the full s x s scores, as torchtitan's
-get_dense_model_nparams_and_flops and PaLM do and as dgxc-benchmarking's published MFU does
-(its 4.74E+14 FLOPs per 8B sequence of 8192 is this count), so our MFU and theirs are the
-same ratio. Activation recomputation adds nothing: MFU counts the model's FLOPs, not the
-hardware's (PaLM's MFU against HFU). N from the shape (`parameters`): per layer 2h^2 + 2 h k d
-(wq, wo; wk, wv with k key-value heads of d = h / heads) + 3 h f (SwiGLU, f wide) + 2h
-(RMSNorms), a final RMSNorm h, the embedding V h and an untied output V h.
+and no recompute term. torchtitan, PaLM (Chowdhery et al. 2022, appendix B) and
+dgxc-benchmarking count the full s x s instead, 6 N + 12 l h s a token (`palm_flops_per_sample`;
+dgxc-benchmarking's 4.74E+14 FLOPs per 8B sequence of 8192): the spec's `published_flops`, so
+the report sets our MFU in their count beside theirs. N from the shape (`parameters`): per layer
+2h^2 + 2 h k d (wq, wo; wk, wv with k key-value heads of d = h / heads) + 3 h f (SwiGLU, f
+wide) + 2h (RMSNorms), a final RMSNorm h, the embedding V h and an untied output V h.
 """
+from contract import flops
 from contract.models import TOKENS, ModelSpec
 
 
@@ -31,19 +31,24 @@ def parameters(layers, hidden, heads, kv_heads, ffn_hidden, vocab_size, tie_embe
     return {"total": total, "embedding": embedding, "non_embedding": total - embedding}
 
 
-def flops_per_token(model: dict) -> int:
-    """6 N + 12 l h s: training FLOPs of one token (module docstring; no causal halving)."""
-    n = parameters(**model)["non_embedding"]
-    return 6 * n + 12 * model["layers"] * model["hidden"] * model["seq_len"]
-
-
 def flops_per_sample(model: dict) -> int:
-    return flops_per_token(model) * model["seq_len"]
+    """6 N s + 12 l h s (s + 1) / 2: training FLOPs of one sequence (module docstring)."""
+    s, h, heads = model["seq_len"], model["hidden"], model["heads"]
+    n = parameters(**model)["non_embedding"]
+    return 6 * n * s + model["layers"] * flops.attention(flops.pairs(s), heads, h // heads, h // heads)
+
+
+def palm_flops_per_sample(model: dict) -> int:
+    """(6 N + 12 l h s) s: PaLM's, torchtitan's and dgxc-benchmarking's count, the full s x s
+    scores (their published MFU's)."""
+    n = parameters(**model)["non_embedding"]
+    return (6 * n + 12 * model["layers"] * model["hidden"] * model["seq_len"]) * model["seq_len"]
 
 
 SPEC = ModelSpec(
     name="llama3", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.llama3:session",
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size"),
+    published_flops=palm_flops_per_sample,
     language_model=True, layouts=("tp", "pp", "fsdp", "cp", "sp"), tp_divides=("heads", "kv_heads"),
     report="llama", published=("llama3", "llama3.1"), inputs=TOKENS, checkpoint=True)

@@ -1,12 +1,16 @@
 """Qwen3's mixtures of experts (conf/model/qwen3_moe.yaml, docs/moe.md): torchtitan's on GPUs,
-the same definition on the CPU, at any layout, expert parallelism included.
+the same definition on the CPU, at any layout, expert parallelism included. Its sizes:
+torchtitan's 30B-A3B and 235B-A22B, `tiny` for the CPU, and `gpu1`, the 30B-A3B's own widths with
+2 layers: 1,868,573,184 parameters, which with AdamW's fp32 state load one 80 GB GPU.
 
-FLOPs in DeepSeek-V3's convention (contract/models/deepseek_v3.py, docs/flops.md), with its
-shapes (H heads and k_v key-value heads of width d, every layer a MoE of m-wide experts, k per
-token, no shared one): 3 H 2 d s l (causal-halved scores) + 6 l [h H d + 2 h k_v d + H d h +
+FLOPs by the suite's one convention (contract/flops.py, docs/flops.md) on DeepSeek-V3's terms
+(contract/models/deepseek_v3.py), with its shapes (H heads and k_v key-value heads of width d,
+every layer a MoE of m-wide experts, k per token, no shared one), per token: 3 H 2 d (s + 1) l
+(the causal pairs' scores and values, s (s + 1) / 2 a head) + 6 l [h H d + 2 h k_v d + H d h +
 3 h m k] + 6 V h. (NeMo's qwen3 formula takes H d = h, which Qwen3's MoE sizes are not: 32 x
 128 at 2048.)
 """
+from contract import flops
 from contract.models import TOKENS, ModelSpec
 
 
@@ -22,10 +26,11 @@ def parameters(model: dict) -> dict:
 
 
 def flops_per_token(model: dict) -> int:
-    """Training FLOPs of one token (module docstring)."""
+    """Training FLOPs of one token (module docstring; the causal pairs' a token exact)."""
     h, layers, s, heads, d = (model[x] for x in ("hidden", "layers", "seq_len", "heads", "head_dim"))
     linear = 2 * h * heads * d + 2 * h * model["kv_heads"] * d + 3 * h * model["moe_hidden"] * model["top_k"]
-    return 3 * heads * 2 * d * s * layers + 6 * layers * linear + 6 * model["vocab_size"] * h
+    attention = flops.attention(flops.pairs(s), heads, d, d) // s
+    return attention * layers + 6 * layers * linear + 6 * model["vocab_size"] * h
 
 
 def flops_per_sample(model: dict) -> int:

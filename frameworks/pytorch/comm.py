@@ -62,6 +62,9 @@ def options(spec, world_size: int) -> dict:
     opts["inplace"] = sorted(set(inplace))  # out-of-place first, as nccl-tests prints them
     if opts["min_busbw"] is not None and not values.is_number(opts["min_busbw"]):
         raise ValueError(f"bench.min_busbw must be a number of GB/s or null, got {opts['min_busbw']!r}")
+    if opts["min_busbw"] is not None and not busbw.moves(world_size):
+        raise ValueError(f"bench.min_busbw needs two ranks or more: a collective of {world_size} rank "
+                         "moves nothing, so it has no bandwidth to judge")
     if not values.is_integer(opts["root"]) or not 0 <= opts["root"] < world_size:
         raise ValueError(f"bench.root must be a rank below {world_size}, got {opts['root']!r}")
     c = opts["corrupt_rank"]
@@ -297,15 +300,17 @@ class CommSession(TorchSession):
                         if rank == o["corrupt_rank"]:
                             out[:3] = -out[:3] - 1  # on purpose (tests): far from any right value
                         wrong = wrong_elements(op, out, rank, n, count, o["root"], o["shares"])
+                    moves = busbw.moves(n)   # one rank: its time only, no bandwidth
                     row = {"op": op, "bytes": nbytes, "count": count, "dtype": o["dtype"],
                            "inplace": inplace, "iters": o["iters"], "time_s": secs,
-                           "algbw_gbps": busbw.algbw_gbps(nbytes, secs),
-                           "busbw_gbps": busbw.busbw_gbps(op, nbytes, secs, n), "wrong": wrong}
+                           "algbw_gbps": busbw.algbw_gbps(nbytes, secs) if moves else None,
+                           "busbw_gbps": busbw.busbw_gbps(op, nbytes, secs, n) if moves else None,
+                           "wrong": wrong}
                     if op == "all_to_allv":   # the largest rank's received bytes over the mean's
                         row["imbalance"] = busbw.receive_imbalance(count, o["shares"])
                     results.append(row)
                     say(f"  {op:>14} {nbytes:>12} {count:>12} {'in' if inplace else 'out':>5} "
-                        f"{secs * 1e6:>10.1f} {row['algbw_gbps']:>8.3f} {row['busbw_gbps']:>8.3f} "
+                        f"{secs * 1e6:>10.1f} {_gbps(row['algbw_gbps'])} {_gbps(row['busbw_gbps'])} "
                         f"{'n/a' if wrong is None else wrong:>6}", flush=True)
             del bufs, call, prepare, out
         self.sync()
@@ -315,11 +320,17 @@ class CommSession(TorchSession):
                                   f"bytes holds one {o['dtype']} element per rank")
         problems = gate(results, o["min_busbw"])
         for op in o["ops"]:
-            vals = [r["busbw_gbps"] for r in results if r["op"] == op]
+            vals = [r["busbw_gbps"] for r in results if r["op"] == op and r["busbw_gbps"] is not None]
             if vals:
                 say(f"# {op}: Avg bus bandwidth {busbw.avg_busbw(vals):.3f} GB/s", flush=True)
+        if not busbw.moves(n):
+            say(f"# {n} rank: a collective moves nothing; times only, no bandwidth", flush=True)
         if problems:
             raise CommCheckFailed("; ".join(problems))
+
+
+def _gbps(value) -> str:
+    return f"{'n/a':>8}" if value is None else f"{value:>8.3f}"
 
 
 def gate(results, min_busbw) -> list:

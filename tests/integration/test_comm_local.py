@@ -33,11 +33,26 @@ def sweep(out, *overrides, code=0):
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     out = tmp_path_factory.mktemp("comm")
-    return out, sweep(out, "gpus_per_node=2,3")
+    return out, sweep(out, "gpus_per_node=1,2,3")
+
+
+def test_one_rank_has_times_and_no_bandwidth(good):
+    # a collective of one rank moves nothing (contract/busbw.py's moves): no figure anywhere
+    out, df = good
+    one = df[df.ranks == 1]
+    assert set(one.op) == set(busbw.OPS) and (one.status == "ok").all() and (one.time_s > 0).all()
+    for column in ("algbw_avg", "algbw_min", "algbw_max", "busbw_avg", "busbw_min", "busbw_max"):
+        assert one[column].isna().all(), column
+    records = [m for m in load(out).comm.itertuples() if m.point in set(one.point)]
+    assert records and all(m.algbw_gbps is None or m.algbw_gbps != m.algbw_gbps for m in records)
+    text = render_comm(df)
+    assert "1 node(s) x 1 = 1 ranks" in text and "Avg bus bandwidth: none: one rank moves nothing" in text
+    assert "n/a (1 rank)" in text
 
 
 def test_every_op_and_size_measured_and_right(good):
     out, df = good
+    df = df[df.ranks > 1]
     assert set(df.ranks) == {2, 3}
     assert (df.status == "ok").all() and (df.backend == "gloo").all()
     for (point, op), rows in df.groupby(["point", "op"]):

@@ -25,6 +25,14 @@ def test_bus_factors(op, n, factor):
     assert busbw.bus_factor(op, n) == pytest.approx(factor)
 
 
+def test_one_rank_moves_nothing():
+    # nccl-tests' busbw of one rank is 0 and its algbw a local copy's: the suite shows neither
+    assert not busbw.moves(1) and busbw.moves(2)
+    with pytest.raises(ValueError, match="needs two ranks or more: a collective of 1 rank moves nothing"):
+        comm.options(run_spec(bench_options={"min_busbw": 10}), 1)
+    assert comm.options(run_spec(bench_options={"min_busbw": 10}), 2)["min_busbw"] == 10
+
+
 def test_all_gather_busbw_by_hand():
     # 256 MiB gathered on 4 ranks in 20 ms: algbw 13.422 GB/s, busbw 3/4 of it = 10.066
     assert busbw.algbw_gbps(256 << 20, 0.02) == pytest.approx(13.422, abs=1e-3)

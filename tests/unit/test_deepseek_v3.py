@@ -39,21 +39,44 @@ def test_parameter_counts_by_hand(size):
     assert deepseek_v3.parameter_count(cfg) == PUBLISHED[size][0]        # the model, on meta
 
 
+def test_the_gpu1_size_loads_one_gpu_by_hand():
+    # gpu1: the 16B's widths, 3 layers (1 dense, 2 MoE). A layer's MLA 2048 x 16 x 192 (wq) +
+    # 2048 x 576 (wkv_a) + 512 x 16 x 256 (wkv_b) + 16 x 128 x 2048 (wo) = 13,762,560, its norms
+    # 2 x 2048 + 512 = 4,608: 13,767,168, x 3 = 41,301,504; the dense SwiGLU 3 x 2048 x 10,944 =
+    # 67,239,936; a MoE layer's experts 3 x 64 x 1408 x 2048 = 553,648,128 + router 64 x 2048 =
+    # 131,072 + 2 shared 3 x 2048 x 1408 x 2 = 17,301,504: 571,080,704, x 2 = 1,142,161,408; +
+    # 2048 + 2 x 102,400 x 2048 (419,430,400)                                 = 1,670,135,296;
+    # activated: less 2 x 58/64 of the experts (501,743,616 each)              =   666,648,064
+    cfg = model_cfg("deepseek_v3", "gpu1")
+    p = deepseek_v3_spec.parameters(cfg)
+    assert (p["total"], p["active"]) == (1_670_135_296, 666_648_064)
+    assert deepseek_v3.parameter_count(cfg) == 1_670_135_296
+    # a billion or more, and AdamW's fp32 state (16 bytes a parameter, 26.7 GB) leaves over half
+    # of an 80 GB H100 to the activations
+    assert p["total"] >= 1e9 and 16 * p["total"] < 0.6 * 80e9
+
+
 def test_flops_as_dgxc_benchmarking_counts_them_reproduce_its_163_7():
     cfg = model_cfg("deepseek_v3", "671b")
     # attention 3 x 128 x (128 + 64 + 128) x 4096 x (61 + 1 MTP)             = 31,205,621,760
     # linear 6 x (MLA 187,105,280 x 62 + SwiGLUs 3 x 396,361,728 + 59 x 3 x 7168 x 2048 x (1 + 8))
     #        = 6 x (11,600,527,360 + 24,574,427,136)                         = 217,049,726,976
     # output 6 x 129,280 x 7168 x 2 + 6 x 2 x 7168^2 (MTP's)                 =  11,736,711,168
-    per_token = deepseek_v3_spec.flops_per_token(cfg, mtp_layers=1)
+    per_token = deepseek_v3_spec.nemo_flops_per_token(cfg, mtp_layers=1)   # NeMo's: s / 2 keys a query
     assert per_token == 31_205_621_760 + 217_049_726_976 + 11_736_711_168 == 259_992_059_904
     # dgxc-benchmarking v25.05: 1,024 H100, 644,781.55 tokens/s: 163.7 TFLOP/s per GPU, 16.55% of 989
     assert round(644_781.55 / 1024 * per_token / 1e12, 1) == 163.7
     assert round(644_781.55 / 1024 * per_token / 1e12 / 989 * 100, 2) == 16.55
     assert round(122_755.33 / 128 * per_token / 1e12, 1) == 249.3                 # 128 GB200
-    # the suite's model trains without MTP: one layer less of each kind, and its output once
-    assert deepseek_v3_spec.flops_per_token(cfg) == 249_811_304_448
-    assert flops.flops_per_sample(cfg) == 249_811_304_448 * 4096
+    # the suite's convention (contract/flops.py) counts the causal pairs, (s + 1) / 2 keys a
+    # query: attention 3 x 128 x 320 x 4097 x 62 = 31,213,240,320, 7,618,560 more: 259,999,678,464
+    assert deepseek_v3_spec.flops_per_token(cfg, mtp_layers=1) == 259_992_059_904 + 7_618_560 == 259_999_678_464
+    # the suite's model trains without MTP: one layer less of each kind, and its output once:
+    # NeMo's 249,811,304,448 a token, ours + 3 x 128 x 320 x 61 (7,495,680) = 249,818,800,128
+    assert deepseek_v3_spec.nemo_flops_per_token(cfg) == 249_811_304_448
+    assert deepseek_v3_spec.flops_per_token(cfg) == 249_811_304_448 + 7_495_680 == 249_818_800_128
+    assert flops.flops_per_sample(cfg) == 249_818_800_128 * 4096
+    assert flops.published_flops_per_sample(cfg) == 249_811_304_448 * 4096
 
 
 titan = pytest.importorskip("frameworks.pytorch.titan.session")

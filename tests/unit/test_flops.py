@@ -30,6 +30,20 @@ def test_gpt_count_by_hand():
     assert 96 * 1 * 2 * 1 * 6**2 * (1 + 2 / (6 * 6) + 12 / (16 * 1 * 6)) == pytest.approx(8160)
 
 
+def test_gpt_count_by_the_suites_convention_by_hand():
+    # B=1, s=2, l=1, h=6, V=12 (contract/flops.py): projections 3 x 24 x s x h^2 = 5184; the
+    # causal pairs, s (s + 1) / 2 = 3, x 12 h = 216 (Megatron's full s x s: 3 x 4 s^2 h = 288);
+    # logits 3 x 2 s h V = 864: 6264, and no recompute term
+    cfg = {"name": "gpt", "seq_len": 2, "layers": 1, "hidden": 6, "heads": 2, "vocab_size": 12}
+    assert gpt.flops_per_sample(cfg) == 5184 + 216 + 864 == 6264
+    assert gpt.flops_per_sample(dict(cfg, recompute=True)) == 6264
+    # DLPerf's published count (Megatron's) beside it: 6336, with recompute 8160
+    assert flops.published_flops_per_sample(cfg) == 6336
+    assert flops.published_flops_per_sample(dict(cfg, recompute=True)) == 8160
+    assert flops.published_ratio(dict(cfg, recompute=True)) == pytest.approx(8160 / 6264)
+    assert flops.published_ratio({"name": "gpt_oss", **{k: 1 for k in ("seq_len", "layers")}}) is None
+
+
 def test_dlperf_gpt_sequence_by_hand():
     # DLPerf's DP case, hidden 1536 x 16 layers, seq 2048, vocab 51200, one sequence:
     # 72*s*l*h^2 = 2359296^2, times (1 + 2048/9216 + 51200/294912) = 201/144.
@@ -101,9 +115,11 @@ def test_gpt_figures_from_records(tmp_path):
     m = metrics.metrics(analysis.load(s)).set_index("point")
     one, two = m.loc["000-gpt"], m.loc["001-gpt"]
     assert one.tokens_per_s == pytest.approx(80 * 2048)
-    assert one.tflops_per_device == pytest.approx(80 * 7_769_595_838_464 / 1e12)
-    assert one.mfu == pytest.approx(80 * 7.769595838464 / 1000.0)
-    assert two.tflops_per_device == pytest.approx(40 * 7.769595838464)
+    # a sequence by the suite's count: 72 s l h^2 = 5,566,277,615,616 + 12 l h s (s + 1) / 2 =
+    # 618,777,280,512 + 6 s h V = 966,367,641,600: 7,151,422,537,728 (Megatron's: 7,769,595,838,464)
+    assert one.tflops_per_device == pytest.approx(80 * 7_151_422_537_728 / 1e12)
+    assert one.mfu == pytest.approx(80 * 7.151422537728 / 1000.0)
+    assert two.tflops_per_device == pytest.approx(40 * 7.151422537728)
     assert two.mfu is None or two.mfu != two.mfu          # a CPU with no peak given: n/a
     assert one.latency_ms == pytest.approx(100.0)          # 1.0 s / 10 steps
     assert two.latency_ms == pytest.approx(200.0)          # the longest rank's window

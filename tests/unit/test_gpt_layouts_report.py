@@ -37,11 +37,16 @@ def test_dlperf_single_device_case_by_hand(tmp_path):
     write_repeat(pt, 0, [1.0])            # 10 iterations of 2 sequences in 1.0 s: 20 sequences/s
     m = metrics.metrics(analysis.load(s)).set_index("point").loc["000-gpt"]
     assert m.latency_ms == pytest.approx(100.0)
-    # recompute: 4 x the layers' forward + 3 x the logits, per sequence
-    per_sequence = 4 * 16 * (24 * 2048 * 1536**2 + 4 * 2048**2 * 1536) + 3 * 2 * 2048 * 1536 * 50257
-    assert m.tflops_per_device == pytest.approx(20 * per_sequence / 1e12)   # 187.1 TFLOP/s
+    # the suite's count (contract/flops.py), no recompute term: 3 x the layers' projections, the
+    # causal pairs' scores and values (12 h a pair, s (s + 1) / 2 of them) and the logits
+    per_sequence = 3 * 16 * 24 * 2048 * 1536**2 + 16 * 12 * 1536 * 2048 * 2049 // 2 + 3 * 2 * 2048 * 1536 * 50257
+    assert m.tflops_per_device == pytest.approx(20 * per_sequence / 1e12)   # 142.7 TFLOP/s
     assert m.pflops == pytest.approx(20 * per_sequence / 1e15)
     assert m.mfu == pytest.approx(20 * per_sequence / 1e12 / 125.0)
+    # DLPerf's (Megatron's) with recompute: 4 x the layers' forward, full s x s, + 3 x the logits
+    megatron_count = 4 * 16 * (24 * 2048 * 1536**2 + 4 * 2048**2 * 1536) + 3 * 2 * 2048 * 1536 * 50257
+    assert m.published_tflops_per_device == pytest.approx(20 * megatron_count / 1e12)   # 200.4 TFLOP/s
+    assert m.published_mfu == pytest.approx(20 * megatron_count / 1e12 / 125.0)
     assert (m.dp, m.tp, m.pp, m.global_batch_size, m.layout) == (1, 1, 1, 2, "tp1-pp1")
     text = special.render_special(analysis.load(s))
     assert "## gpt: throughput and FLOP/s by layout" in text
@@ -50,9 +55,10 @@ def test_dlperf_single_device_case_by_hand(tmp_path):
     # beside DLPerf's published case: OneFlow 4.92 and Megatron-LM 4.31 samples/s on a V100
     beside = text.split("### Published beside it")[1]
     oneflow = _cells(next(ln for ln in beside.splitlines() if "OneFlow" in ln))
-    megatron = _cells(next(ln for ln in beside.splitlines() if "Megatron" in ln))
-    assert oneflow[-4] == "4.92" and oneflow[-1] == f"{20 / 4.92:.2f}" and oneflow[3] == "Tesla V100-SXM2-16GB"
-    assert megatron[-4] == "4.31" and megatron[-1] == f"{20 / 4.31:.2f}"
+    megatron = _cells(next(ln for ln in beside.splitlines() if "Megatron" in ln and ln.startswith("|")))
+    assert oneflow[-5] == "4.92" and oneflow[-1] == f"{20 / 4.92:.2f}" and oneflow[3] == "Tesla V100-SXM2-16GB"
+    assert megatron[-5] == "4.31" and megatron[-1] == f"{20 / 4.31:.2f}"
+    assert oneflow[-2] == megatron[-2] == f"{20 * megatron_count / 1e12:.3g}" == "200"   # ours, their count
 
 
 def test_pipeline_point_counts_the_global_batch_and_its_bubble(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from contract import flops as flops_rule
 from contract.models import gpt_oss as gpt_oss_spec
 from frameworks.pytorch.layouts import parallelize
 from frameworks.pytorch.models import gpt_oss, moe
@@ -54,13 +55,13 @@ def test_without_sinks_it_is_scaled_dot_product_attention_with_the_window_mask()
 def test_the_keys_each_query_scores_are_the_flop_counts():
     """K(s, w) = sum over p < s of min(w, p + 1), by hand, and as the model's attention has
     them: the pairs whose weight is not zero (zero scores, values one-hot per key)."""
-    assert gpt_oss_spec.keys(8, 3) == 1 + 2 + 3 + 3 + 3 + 3 + 3 + 3 == 21 == 3 * 8 - 3
-    assert gpt_oss_spec.keys(8, 8) == gpt_oss_spec.keys(8, 100) == 36 == 8 * 9 // 2
-    assert gpt_oss_spec.keys(64, 16) == (1 + 16) * 16 // 2 + 48 * 16 == 904
+    assert flops_rule.pairs(8, 3) == 1 + 2 + 3 + 3 + 3 + 3 + 3 + 3 == 21 == 3 * 8 - 3
+    assert flops_rule.pairs(8, 8) == flops_rule.pairs(8, 100) == 36 == 8 * 9 // 2
+    assert flops_rule.pairs(64, 16) == (1 + 16) * 16 // 2 + 48 * 16 == 904
     for s, w in ((8, 3), (8, 8), (64, 16), (64, 64)):
         out = sink_attention(torch.zeros(1, 1, s, 4), torch.zeros(1, 1, s, 4), torch.eye(s)[None, None],
                              torch.tensor([float("-inf")]), torch.arange(s), w, 1.0)
-        assert int((out > 0).sum()) == gpt_oss_spec.keys(s, w)
+        assert int((out > 0).sum()) == flops_rule.pairs(s, w)
 
 
 def test_even_layers_slide_and_odd_layers_see_everything():
@@ -110,6 +111,19 @@ def test_parameter_counts_by_hand(size):
     assert round((p["active"] - p["embedding"]) / 1e7) == {"20b": 361, "120b": 513}[size]
 
 
+def test_the_gpu1_size_loads_one_gpu_by_hand():
+    # gpu1: the 20B's widths, 2 layers (one sliding, one full) at 4096: 2 x 823,186,976 (a layer,
+    # above) = 1,646,373,952; + 2880 + 2 x 201,088 x 2880 (1,158,266,880)    = 2,804,643,712;
+    # activated: less 2 x 28 experts (24,891,840 each)                         = 1,410,700,672
+    cfg = model_cfg("gpt_oss", "gpu1")
+    p = gpt_oss_spec.parameters(cfg)
+    assert (p["total"], p["active"]) == (2_804_643_712, 1_410_700_672)
+    assert gpt_oss.parameter_count(cfg) == 2_804_643_712
+    assert gpt_oss_spec.sliding_layers(cfg["layers"]) == 1
+    # a billion or more; AdamW's fp32 state (16 bytes a parameter, 44.9 GB) under 60% of 80 GB
+    assert p["total"] >= 1e9 and 16 * p["total"] < 0.6 * 80e9
+
+
 def test_flops_by_hand():
     # tiny (s 64, w 16, 2 layers: one sliding, one full; H 4 x d 32, k_v 2, f 32, k 2, V 1000):
     # linear 6 x 64 x [2 x (2 x 64 x 128 + 2 x 64 x 64 + 3 x 64 x 32 x 2) + 1000 x 64] = 52,887,552;
@@ -119,7 +133,7 @@ def test_flops_by_hand():
     # = 21,629,583,360; attention 12 x 64 x 64 x (12 x K(8192, 128) + 12 x K(8192, 8192)) / 8192
     # = 49,152 x (12 x 1,040,448 + 12 x 33,558,528) / 8192 = 2,491,126,272
     cfg = model_cfg("gpt_oss", "20b")
-    assert gpt_oss_spec.keys(8192, 128) == 128 * 8192 - 128 * 127 // 2 == 1_040_448
+    assert flops_rule.pairs(8192, 128) == 128 * 8192 - 128 * 127 // 2 == 1_040_448
     assert gpt_oss_spec.flops_per_sample(cfg) == (21_629_583_360 + 2_491_126_272) * 8192
     # without the window (every layer full) it would be 12 x 1,040,448 -> 12 x 33,558,528 more
     full = dict(cfg, sliding_window=8192)

@@ -39,11 +39,18 @@ def test_flops_of_8b_at_8192_by_hand():
     assert cfg["seq_len"] == 8192
     # non-embedding: 8,030,261,248 - 128256 x 4096 (525,336,576) = 7,504,924,672
     assert llama3_spec.parameters(**cfg)["non_embedding"] == 7_504_924_672
-    # 6 N = 45,029,548,032; 12 l h s = 12 x 32 x 4096 x 8192 = 12,884,901,888
-    assert llama3_spec.flops_per_token(cfg) == 45_029_548_032 + 12_884_901_888 == 57_914_449_920
-    # a sequence: x 8192 = 474,435,173,744,640: dgxc-benchmarking's "4.74E+14" per 8B sequence
+    # the suite's count (contract/flops.py), a sequence: 6 N s = 45,029,548,032 x 8192 =
+    # 368,882,057,478,144; the causal pairs' scores and values 12 l h s (s + 1) / 2 = 12 x 32 x
+    # 4096 x 8192 x 8193 / 2 = 52,783,000,584,192 (6,443,237,376 a token)
     per_sequence = flops.flops_per_sample(cfg)
-    assert per_sequence == 474_435_173_744_640 and f"{per_sequence:.2E}" == "4.74E+14"
+    assert per_sequence == 368_882_057_478_144 + 52_783_000_584_192 == 421_665_058_062_336
+    assert per_sequence // 8192 == 45_029_548_032 + 6_443_237_376 == 51_472_785_408
+    # PaLM's, torchtitan's and dgxc-benchmarking's (the full s x s): 6 N + 12 l h s = 45,029,548,032
+    # + 12 x 32 x 4096 x 8192 (12,884,901,888) = 57,914,449,920 a token, x 8192 =
+    # 474,435,173,744,640 a sequence: dgxc-benchmarking's "4.74E+14" per 8B sequence, 12.5% more
+    published = llama3_spec.palm_flops_per_sample(cfg)
+    assert published == flops.published_flops_per_sample(cfg) == 57_914_449_920 * 8192 == 474_435_173_744_640
+    assert f"{published:.2E}" == "4.74E+14" and published / per_sequence == pytest.approx(1.1251, abs=1e-4)
     # no recompute term: MFU counts the model's FLOPs
     assert flops.flops_per_sample(dict(cfg, recompute=True)) == per_sequence
 
@@ -52,7 +59,8 @@ def test_a_tied_output_layer_counts_once_and_is_a_matmul():
     cfg = model_cfg("llama3", "1b")   # tied: nothing is left out as "embedding"
     p = llama3_spec.parameters(**cfg)
     assert p["embedding"] == 0 and p["non_embedding"] == 1_235_814_400
-    assert llama3_spec.flops_per_token(cfg) == 6 * 1_235_814_400 + 12 * 16 * 2048 * 8192
+    assert llama3_spec.palm_flops_per_sample(cfg) == (6 * 1_235_814_400 + 12 * 16 * 2048 * 8192) * 8192
+    assert llama3_spec.flops_per_sample(cfg) == 6 * 1_235_814_400 * 8192 + 6 * 16 * 2048 * 8192 * 8193
 
 
 titan = pytest.importorskip("frameworks.pytorch.titan.session")
@@ -66,7 +74,7 @@ def test_cpu_definition_has_torchtitans_parameters_and_flops(size):
     cfg = model_cfg("llama3", size)
     params, per_token = titan.parameters_and_flops(titan.model_config(cfg), cfg["seq_len"])
     assert params == llama3.parameter_count(cfg)
-    assert per_token == llama3_spec.flops_per_token(cfg)
+    assert per_token * cfg["seq_len"] == llama3_spec.palm_flops_per_sample(cfg)   # torchtitan's: the full s x s
 
 
 @pytest.mark.parametrize("size", ["1b", "8b", "70b"])
@@ -74,7 +82,7 @@ def test_named_sizes_are_torchtitans_flavours(size):
     cfg = model_cfg("llama3", size)
     flavour = torchtitan.model_registry(titan.FLAVOURS[size]).model
     assert titan.parameters_and_flops(flavour, 8192) == titan.parameters_and_flops(
-        titan.model_config(cfg), 8192) == (PUBLISHED[size], llama3_spec.flops_per_token(cfg))
+        titan.model_config(cfg), 8192) == (PUBLISHED[size], llama3_spec.palm_flops_per_sample(cfg) // 8192)
 
 
 def _torchtitan_name(ours: str) -> str:

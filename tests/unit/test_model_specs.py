@@ -101,10 +101,11 @@ BY_HAND = {
     ("resnet50", "tiny"): 13_965_312,                 # 6 x 2,327,552
     ("bert_base", "full"): 69_928_989_696,            # 3 x 23,309,663,232 (the MLM head gathered)
     ("bert_base", "tiny"): 369_747_456,               # 3 x 123,249,152
-    ("gpt", "full"): 7_769_595_838_464,               # 72 s l h^2 (1 + s/6h + V/12lh), DLPerf's DP case
-    ("llama3", "8b"): 57_914_449_920 * 8192,          # (6 N + 12 l h s) x s: "4.74E+14"
-    ("deepseek_v3", "671b"): 249_811_304_448 * 4096,  # dgxc-benchmarking's count without MTP
-    ("qwen3_moe", "30b_a3b"): 23_006_281_728 * 4096,
+    # the language models by contract/flops.py's one convention: the causal pairs, no recompute
+    ("gpt", "full"): 7_151_422_537_728,               # 72 s l h^2 + 12 l h s (s+1)/2 + 6 s h V, DLPerf's DP case
+    ("llama3", "8b"): 51_472_785_408 * 8192,          # 6 N s + 12 l h s (s+1)/2 (test_llama3.py)
+    ("deepseek_v3", "671b"): 249_818_800_128 * 4096,  # NeMo's terms, the causal pairs, no MTP
+    ("qwen3_moe", "30b_a3b"): 23_007_461_376 * 4096,
     ("gpt_oss", "20b"): 24_120_709_632 * 8192,        # the window counted per layer (test_gpt_oss.py)
     ("gpt_oss", "tiny"): 52_887_552 + 4_583_424,
 }

@@ -28,13 +28,26 @@ def test_parameter_counts_by_hand(size):
     assert qwen3_moe.parameter_count(cfg) == PUBLISHED[size][0]
 
 
+def test_the_gpu1_size_loads_one_gpu_by_hand():
+    # gpu1: the 30B-A3B's widths, 2 layers: 2 x 623,120,640 (a layer, above) = 1,246,241,280;
+    # + 2048 + 2 x 151,936 x 2048 (622,329,856)                              = 1,868,573,184;
+    # activated: less 2 x 120/128 of the experts (566,231,040 each)            =   736,111,104
+    cfg = model_cfg("qwen3_moe", "gpu1")
+    p = qwen3_moe_spec.parameters(cfg)
+    assert (p["total"], p["active"]) == (1_868_573_184, 736_111_104)
+    assert qwen3_moe.parameter_count(cfg) == 1_868_573_184
+    # a billion or more; AdamW's fp32 state (16 bytes a parameter, 29.9 GB) under 60% of 80 GB
+    assert p["total"] >= 1e9 and 16 * p["total"] < 0.6 * 80e9
+
+
 def test_flops_by_hand():
     cfg = model_cfg("qwen3_moe", "30b_a3b")
-    # scores 3 x 32 x 256 x 4096 x 48 = 4,831,838,208; linear 6 x 48 x (2 x 2048 x 4096
-    # + 2 x 2048 x 512 + 3 x 2048 x 768 x 8 = 56,623,104) = 16,307,453,952; output
-    # 6 x 151,936 x 2048 = 1,866,989,568
-    assert qwen3_moe_spec.flops_per_token(cfg) == 4_831_838_208 + 16_307_453_952 + 1_866_989_568
-    assert flops.flops_per_sample(cfg) == 23_006_281_728 * 4096
+    # scores and values over the causal pairs, (s + 1) / 2 keys a query (contract/flops.py):
+    # 3 x 32 x 256 x 4097 x 48 = 4,833,017,856 (NeMo's s / 2: 4,831,838,208); linear 6 x 48 x
+    # (2 x 2048 x 4096 + 2 x 2048 x 512 + 3 x 2048 x 768 x 8 = 56,623,104) = 16,307,453,952;
+    # output 6 x 151,936 x 2048 = 1,866,989,568
+    assert qwen3_moe_spec.flops_per_token(cfg) == 4_833_017_856 + 16_307_453_952 + 1_866_989_568
+    assert flops.flops_per_sample(cfg) == 23_007_461_376 * 4096
 
 
 titan = pytest.importorskip("frameworks.pytorch.titan.session")
