@@ -1,9 +1,10 @@
 # make demo   one real smoke sweep on this machine's CPU, then its report
-# make test   everything the tests need, then the tests
+# make test   everything the tests need, the checks (make lint), then the tests
+# make lint   ruff and mypy over the code outside tests/ (docs/development.md)
 PYTHON  ?= .venv/bin/python
 DEMO_DIR ?= outputs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: venv demo test test-deps unit clean
+.PHONY: venv demo test test-deps lint unit clean
 venv: .venv/.installed
 .venv/.installed: requirements.txt requirements-torchtitan.txt setup.cfg pyproject.toml
 	python3 -m venv .venv
@@ -26,8 +27,12 @@ test-deps: venv
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps postgres-deps image; \
 	 else echo "not root: Slurm, browser, PostgreSQL and container tests will skip"; fi
 
-test: test-deps
+test: test-deps lint
 	$(PYTHON) -m pytest -q -n 3 --dist loadscope
+
+lint: venv
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 
 unit: venv
 	$(PYTHON) -m pytest -q -n 2 --dist loadscope tests/unit
