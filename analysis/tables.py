@@ -81,7 +81,7 @@ def human_bytes(n) -> str:
     return f"{n} B"
 
 
-def cell(row, column: str, fmt, marks: str = None) -> str:
+def cell(row, column: str, fmt, marks: str | None = None) -> str:
     """One point's cell: its status label, "n/a", or the figure formatted (`fmt`: a format
     spec, or a function of the row that returns the text) with "*" when the point is
     partial and, after a space, the marks of the row's column `marks` when it names one."""
@@ -152,7 +152,7 @@ def one_table(points: pd.DataFrame) -> list:
     return rows
 
 
-def table(points: pd.DataFrame, column: str, fmt, marks: str = None) -> str:
+def table(points: pd.DataFrame, column: str, fmt, marks: str | None = None) -> str:
     """One model's points as a grid of `column`, formatted with `fmt` (see `cell`)."""
     columns = allocation_columns(points)
     grid = {}

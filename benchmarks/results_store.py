@@ -79,8 +79,8 @@ def history_part(args, real) -> None:
     if os.path.exists(db):
         os.unlink(db)
     n = store_of(real, db, args.points)
-    print(f"| what | stored points | median (s) | CPU s, median | runs (s) | lines printed | "
-          f"load average before, after |\n|---|---|---|---|---|---|---|")
+    print("| what | stored points | median (s) | CPU s, median | runs (s) | lines printed | "
+          "load average before, after |\n|---|---|---|---|---|---|---|")
     for label, extra in (("history", []),
                          ("history --where framework=pytorch model=resnet50 --since 2026-06-01",
                           ["--where", "framework=pytorch", "model=resnet50", "--since", "2026-06-01"]),

@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         rows.append(("the same through Hydra's basic sweeper + launcher (once)", "basic"))
     for label, key in rows:
         print(f"| {label} | {med[key]:.2f} | {med[key] / med['loop']:.2f} |")
-    print(f"\nall runs: " + "; ".join(f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in times.items()))
+    print("\nall runs: " + "; ".join(f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in times.items()))
     return 0
 
 

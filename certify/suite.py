@@ -89,7 +89,7 @@ class Suite:
     items: tuple
 
 
-def names(folder: str = None) -> list:
+def names(folder: str | None = None) -> list:
     folder = folder or SUITES
     try:
         return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
@@ -223,7 +223,7 @@ def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
                  threshold=threshold, health=health, common=common, items=tuple(made))
 
 
-def read(name: str, folder: str = None) -> Suite:
+def read(name: str, folder: str | None = None) -> Suite:
     """conf/certify/<name>.yaml (or FOLDER/<name>.yaml), checked; SuiteError (an unknown suite,
     a bad file)."""
     folder = folder or SUITES

@@ -155,7 +155,7 @@ def repeat_dir(point_dir_, repeat: int) -> str:
     return os.path.join(str(point_dir_), repeat_name(repeat))
 
 
-def interrupted_dir(rdir, when: float = None) -> str:
+def interrupted_dir(rdir, when: float | None = None) -> str:
     """Where an interrupted attempt is set aside: repeat-NN.interrupted-<unix time>."""
     return f"{rdir}.interrupted-{time.time() if when is None else when:.0f}"
 
@@ -164,12 +164,12 @@ def health_attempt_dir(point_dir_, attempt: int) -> str:
     return os.path.join(str(point_dir_), HEALTH_DIR, f"attempt-{attempt:02d}")
 
 
-def health_run_dir(output_root, when: float = None) -> str:
+def health_run_dir(output_root, when: float | None = None) -> str:
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(time.time() if when is None else when))
     return os.path.join(str(output_root), HEALTH_RUN_PREFIX + stamp)
 
 
-def certify_run_dir(output_root, when: float = None) -> str:
+def certify_run_dir(output_root, when: float | None = None) -> str:
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(time.time() if when is None else when))
     return os.path.join(str(output_root), CERTIFY_RUN_PREFIX + stamp)
 

@@ -123,7 +123,7 @@ def run_status(rank_records: dict, world_size: int, ended_by=None, rank_ends=Non
 
 
 def run_outcome(rank_records: dict, world_size: int, ended_by=None, rank_ends=None,
-                why: str = None) -> dict:
+                why: str | None = None) -> dict:
     """One repeat's {status, error, cause, lost} from its ranks: `cause` is the rank whose
     ending names the status (None if none), `lost` the ranks that left no record.
 
@@ -180,7 +180,7 @@ def _ranges(ranks) -> str:
     return ", ".join(out)
 
 
-def point_status(run_statuses, repeats: int, preflight: str = None) -> str:
+def point_status(run_statuses, repeats: int, preflight: str | None = None) -> str:
     """A point's status from its recorded repeats' statuses (any order), how many it asked
     and its preflight's outcome (None without one): ok (all ok), partial (some ok), the
     worst ending (none ok, all recorded or not), unhealthy (nothing recorded: preflight found

@@ -167,7 +167,7 @@ def _exchange(td, send, recv, to: int, frm: int, sizes: tuple, device: str) -> f
 
 
 def measure(dist, gpus_per_node: int, nbytes: int, iters: int, device: str = "cpu",
-            cap_s: float = None) -> list:
+            cap_s: float | None = None) -> list:
     """Run the schedule over the job's node leaders (rank node * gpus_per_node) -> for
     this rank, [{src, dst, stride, bytes, seconds, capped, probe_gbytes_s}] of the links it
     received on (empty on a rank that leads no node): the best of `iters` transfers, so that

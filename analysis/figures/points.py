@@ -51,7 +51,7 @@ def repeat_figures(ranks: dict, cols: dict):
 
 
 def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.MAX_CV,
-                    max_drift: float = method.MAX_DRIFT, preflight: dict = None) -> dict:
+                    max_drift: float = method.MAX_DRIFT, preflight: dict | None = None) -> dict:
     """A point's row: the method's figures over its ok repeats (analysis/figures/method.py), its
     status and first error, its device; `durations`: the timed steps' durations of each ok
     repeat (numpy arrays, reordered here), for the step-time percentiles; `preflight`: its preflight record

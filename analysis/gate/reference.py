@@ -186,7 +186,7 @@ def figures(results) -> list:
 BENCH_METRICS = {"comm": "busbw_gbps", "checkpoint": "checkpoint_gbps"}
 
 
-def entry_of(r: dict, device: bool = False, metric: str = None):
+def entry_of(r: dict, device: bool = False, metric: str | None = None):
     """A reference entry of one ok point's (or search's) figures row (`figures`), with its
     `key` (configuration and metric, as text); None where it has no figure. The device is
     a key only when asked (a reference file's system names it); `metric`: this one, not the

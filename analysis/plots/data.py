@@ -88,7 +88,7 @@ def _by_rank_then_time(rank, ms, host):
     return rank[order], ms[order], host[order], None
 
 
-def rank_stats(steps: pd.DataFrame, boxes: bool = None) -> pd.DataFrame:
+def rank_stats(steps: pd.DataFrame, boxes: bool | None = None) -> pd.DataFrame:
     """Per rank, the spread of its timed steps (`steps`: rank, duration in s, host) in ms:
     quantiles by linear interpolation (numpy's, as matplotlib's boxplot takes them), the
     whiskers at the furthest step within WHIS IQR of the box and, when `boxes` (by default

@@ -165,7 +165,7 @@ def matches(point: dict, row: dict) -> bool:
     return point.get("device") is None or matching.same_device(point["device"], row["device"])
 
 
-def find(point: dict, published: list = None) -> list:
+def find(point: dict, published: list | None = None) -> list:
     """The published rows whose layout is the point's, in the files' order."""
     return [r for r in (rows() if published is None else published) if matches(point, r)]
 

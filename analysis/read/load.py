@@ -48,7 +48,7 @@ __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
 class _Reader:
     """Accumulates what the records say, point by point; `results()` assembles it."""
 
-    def __init__(self, root: str, limits: dict = None, damaged: dict = None,
+    def __init__(self, root: str, limits: dict | None = None, damaged: dict | None = None,
                  steps_at_most: int = 0, ahead=None):
         self.root = root
         self.limits = dict(limits or {})   # the flags' thresholds: max_cv, max_drift
@@ -327,7 +327,7 @@ def opened(path, ahead_ok: bool = False, **limits):
         yield results, {s: s.replace(str(path), folder, 1) for s in results.points.sweep.unique()}
 
 
-def _load(path, limits: dict, damaged: dict = None, ahead_ok: bool = False) -> Results:
+def _load(path, limits: dict, damaged: dict | None = None, ahead_ok: bool = False) -> Results:
     files = find_points(path)
     records, size = read_ahead.rank_records(files)
     ahead = read_ahead.reader(records, size) if ahead_ok else None

@@ -110,7 +110,7 @@ class Results:
     def steps(self, frame) -> None:
         self._steps, self._columns = frame, None
 
-    def _owners(self, field: str, rows=slice(None), steps: slice = None):
+    def _owners(self, field: str, rows=slice(None), steps: slice | None = None):
         """Each step's point code, repeat, rank or host code (`field`), from the records'
         owners rows (`rows`: some of them; their steps in reading order), or of the steps
         `steps` (a range of all of them) alone."""
@@ -172,7 +172,7 @@ class Results:
                                                                categories=c["host_names"])},
                             copy=False)
 
-    def steps_table(self, steps: slice = None):
+    def steps_table(self, steps: slice | None = None):
         """The steps as a pyarrow Table, straight from the columns (no DataFrame); `steps`:
         a range of them only."""
         import pyarrow as pa

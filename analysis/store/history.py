@@ -115,7 +115,7 @@ def table_date(t) -> str:
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def select(pts: pd.DataFrame, where: dict = None, since=None, sweep=None) -> pd.DataFrame:
+def select(pts: pd.DataFrame, where: dict | None = None, since=None, sweep=None) -> pd.DataFrame:
     """The points whose columns equal `where`'s values (given as text: compared as the
     column's type), of sweeps dated `since` or later (a date, UTC, as the history shows
     them), of the sweep `sweep` (its name, or path; in a store also its key or archive)."""

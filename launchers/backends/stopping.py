@@ -84,7 +84,7 @@ def _off_the_terminal() -> None:
     os.close(devnull)
 
 
-def install(log=print, who: str = "the launcher", what: str = None) -> dict:
+def install(log=print, who: str = "the launcher", what: str | None = None) -> dict:
     """Handle the stop signals in this process from now on -> the handlers they replace.
     Only the main thread can (Python's rule); elsewhere nothing is installed."""
     if threading.current_thread() is not threading.main_thread():

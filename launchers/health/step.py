@@ -67,7 +67,7 @@ def run(point, hdir: str, launcher) -> dict:
     return verdict
 
 
-def finish(point, hdir: str, hosts: list, ended_by: str = None, rank_ends=None,
+def finish(point, hdir: str, hosts: list, ended_by: str | None = None, rank_ends=None,
            stopped=()) -> dict:
     """Read the ranks' records, judge them (`rank_ends`: how ranks that the step saw end
     badly ended; `stopped`: the ranks the step's stop ended), write the verdict beside them."""

@@ -63,7 +63,7 @@ def node_rows(records: dict, hosts: list, gpus_per_node: int) -> list:
     return rows
 
 
-def _ranks(rows: list, ended_by: str = None, rank_ends=None, stopped=()) -> None:
+def _ranks(rows: list, ended_by: str | None = None, rank_ends=None, stopped=()) -> None:
     """Ranks without a record, or whose record failed. One the step's stop ended, after a
     rank elsewhere died or failed of itself, is not judged: it was waiting on that one."""
     rank_ends = rank_ends or {}
@@ -231,7 +231,7 @@ def _network(rows: list, settings: dict) -> list:
     return nccl_net.flags(ranks, len(rows))
 
 
-def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str = None,
+def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str | None = None,
           rank_ends=None, stopped=()) -> dict:
     """The verdict of one health step (health.json's content but for where it ran)."""
     fraction = float(settings["min_fraction"])

@@ -208,7 +208,7 @@ def tie_stages(modules, group, tied: dict) -> None:
 
 
 @torch.no_grad()
-def init_parameters(model: nn.Module, family, seed: int, tied: dict = None) -> None:
+def init_parameters(model: nn.Module, family, seed: int, tied: dict | None = None) -> None:
     """Fill every parameter with its single-device value (the family's `full_value`), this
     rank's part of it where the parameter is sharded; a tied pair both by the output layer's
     name (`tied`: {output: embedding}); a routed expert's weights, of the experts its module
