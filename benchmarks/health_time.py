@@ -53,9 +53,9 @@ def one(extra: list, out_root: str) -> dict:
     return {"wall": wall, "step": step, "exit": r.returncode, "ok": verdict["ok"],
             "median_gbs": verdict.get("link_median_gbytes_s"),
             "reference_gbs": verdict.get("link_reference_gbytes_s"),
-            "capped": sum(l.get("capped", False) for l in verdict["links"]),
+            "capped": sum(link.get("capped", False) for link in verdict["links"]),
             "sick": [f"{n}: {'; '.join(w)}" for n, w in sorted(verdict["sick"].items())]
-            + [f"slow link {l['src']} -> {l['dst']} {l['gbytes_s']:.2f} GB/s" for l in verdict["slow_links"]],
+            + [f"slow link {link['src']} -> {link['dst']} {link['gbytes_s']:.2f} GB/s" for link in verdict["slow_links"]],
             "slow_links": len(verdict["slow_links"])}
 
 

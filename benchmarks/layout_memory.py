@@ -47,9 +47,9 @@ FIXED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
 
 def counts(seq: int) -> dict:
     """Parameters of GPT-2 small, in total and per tp=2 rank, from its shapes."""
-    h, l, v = GPT2["hidden"], GPT2["layers"], GPT2["vocab_size"]
-    split = l * (3 * h * h + 3 * h + h * h + 4 * h * h + 4 * h + 4 * h * h) + v * h  # matrices, col biases, vocab
-    replicated = l * (4 * h + h + h) + seq * h + 2 * h  # LNs, row-split biases (out, fc2), positions, ln_f
+    h, L, v = GPT2["hidden"], GPT2["layers"], GPT2["vocab_size"]
+    split = L * (3 * h * h + 3 * h + h * h + 4 * h * h + 4 * h + 4 * h * h) + v * h  # matrices, col biases, vocab
+    replicated = L * (4 * h + h + h) + seq * h + 2 * h  # LNs, row-split biases (out, fc2), positions, ln_f
     return {"total": split + replicated, "tp2": split // 2 + replicated}
 
 

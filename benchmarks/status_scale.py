@@ -35,8 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from contract import records  # noqa: E402
-from contract import paths
+from contract import paths, records  # noqa: E402  (after sys.path reaches the checkout)
 
 WRAPPER = '#!/bin/sh\necho "$0 $*" >> "{log}"\nexec {real} "$@"\n'
 

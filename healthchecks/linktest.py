@@ -122,8 +122,8 @@ def diagnose(nodes: int, slow) -> dict:
     if nodes == 2:
         return {"nodes": {}, "links": sorted(slow), "ambiguous": bool(slow)}
     ways = _ways(nodes)
-    sends = {n for n, (outs, _) in ways.items() if all(l in slow for l in outs)}
-    receives = {n for n, (_, ins) in ways.items() if all(l in slow for l in ins)}
+    sends = {n for n, (outs, _) in ways.items() if all(link in slow for link in outs)}
+    receives = {n for n, (_, ins) in ways.items() if all(link in slow for link in ins)}
     # a one-way candidate whose partners are all candidates the other way may be theirs to
     # explain; a candidate is firm when it is slow both ways or has a partner that is fine
     firm_sends = {n for n in sends if n in receives

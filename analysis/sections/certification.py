@@ -44,7 +44,7 @@ def health_line(verdict: dict) -> str:
     if h.get("ok"):
         return f"health gate: ok on {', '.join(h.get('hosts') or []) or 'the nodes'}"
     sick = "; ".join(f"{node} ({'; '.join(why)})" for node, why in sorted((h.get("sick") or {}).items()))
-    links = "; ".join(f"slow link {l['src']} -> {l['dst']}" for l in h.get("slow_links") or [])
+    links = "; ".join(f"slow link {link['src']} -> {link['dst']}" for link in h.get("slow_links") or [])
     return "health gate: FAIL: " + ("; ".join(filter(None, [sick, links, h.get("error")])) or "sick")
 
 

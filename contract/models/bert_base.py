@@ -22,9 +22,9 @@ SHAPE = ("seq_len", "hidden", "layers", "intermediate", "vocab_size")
 def forward_flops(seq_len, hidden, layers, intermediate, vocab_size, predictions=None) -> int:
     """Forward FLOPs of one sequence (module docstring); the MLM head on `predictions`
     positions (the gathered masked ones), or on all seq_len positions when None."""
-    s, h, l, i, v = seq_len, hidden, layers, intermediate, vocab_size
+    s, h, L, i, v = seq_len, hidden, layers, intermediate, vocab_size
     p = s if predictions is None else min(int(predictions), s)
-    encoder = l * (8 * s * h * h + 4 * s * h * i + 4 * s * s * h)
+    encoder = L * (8 * s * h * h + 4 * s * h * i + 4 * s * s * h)
     pooler_nsp = 2 * h * h + 2 * h * 2
     mlm = p * (2 * h * h + 2 * h * v)
     return encoder + pooler_nsp + mlm

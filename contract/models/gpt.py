@@ -27,8 +27,8 @@ SHAPE = ("seq_len", "layers", "hidden", "vocab_size")
 
 def flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=False) -> int:
     """Megatron's count for one training iteration of `batch` sequences (exact integers)."""
-    B, s, l, h, V = batch, seq_len, layers, hidden, vocab
-    forward_layers = l * (24 * B * s * h * h + 4 * B * s * s * h)
+    B, s, L, h, V = batch, seq_len, layers, hidden, vocab
+    forward_layers = L * (24 * B * s * h * h + 4 * B * s * s * h)
     logits = 2 * B * s * h * V
     return (4 if recompute else 3) * forward_layers + 3 * logits
 

@@ -23,10 +23,10 @@ from contract.models import TOKENS, ModelSpec
 
 def parameters(layers, hidden, heads, kv_heads, ffn_hidden, vocab_size, tie_embeddings=False, **_) -> dict:
     """{total, embedding, non_embedding} parameters of a Llama 3 shape (module docstring)."""
-    l, h, f, V = layers, hidden, ffn_hidden, vocab_size
+    L, h, f, V = layers, hidden, ffn_hidden, vocab_size
     kv = kv_heads * (hidden // heads)
     per_layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
-    total = l * per_layer + h + V * h + (0 if tie_embeddings else V * h)
+    total = L * per_layer + h + V * h + (0 if tie_embeddings else V * h)
     embedding = 0 if tie_embeddings else V * h   # tied: the one matrix is the output layer too
     return {"total": total, "embedding": embedding, "non_embedding": total - embedding}
 
