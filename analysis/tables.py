@@ -39,7 +39,8 @@ def layout_label(lay: dict) -> str:
     sizes = [f"dp{lay.get('dp', 1)}"] + [f"{k}{lay[k]}" for k in ("tp", "pp", "cp", "ep") if lay.get(k, 1) > 1]
     extra = ["fsdp"] * bool(lay.get("fsdp")) + ["sp"] * bool(lay.get("sequence_parallel") and lay.get("tp", 1) > 1)
     if lay.get("pp", 1) > 1:
-        extra.append(lay.get("schedule", "") + (f" v{lay['virtual_stages']}" if lay.get("schedule") == "interleaved_1f1b" else ""))
+        interleaved = lay.get("schedule") == "interleaved_1f1b"
+        extra.append(lay.get("schedule", "") + (f" v{lay['virtual_stages']}" if interleaved else ""))
     return " x ".join(sizes) + (", " + ", ".join(extra) if extra else "")
 
 

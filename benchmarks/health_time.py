@@ -55,7 +55,8 @@ def one(extra: list, out_root: str) -> dict:
             "reference_gbs": verdict.get("link_reference_gbytes_s"),
             "capped": sum(link.get("capped", False) for link in verdict["links"]),
             "sick": [f"{n}: {'; '.join(w)}" for n, w in sorted(verdict["sick"].items())]
-            + [f"slow link {link['src']} -> {link['dst']} {link['gbytes_s']:.2f} GB/s" for link in verdict["slow_links"]],
+            + [f"slow link {link['src']} -> {link['dst']} {link['gbytes_s']:.2f} GB/s"
+               for link in verdict["slow_links"]],
             "slow_links": len(verdict["slow_links"])}
 
 

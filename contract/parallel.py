@@ -1,7 +1,8 @@
 """A point's layout: how its devices split the model and the batch, and the relations that
 must hold between the sizes, written once (docs/layouts.md). The launcher checks every point
 with `resolve` and `model_violations` before any point runs (launchers/plan/points.py); the PyTorch
-worker builds its device mesh from the layout and `coords`. Standard library only: it runs in the framework's Python too.
+worker builds its device mesh from the layout and `coords`. Standard library only: it runs in the framework's
+Python too.
 
 The devices of a point form a grid (pp, dp, cp, tp): tensor parallel innermost, so that a
 tensor-parallel group is neighbouring ranks (one node while tp <= gpus_per_node, where its

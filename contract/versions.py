@@ -165,7 +165,8 @@ def judge(release: Release, version, pinned: dict) -> tuple:
                 f"{release.package} {version} is older than {release.oldest}, the oldest supported"
                 f"{when} ({release.why})")
     if runs and parse(version) > parse(runs[-1]):
-        return False, f"{release.package} {version} (>= {release.oldest}{when}; newer than any tested: {', '.join(runs)})"
+        return False, (f"{release.package} {version} (>= {release.oldest}{when}; "
+                       f"newer than any tested: {', '.join(runs)})")
     return False, f"{release.package} {version} (>= {release.oldest}{when}; tested {', '.join(runs) or 'none'})"
 
 

@@ -19,7 +19,8 @@ A reference file (YAML, or JSON when it ends in .json; benchmarks/references/) i
 
 An entry's config keys: CONFIG_KEYS, `model.<key>` for MODEL_KEYS, `search` for a search's
 key; `bench` and `op` for a collective's (bench=comm, metric busbw_gbps) or a checkpoint's
-(bench=checkpoint, metric checkpoint_gbps) entry: an entry without `bench` is a training one. `read_reference` reads and checks one (a file, or `published:NAME`: one throughput entry
+(bench=checkpoint, metric checkpoint_gbps) entry: an entry without `bench` is a training one.
+`read_reference` reads and checks one (a file, or `published:NAME`: one throughput entry
 per row of analysis/published/NAME.yaml, analysis/published/sources.py); `make_reference`
 writes one from a past run (`python -m analysis reference`); `stored_reference` makes one
 from the results store (`--reference store[:SWEEP]`); `figures` are a run's rows the entries

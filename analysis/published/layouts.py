@@ -1,6 +1,7 @@
 """Published figures of parallel layouts (analysis/published/*.yaml with `figure: layouts`):
 DLPerf's GPT table (OneFlow-GPT and Megatron-LM on V100), dgxc-benchmarking's and
-torchtitan's Llama 3.1, dgxc-benchmarking's DeepSeek-V3. `rows()` reads them, checked; `find(point)` returns the rows whose
+torchtitan's Llama 3.1, dgxc-benchmarking's DeepSeek-V3. `rows()` reads them, checked; `find(point)` returns
+the rows whose
 layout is a point's.
 
 A file gives its defaults once (any of FILE_KEYS), `implementations` (name -> its
@@ -127,7 +128,8 @@ def read_layouts(path) -> list:
             if bad or figures.get("peak_percent", 1) > 100 or figures.get("mfu_percent", 1) > 100:
                 raise PublishedError(f"{where}: {impl}'s {', '.join(bad) or 'percentage'} is not a "
                                      "positive number (at most 100 for a percentage)")
-            row = {"file": name, "impl": impl, **defaults, **{k: impls[impl][k] for k in IMPLEMENTATION_KEYS if k in impls[impl]},
+            row = {"file": name, "impl": impl, **defaults,
+                   **{k: impls[impl][k] for k in IMPLEMENTATION_KEYS if k in impls[impl]},
                    **{k: v for k, v in case.items() if k not in impls}, **figures}
             missing = [k for k in ("nodes", "gpus_per_node", "tp", "pp", "hidden", "heads",
                                    "layers", "seq_len", "precision", "device") if row.get(k) is None]

@@ -127,7 +127,8 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
                      _layout(r),
                      r.batch_size if tables.missing(r.micro_batch_size) else f"{r.micro_batch_size:d}",
                      tables.number(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
-                     memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
+                     memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"),
+                     figure(r.tokens_per_s, ".0f"),
                      figure(r.tflops_per_device, ".3g"), figure(r.mfu, ".0%"), figure(r.pflops, ".3g"),
                      bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
                      tables.label(r.status) + ("*" if r.status == "partial" else "")])
@@ -138,7 +139,8 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
             f"of ok repeats); memory: the largest rank's peak of {memory_note(kinds)}; TFLOP/s: "
             "Narayanan et al.'s 72 B s l h^2 (1 + s/6h + V/12lh) per iteration, 96 B s l h^2 (1 + s/6h + "
             "V/16lh) with recompute (rc: model.recompute), contract/models/gpt.py; % of peak: against the "
-            f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}); "
+            f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}"
+            "); "
             "PFLOP/s: all devices; bubble: the pipeline's idle fraction, ideal (pp-1)/(v m + pp-1) / "
             "measured (1 - a stage's forward and backward of its micro-batches alone / the iteration)\n\n"
             + tabulate(rows, headers=GPT_HEADERS, tablefmt="github", disable_numparse=True))

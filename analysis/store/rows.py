@@ -122,7 +122,8 @@ def sweeps(results, folders=None) -> list:
                                    for h in r.hosts.split(",")})) or None,
             launcher=(point.get("launcher") or {}).get("name"),
             warmup_steps=point.get("warmup_steps"), measure_steps=point.get("measure_steps"),
-            image=image, image_digest=digest, image_runtime=runtime if image else None, suite_commit=point.get("suite_commit"),
+            image=image, image_digest=digest, image_runtime=runtime if image else None,
+            suite_commit=point.get("suite_commit"),
             created_unix=point.get("created_unix"), model_settings=plain(point.get("model")),
             parallel=plain(lay), figures={k: v for k, v in fig.items() if k != "sweep"},
             jobs=_jobs(folders.get(sweep, sweep), p["point"]))

@@ -1,5 +1,6 @@
 """python -m benchmarks.gpu_check [--device cuda|cpu] [--budget S] [--out DIR] [--tar PATH]
-[--stages A,B] (the package says what it does; --stages: only those, in their order): the environment's lines, every stage in order within the budget,
+[--stages A,B] (the package says what it does; --stages: only those, in their order): the environment's
+lines, every stage in order within the budget,
 the table (printed, OUT/table.md, OUT/table.json), each sweep's report while time is left, and
 one tarball (default beside OUT) of every sweep and log (no checkpoint files). Exit 0 when no stage failed
 (a stage skipped for a reason, or `unsupported` with its reason, has not failed), 1 otherwise,
