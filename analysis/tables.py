@@ -156,7 +156,7 @@ def one_table(points: pd.DataFrame) -> list:
 def table(points: pd.DataFrame, column: str, fmt, marks: str | None = None) -> str:
     """One model's points as a grid of `column`, formatted with `fmt` (see `cell`)."""
     columns = allocation_columns(points)
-    grid = {}
+    grid: dict = {}
     for row in points.itertuples():
         key = tuple(getattr(row, k) for k in ROW_KEY[:3]) + (mode_of(row),)
         grid.setdefault(key, {})[allocation(row.nodes, row.gpus_per_node)] = cell(row, column, fmt, marks)

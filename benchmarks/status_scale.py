@@ -89,7 +89,7 @@ def time_status(sweep: str, runs: int, env=None) -> tuple:
         times.append(time.perf_counter() - t0)
         assert res.returncode == 0, res.stderr[-2000:]
         out = res.stdout
-    counts = {}
+    counts: dict = {}
     for line in out.split("\n\n")[0].splitlines()[1:]:
         state = line.split()[1]
         counts[state] = counts.get(state, 0) + 1

@@ -211,7 +211,8 @@ def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
     for o in common:
         if key_of(o).split(".")[0] in RESERVED:
             bad.append(f"common: {o}: {key_of(o)} is not an item's")
-    items, seen = data.get("items"), set()
+    items = data.get("items")
+    seen: set = set()
     if not isinstance(items, list) or not items:
         bad.append("items: a list of at least one item")
         items = []

@@ -26,6 +26,7 @@ Standard library only: the worker, the health step and the analysis all read it.
 import glob
 import os
 import re
+from typing import Any
 
 from . import paths
 
@@ -63,7 +64,7 @@ def parse(lines):
     host}, or None where NCCL said nothing (no NCCL ran). `transport`: IB, RoCE, Socket,
     plugin, or None where no `Using network` line came (NCCL_DEBUG_SUBSYS left INIT out);
     `plugin`: the external plugin used; `loaded`, where one loaded but another network ran."""
-    out = {"version": None, "cuda": None, "network": None, "transport": None, "plugin": None,
+    out: dict[str, Any] = {"version": None, "cuda": None, "network": None, "transport": None, "plugin": None,
            "devices": [], "host": None}
     ib, sockets, networks, loaded, seen = [], [], [], [], False
     for line in lines:

@@ -145,7 +145,7 @@ def _secret(key, extra: tuple) -> bool:
 def declared(obj) -> tuple:
     """The site's own secret keys wherever `obj` holds them (cluster.secret_keys of a point,
     of a spec's config, of a rank record's spec)."""
-    keys = []
+    keys: list = []
 
     def walk(o):
         kind = _kind(o)
@@ -205,7 +205,7 @@ def found(obj, extra=()) -> set:
     """The secret values `obj` holds: under secret keys, in URLs, in KEY=VALUE texts (what an
     old sweep's files give away, to be searched for in its other files)."""
     extra = tuple(extra) + declared(obj)
-    out = set()
+    out: set = set()
 
     def text(s: str):   # Hydra escapes ':' in an override's value (\\:)
         got = [m["pw"] for m in _URL.finditer(s)] if "@" in s else []

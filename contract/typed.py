@@ -96,7 +96,7 @@ def build(cls, mapping, where: str, unknown: str = "refuse"):
     extra = sorted((k for k in mapping if k not in names), key=str)
     if extra and unknown == "refuse":
         raise _unknown(cls, extra, where)
-    kwargs = {}
+    kwargs: dict = {}
     for f in dataclasses.fields(cls):
         if f.name not in mapping:
             continue

@@ -133,7 +133,7 @@ def check(releases, spec, world_size: int, versions=None) -> dict:
 def pins(root: str = ROOT) -> dict:
     """distribution (lower case, '_' as '-') -> the versions pinned (==) by the checkout's
     requirement files, sorted oldest first."""
-    out = {}
+    out: dict = {}
     for pattern in REQUIREMENTS:
         for path in sorted(glob.glob(os.path.join(root, pattern))):
             with open(path) as f:

@@ -69,7 +69,7 @@ def partners(node: int, nodes: int, stride: int) -> tuple:
 def best_link_median(rates: dict):
     """Each node's best link (in or out), the higher median of those over the nodes: a slow
     node gives one value of N to it. `rates`: (src, dst) -> rate. None without links."""
-    best = {}
+    best: dict = {}
     for (src, dst), rate in rates.items():
         for node in (src, dst):
             best[node] = max(best.get(node, rate), rate)

@@ -141,7 +141,7 @@ def _peak_memory(ok) -> tuple:
 
 def _bubbles(results) -> dict:
     """(sweep, point, repeat) -> the mean over its ranks of the measured pipeline bubble."""
-    out = {}
+    out: dict = {}
     for e in results.environments:
         pipe = e.get("pipeline")
         if pipe and pipe.get("measured_bubble") is not None:

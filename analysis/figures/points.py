@@ -100,7 +100,8 @@ def add_speedup(points: pd.DataFrame) -> pd.DataFrame:
     same = [tuple(str(v) for v in row) for row in points[key].itertuples(index=False)]
     own = list(zip(points["sweep"].astype(str), same))
     flags = points["marks"] if "marks" in points else pd.Series([None] * len(points), dtype=object)
-    base, base_flagged = {}, {}
+    base: dict = {}
+    base_flagged: dict = {}
     for o, cfg, devices, tp, f in zip(own, same, points.devices, points.throughput, flags):
         if devices == 1 and not tables.missing(tp):
             for k in (o, cfg):

@@ -282,7 +282,9 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
     if system is None:
         names = sorted(set(results.runs.get("device", []).dropna().astype(str))) if len(results.runs) else []
         system = " + ".join(names) or "unknown"
-    entries, seen, ran_in = [], {}, images.of_points(results)
+    entries: list = []
+    seen: dict = {}
+    ran_in = images.of_points(results)
     for r in figures(results):
         e = entry_of(r)
         if e is None:

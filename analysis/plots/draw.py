@@ -40,7 +40,7 @@ def _series(pts: pd.DataFrame):
     sweep where a folder of sweeps ran the same configuration more than once."""
     many_bs = pts.batch_size.nunique() > 1
     many_modes = pts.groupby("framework")["mode"].nunique().max() > 1
-    shades = {}
+    shades: dict = {}
     for (fw, prec, bs, mode), rows in pts.groupby(["framework", "precision", "batch_size", "mode"]):
         label = " ".join([fw, prec] + ([f"bs{bs}"] if many_bs else [])
                          + ([mode] if many_modes else []))

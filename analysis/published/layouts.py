@@ -62,7 +62,7 @@ def _derive(row: dict, where: str) -> dict:
     """The derived fields of a row, and its arithmetic checked by the layout's own relations
     (contract/parallel.py: the grid, the batches, the experts' mesh, the shape against tp;
     the padded vocabulary by padded_vocab), every broken one in one line."""
-    derived = []
+    derived: list = []
     for key in ("cp", "ep"):
         if row.get(key) is None:
             row[key], derived = 1, derived + [key]

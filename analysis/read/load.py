@@ -53,13 +53,19 @@ class _Reader:
         self.root = root
         self.limits = dict(limits or {})   # the flags' thresholds: max_cv, max_drift
         self.damaged = damaged or {}       # an archive's files that failed its checks: path -> why
-        self.point_rows, self.run_rows, self.corrupt = [], [], []
-        self.comm, self.environments, self.manifests, self.searches = [], [], {}, []
-        self.preflights = {}  # (sweep, point) -> its preflight.json (preflight=true)
-        self.certifications = []  # each certification's verdict.json (certify/)
+        self.point_rows: list = []
+        self.run_rows: list = []
+        self.corrupt: list = []
+        self.comm: list = []
+        self.environments: list = []
+        self.manifests: dict = {}
+        self.searches: list = []
+        self.preflights: dict = {}  # (sweep, point) -> its preflight.json (preflight=true)
+        self.certifications: list = []  # each certification's verdict.json (certify/)
         self.steps = _StepBuffers(steps_at_most)
-        self.owners = []      # per rank record kept: (point code, repeat, rank, host code, steps)
-        self.point_code, self.host_code = {}, {}
+        self.owners: list = []      # per rank record kept: (point code, repeat, rank, host code, steps)
+        self.point_code: dict = {}
+        self.host_code: dict = {}
         self.ahead = ahead    # read_ahead.Ahead: a second process reading the rank records
 
     def bad(self, c: CorruptFile, sweep=None, point=None, repeat=None) -> None:

@@ -155,7 +155,7 @@ class Results:
         rows = (owners[:, 0] == code) & np.isin(owners[:, 1], list(repeats))
         starts = np.r_[0, np.cumsum(owners[:, -1])][:-1][rows]
         parts = [slice(a, a + n) for a, n in zip(starts, owners[rows, -1])]
-        runs = []      # the records' steps, as runs of neighbouring records
+        runs: list = []      # the records' steps, as runs of neighbouring records
         for part in parts:
             if runs and runs[-1].stop == part.start:
                 runs[-1] = slice(runs[-1].start, part.stop)

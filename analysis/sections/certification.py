@@ -60,7 +60,7 @@ def render(verdict: dict) -> str:
              + (f"; threshold {verdict['threshold']:g} for every item" if verdict.get("threshold")
                 else ""),
              health_line(verdict)]
-    notes = []
+    notes: list = []
     rows = [row_of(r, notes) for r in verdict.get("items") or ()]
     counts = ", ".join(f"{n} {v}" for v, n in (verdict.get("counts") or {}).items() if n)
     out = [head, "\n".join(facts)]

@@ -35,14 +35,14 @@ def pipeline_rates(results, points: pd.DataFrame) -> dict:
                if e["point"] in wanted}
     steps = results.steps
     steps = steps[(steps.phase == "measure") & steps.point.isin(wanted)]
-    repeats = {}
+    repeats: dict = {}
     for (point, repeat, rank), samples in steps.groupby(["point", "repeat", "rank"],
                                                         observed=True).samples:
         if (point, repeat) in ok:
             window = windows.get((point, repeat, rank))
             repeats.setdefault((point, repeat), []).append(
                 None if window is None else method.rank_timing(samples.to_numpy(), window))
-    per_point = {}
+    per_point: dict = {}
     for (point, _), timings in repeats.items():
         if None not in timings:
             per_point.setdefault(point, []).append(method.repeat_throughput(timings))
@@ -110,7 +110,7 @@ def workers_table(inputs: pd.DataFrame) -> str:
     if inputs.empty:
         return ""
     counts = sorted(inputs.workers.unique(), key=lambda w: (w == "auto", int(w) if w != "auto" else 0))
-    grid = {}
+    grid: dict = {}
     for r in inputs.itertuples():
         key = (r.framework, r.model, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
         grid.setdefault(key, {})[r.workers] = _figure(r, r.per_device)

@@ -44,7 +44,7 @@ def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
     parts = []
     for size, pts in m.groupby("model_size", sort=True, dropna=False):
         vocabs = sorted(int(v) for v in pts.deep_vocab_size.dropna().unique())
-        grid = {}
+        grid: dict = {}
         for r in pts.itertuples():
             # a spec from before model.embedding ran replicated
             key = (r.framework, getattr(r, "embedding", None) or "replicated", r.precision,
@@ -75,7 +75,7 @@ def _published_wide_deep(rows: pd.DataFrame) -> str:
     """One published W&D table, its figures as transcribed (memory in the source's MB)."""
     first = rows.iloc[0]
     vocabs = sorted(int(v) for v in rows.deep_vocab_size.unique())
-    grid = {}
+    grid: dict = {}
     for r in rows.itertuples():
         cell = "OOM" if r.status == "oom" else f"{r.latency_ms:g} ms, {r.memory_mb:g} MB"
         grid.setdefault((r.framework, r.implementation or r.framework), {})[int(r.deep_vocab_size)] = cell
@@ -213,7 +213,7 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
     plain = m[m.search.isna()]
     if len(plain):
         classes = sorted(int(v) for v in plain.num_classes.dropna().unique())
-        grid = {}
+        grid: dict = {}
         for r in plain.itertuples():
             key = (r.framework, r.precision, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
             cell = (f"{r.throughput:.1f}" + ("*" if r.status == "partial" else "")

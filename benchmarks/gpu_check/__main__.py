@@ -21,7 +21,7 @@ REPORT_S = 25
 SITE = ".site"    # in OUT: the wheels' packages, where they were needed (not in the tarball)
 
 
-CONSOLE = []   # what `say` printed, also kept as OUT/console.txt
+CONSOLE: list = []   # what `say` printed, also kept as OUT/console.txt
 
 
 def say(*args, **kw):
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     env.setdefault("DLBENCH_STORE", os.path.join(out, "results.sqlite"))   # the reports' store: in OUT
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
         [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + [environment.ROOT]))
-    done = {}
+    done: dict = {}
     for stage in (s for s in STAGES if s.name in chosen):
         ran = runner.run(stage, ctx, budget, env, say)
         done[stage.name] = figures.rows(stage, ran, ctx, done)

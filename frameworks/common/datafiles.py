@@ -189,7 +189,8 @@ def batches(ids: list, batch_size: int, seed: int):
     reaches an epoch's end is filled from the next (the loader wraps around)."""
     if not ids:
         raise CorruptFile("this rank's shard is empty: fewer samples than ranks")
-    epoch, pending = 0, []
+    epoch = 0
+    pending: list = []
     while True:
         while len(pending) < batch_size:
             pending += epoch_order(ids, seed, epoch)

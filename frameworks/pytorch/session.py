@@ -74,7 +74,7 @@ def setup_device(spec, dist, group=None):
 
 class TorchSession(harness.Session):
     framework_version = torch.__version__
-    recipe = {}  # the model's recipe (contract/modes.py); none without a model (bench=comm)
+    recipe: dict = {}  # the model's recipe (contract/modes.py); none without a model (bench=comm)
 
     def __init__(self, spec, dist):
         self.dist = dist

@@ -40,10 +40,10 @@ class Stopped(BaseException):
 
 
 class _State:
-    got = []          # the stop signals received, by name, in order
+    got: list = []          # the stop signals received, by name, in order
     kill = None       # kills the step running now: what a second signal does
     who = "the launcher"
-    ttys = []         # stdout and stderr where they are a terminal
+    ttys: list = []         # stdout and stderr where they are a terminal
     log = print
     what = "stopping"
 

@@ -257,7 +257,7 @@ def render(rows: list) -> str:
 
 def progress(rows: list, elapsed: float, width: int = 30) -> str:
     done = sum(r["state"] in FINAL for r in rows)
-    counts = {}
+    counts: dict = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
     fill = int(width * done / max(1, len(rows)))

@@ -44,7 +44,7 @@ def _links(attempts: list, sick: set):
 
 def left_out(attempts: list) -> dict:
     """node -> why, every node the round's attempts leave out (the rule above)."""
-    out = {}
+    out: dict = {}
     for a in attempts:
         for node, why in (a.get("sick") or {}).items():
             out.setdefault(node, list(why))
@@ -58,11 +58,11 @@ def left_out(attempts: list) -> dict:
                 if n not in cleared]
         suspects.append((link, ends or [link["src"]]))  # both cleared: the path; its sender
     while suspects:
-        partners = {}
+        partners: dict = {}
         for link, ends in suspects:
             for n in ends:
                 partners.setdefault(n, set()).add(link["dst"] if n == link["src"] else link["src"])
-        first = {}
+        first: dict = {}
         for link, ends in suspects:  # ties: the first suspect of the first link, its sender
             for n in ends:
                 first.setdefault(n, len(first))

@@ -286,12 +286,12 @@ def render(verdict: dict) -> str:
     for link in verdict["slow_links"]:
         lines.append(f"slow link {link['src']} -> {link['dst']}: {link['gbytes_s']:.3g} GB/s, "
                      f"{link['below']} ({link['why']})")
-    skipped = {}
+    skipped: dict = {}
     for node in verdict["nodes"]:
         for name, c in node["checks"].items():
             if c.get("status") == "skipped":
                 skipped.setdefault((c["reason"], name), set()).add(node["node"])
-    by_reason = {}
+    by_reason: dict = {}
     for (reason, name), where in skipped.items():
         every = len(where) == len(verdict["nodes"])
         by_reason.setdefault((reason, every and "every node" or ", ".join(sorted(where))), []).append(name)

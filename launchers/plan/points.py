@@ -41,7 +41,8 @@ def check_layout(cfg, model: dict):
                                     cfg.get("micro_batch_size"), cfg.get("global_batch_size"))
     except parallel.LayoutError as exc:
         raise ConfigError(str(exc)) from None
-    name, notes = model.get("name"), []
+    name = model.get("name")
+    notes: list = []
     if name not in parallel.layout_models():
         if not lay.is_data_parallel() or bad:
             raise ConfigError(f"parallel layouts ({lay.name() or 'dp=' + str(lay.dp)}) are built for "

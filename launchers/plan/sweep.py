@@ -68,7 +68,7 @@ def make_points(jobs) -> list:
 
 def submit(made) -> list:
     """make_points' points handed to their launchers, each launcher's at once -> the names."""
-    groups = {}  # (launcher, dry_run) -> points, in sweep order
+    groups: dict = {}  # (launcher, dry_run) -> points, in sweep order
     for point, dry_run in made:
         groups.setdefault((point.launcher.name, dry_run), []).append(point)
     for (name, dry_run), pts in groups.items():

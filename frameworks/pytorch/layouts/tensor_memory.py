@@ -39,7 +39,7 @@ class LiveTensors(TorchDispatchMode):
         super().__init__()
         self.device_type = device_type
         self.now = self.peak = 0
-        self._sizes = {}    # storage's C++ address -> (its weak reference, bytes counted)
+        self._sizes: dict = {}    # storage's C++ address -> (its weak reference, bytes counted)
         self._lock = threading.RLock()   # frees arrive on other threads too (gloo's)
         self._resize = None
 

@@ -296,7 +296,8 @@ class Balancer:
                        if isinstance(m, MoE)]
         self.group, self.layout, self.warmup = group, layout, warmup
         self.double = 2 if recompute else 1   # recomputed forwards count their tokens again
-        self.steps, self.tokens = [], None
+        self.steps: list = []
+        self.tokens = None
 
     def step(self) -> None:
         if not self.layers:   # a pipeline stage of dense layers only
