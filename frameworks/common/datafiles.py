@@ -283,9 +283,9 @@ def pil_image(path: str, size: int, rng: random.Random, chw: bool = True):
     with Image.open(path) as im:
         im = im.convert("RGB")
         box = crop_box(im.width, im.height, rng)
-        im = im.resize((size, size), Image.BILINEAR, box=box)
+        im = im.resize((size, size), Image.Resampling.BILINEAR, box=box)
     if rng.random() < 0.5:
-        im = im.transpose(Image.FLIP_LEFT_RIGHT)
+        im = im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     pixels = np.asarray(im, dtype=np.uint8)
     return np.ascontiguousarray(pixels.transpose(2, 0, 1)) if chw else pixels
 

@@ -19,6 +19,7 @@ sends its buffer split between the ranks by their experts' share of a skewed rou
 expert a training run recorded), so the ranks holding hot experts receive more.
 """
 import time
+from typing import Any
 
 import torch
 import torch.distributed as torch_dist
@@ -43,7 +44,7 @@ class CommCheckFailed(RuntimeError):
 
 def options(spec, world_size: int) -> dict:
     """The bench options of the spec, defaulted and validated (one clear line when bad)."""
-    opts = dict(DEFAULTS)
+    opts: dict[str, Any] = dict(DEFAULTS)
     opts.update({k: v for k, v in spec.bench_options.items() if k != "name"})
     ops = [opts["ops"]] if isinstance(opts["ops"], str) else list(opts["ops"])
     bad = [op for op in ops if op not in busbw.OPS]

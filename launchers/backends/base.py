@@ -10,6 +10,7 @@ the preflight, the search) is handed the object and calls `start_repeat`, `healt
 asks which backend it holds.
 """
 import abc
+from typing import Optional
 
 from launchers.backends import step
 from launchers.health import step as health_step
@@ -24,7 +25,7 @@ class Launcher(abc.ABC):
     (the object the backend builds there): `start_repeat`, `health_step`, `where`,
     `resubmit_without`."""
 
-    name = None
+    name: Optional[str] = None
     FAILURE_GRACE_S = 30  # launcher.failure_grace_s where the point leaves it unset
 
     def __init__(self, log=print):

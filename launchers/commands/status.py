@@ -42,7 +42,7 @@ import time
 try:
     from orjson import loads as _loads  # a 1,000-point sweep is read in tenths of a second
 except ImportError:
-    from json import loads as _loads
+    from json import loads as _loads  # type: ignore[assignment]  # json's signature, orjson's differs
 
 from contract import paths, secrets, statuses
 from launchers.backends.slurm import sacct

@@ -10,6 +10,7 @@ input in one line (ConfigError):
   made absolute here: ranks run from the checkout.
 """
 import os
+from typing import cast
 
 from omegaconf import OmegaConf
 
@@ -29,7 +30,7 @@ AS_GIVEN = ("nodes", "gpus_per_node", "batch_size", "warmup_steps", "measure_ste
 def validate(cfg) -> dict:
     """Check cfg whole -> the point's fields as the config gives them, checked; ConfigError
     names the first mistake. data.path and checkpoint.dir in cfg are made absolute."""
-    fields = given(OmegaConf.to_container(cfg, resolve=True))
+    fields = given(cast(dict, OmegaConf.to_container(cfg, resolve=True)))
     try:
         typed.check(Point, fields)
     except ValueError as exc:

@@ -12,6 +12,7 @@ line (launchers/plan/exclude.py). The suite's commit is looked up once per sweep
 """
 import sys
 from dataclasses import dataclass
+from typing import NoReturn
 
 import launchers
 from contract import secrets
@@ -81,7 +82,7 @@ def run(jobs) -> list:
     return submit(make_points(jobs))
 
 
-def fail(message: str):
+def fail(message: str) -> NoReturn:
     """Bad input in one line, its secrets masked (an override may hold one: contract/secrets.py)."""
     print(f"error: {secrets.mask_text(message)}", file=sys.stderr)
     sys.exit(2)

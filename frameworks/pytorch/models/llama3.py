@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import Replicate, Shard
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, PrepareModuleInput, RowwiseParallel,
                                                SequenceParallel)
 from torch.utils.checkpoint import checkpoint
 
@@ -221,7 +221,7 @@ def tp_plan(model, sequence_parallel: bool) -> dict:
     rank's part of the sequence and each block's input is gathered once before its
     projections."""
     seq = Shard(1) if sequence_parallel else Replicate()
-    plan = {}
+    plan: dict[str, ParallelStyle] = {}
     if model.embed is not None:
         plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
     for i in model.layers:
