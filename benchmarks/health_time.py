@@ -71,7 +71,10 @@ def main(argv=None) -> int:
     if args.throttle:
         from tests.slurm_cluster import LocalSlurmCluster
         node, _, rate = args.throttle.partition("=")
-        cluster = LocalSlurmCluster.load(os.path.dirname(os.path.dirname(os.environ["SLURM_CONF"])))
+        where = os.path.dirname(os.path.dirname(os.environ["SLURM_CONF"]))
+        cluster = LocalSlurmCluster.load(where)
+        if cluster is None:
+            sys.exit(f"error: --throttle: no test cluster recorded under {where}")
         cluster.limit_rate(node, rate or "40mbit", both=True)
     rows = []
     try:

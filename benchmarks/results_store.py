@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -41,7 +42,8 @@ def store_of(real: str, db: str, points: int) -> int:
     from analysis.store import rows as store_rows
     base = store_rows.sweeps(analysis.load(real))[0]
     row = next(r for r in base["rows"] if r["throughput"])
-    made, t0 = [], 1_780_000_000.0
+    made: list[dict[str, Any]] = []
+    t0 = 1_780_000_000.0
     for s in range(points // 10):
         rows = []
         for k in range(10):

@@ -45,7 +45,7 @@ def threshold_of(item, suite, given):
     return rule.DEFAULT_THRESHOLD
 
 
-def _why_unjudged(item, baselines) -> str:
+def _why_unjudged(item, baselines) -> str | None:
     if baselines.kind == base.NONE:
         return None
     if baselines.kind == base.PUBLISHED and "none" in item.row:

@@ -198,7 +198,7 @@ def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
     for key, kind in SYSTEM.items():
         v = system.get(key)
         if v is not None and (not isinstance(v, kind) or isinstance(v, bool)
-                              or (kind is int and v < 1)):
+                              or (kind is int and isinstance(v, int) and v < 1)):
             bad.append(f"system: {key} must be {'an integer >= 1' if kind is int else 'a name'}, got {v!r}")
     threshold = data.get("threshold")
     if threshold is not None and not positive(threshold):

@@ -55,7 +55,7 @@ class LiveTensors(TorchDispatchMode):
             if key in self._sizes:
                 return
             n = storage.nbytes()
-            self._sizes[key] = (weakref.ref(storage, lambda _, key=key: self._freed(key)), n)
+            self._sizes[key] = (weakref.ref(storage, lambda _: self._freed(key)), n)
             self._add(n)
 
     def _add(self, n: int) -> None:
