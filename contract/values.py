@@ -7,13 +7,14 @@ The typed point's fields are checked by these rules, each by its declaration (co
 Standard library only: workers use it too.
 """
 import math
+from typing import TypeGuard
 
 
-def is_integer(value) -> bool:
+def is_integer(value) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value) -> bool:
+def is_number(value) -> TypeGuard[int | float]:
     """An int or a float, finite, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

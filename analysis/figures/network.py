@@ -7,9 +7,9 @@ from contract import nccl_net
 
 
 def _expect(manifest: dict):
-    health = manifest.get("health") if isinstance(manifest.get("health"), dict) else {}
-    expect = health.get("expect") if isinstance(health.get("expect"), dict) else {}
-    return expect.get("nccl_transport")
+    health = manifest.get("health")
+    expect = health.get("expect") if isinstance(health, dict) else None
+    return expect.get("nccl_transport") if isinstance(expect, dict) else None
 
 
 def networks(results) -> list:

@@ -127,8 +127,9 @@ def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     rows = []
     for p in points.itertuples(index=False):
         point = manifests.get((str(p.sweep), p.point)) or {}
-        model = point.get("model") if isinstance(point.get("model"), dict) else {}
-        config = point.get("config") if isinstance(point.get("config"), dict) else {}
+        model, config = point.get("model"), point.get("config")
+        model = model if isinstance(model, dict) else {}
+        config = config if isinstance(config, dict) else {}
         per_sample = flops.flops_per_sample(model) if p.bench == "train" else None
         if per_sample is None:
             rows.append((None, None, None, None, None, None))

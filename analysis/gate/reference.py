@@ -27,6 +27,7 @@ from the results store (`--reference store[:SWEEP]`); `figures` are a run's rows
 are matched against.
 """
 import json
+from typing import Any, cast
 
 import yaml
 
@@ -166,10 +167,10 @@ def figures(results) -> list:
     m = metrics(results)
     m = m[m.search.isna()] if len(m) else m
     busbw = _busbw(results)
-    saved = checkpoint_table(results)
-    saved = {(str(s), p): g for s, p, g in zip(saved.sweep, saved.point, saved.gbps)}
+    durable = checkpoint_table(results)
+    saved = {(str(s), p): g for s, p, g in zip(durable.sweep, durable.point, durable.gbps)}
     rows = []
-    for r in m.to_dict("records"):
+    for r in cast(list[dict[str, Any]], m.to_dict("records")):
         r["kind"] = "point"
         r["peak_memory_gib"] = tables.gib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else None
         bench, key = r.get("bench") or "train", (str(r["sweep"]), r["point"])

@@ -137,7 +137,7 @@ class Results:
             "point": pd.Categorical.from_codes(self._owners("point"), categories=c["point_names"]),
             "repeat": self._owners("repeat"), "rank": self._owners("rank"),
             "host": pd.Categorical.from_codes(self._owners("host"), categories=c["host_names"]),
-            "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=method.PHASES),
+            "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=pd.Index(method.PHASES)),
             "start": c["start"], "end": c["end"], "samples": c["samples"], "loss": c["loss"],
             "duration": c["end"] - c["start"]}, copy=False)
 

@@ -19,6 +19,8 @@ Results.searches).
 """
 from collections import namedtuple
 
+from typing import Any
+
 import pandas as pd
 from tabulate import tabulate
 
@@ -45,6 +47,7 @@ def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
     for size, pts in m.groupby("model_size", sort=True, dropna=False):
         vocabs = sorted(int(v) for v in pts.deep_vocab_size.dropna().unique())
         grid: dict = {}
+        r: Any  # a row: its columns' own types, which pandas-stubs cannot know
         for r in pts.itertuples():
             # a spec from before model.embedding ran replicated
             key = (r.framework, getattr(r, "embedding", None) or "replicated", r.precision,
@@ -76,6 +79,7 @@ def _published_wide_deep(rows: pd.DataFrame) -> str:
     first = rows.iloc[0]
     vocabs = sorted(int(v) for v in rows.deep_vocab_size.unique())
     grid: dict = {}
+    r: Any  # a row: its columns' own types, which pandas-stubs cannot know
     for r in rows.itertuples():
         cell = "OOM" if r.status == "oom" else f"{r.latency_ms:g} ms, {r.memory_mb:g} MB"
         grid.setdefault((r.framework, r.implementation or r.framework), {})[int(r.deep_vocab_size)] = cell
