@@ -34,7 +34,7 @@ class Settings(Mapping):
 
     __slots__ = ("_d",)
 
-    def __init__(self, values=None, **more):
+    def __init__(self, values=None, **more) -> None:
         d = dict(values or {}, **more)
         object.__setattr__(self, "_d", {k: freeze(v) for k, v in d.items()})
 
@@ -44,7 +44,7 @@ class Settings(Mapping):
     def __iter__(self):
         return iter(self._d)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._d)
 
     def __getattr__(self, key):
@@ -53,10 +53,10 @@ class Settings(Mapping):
         except KeyError:
             raise AttributeError(f"no setting {key!r} (has: {', '.join(self._d)})") from None
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key, value) -> None:
         raise AttributeError("settings are read-only; use .replace(...)")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Settings({thaw(self._d)!r})"
 
     def __eq__(self, other):

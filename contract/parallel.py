@@ -262,7 +262,7 @@ def padded_vocab(vocab: int, tp: int, multiple=None) -> int:
     return -(-vocab // step) * step
 
 
-def pad_vocabulary(model: dict, tp: int):
+def pad_vocabulary(model: dict, tp: int) -> str | None:
     """Pads a point's model (resolved settings, changed in place: `vocab_size` the padded
     vocabulary, `data_vocab_size` the one its tokens come from) and says so, or None where
     the vocabulary is kept."""

@@ -147,7 +147,7 @@ def declared(obj) -> tuple:
     of a spec's config, of a rank record's spec)."""
     keys: list = []
 
-    def walk(o):
+    def walk(o) -> None:
         kind = _kind(o)
         if kind == 1:
             for k, v in o.items():
@@ -207,13 +207,13 @@ def found(obj, extra=()) -> set:
     extra = tuple(extra) + declared(obj)
     out: set = set()
 
-    def text(s: str):   # Hydra escapes ':' in an override's value (\\:)
+    def text(s: str) -> None:   # Hydra escapes ':' in an override's value (\\:)
         got = [m["pw"] for m in _URL.finditer(s)] if "@" in s else []
         if "=" in s or ":" in s:
             got += [x for v in _assignments(s, extra, None) if v for x in (v, *v.split(","))]
         out.update(v.replace("\\", "") for v in got)
 
-    def walk(o, secret):
+    def walk(o, secret) -> None:
         kind = _kind(o)
         if kind == 1:
             for k, v in o.items():
@@ -246,7 +246,7 @@ class MaskedStream:
     prints, its own messages, a library's (Hydra echoing an override) or a traceback, shows
     no secret."""
 
-    def __init__(self, stream, values=()):
+    def __init__(self, stream, values=()) -> None:
         self._stream, self._known = stream, _known(values)
 
     def write(self, text) -> int:

@@ -20,12 +20,13 @@ checkpoint skips recomputing what backward does not need (the MLP's last layer),
 hardware does a little less (tests/unit/test_flops.py). V is the vocabulary the model holds,
 padded where it is (contract/parallel.py's padded_vocab).
 """
-from contract.models import TOKENS, ModelSpec
+from contract.models import Model, ModelSpec, TOKENS
 
 SHAPE = ("seq_len", "layers", "hidden", "vocab_size")
 
 
-def flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=False) -> int:
+def flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: int, vocab: int,
+                        recompute: bool = False) -> int:
     """Megatron's count for one training iteration of `batch` sequences (exact integers)."""
     B, s, L, h, V = batch, seq_len, layers, hidden, vocab
     forward_layers = L * (24 * B * s * h * h + 4 * B * s * s * h)
@@ -33,10 +34,11 @@ def flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=False) 
     return (4 if recompute else 3) * forward_layers + 3 * logits
 
 
-def flops_per_sample(model: dict) -> int:
+def flops_per_sample(model: Model) -> int:
     """One sequence; with activation recomputation (`model.recompute`) the paper's extra
     forward pass of the layers counts too, as Narayanan et al. count it."""
-    return flops_per_iteration(1, *(model[k] for k in SHAPE), recompute=bool(model.get("recompute")))
+    seq_len, layers, hidden, vocab = (model[k] for k in SHAPE)
+    return flops_per_iteration(1, seq_len, layers, hidden, vocab, recompute=bool(model.get("recompute")))
 
 
 SPEC = ModelSpec(

@@ -25,7 +25,7 @@ DeepSeek-V3's and Qwen3's counts take s / 2 (NeMo's), 1 / s more (0.01% at 8192)
 `parameters`: every parameter and the activated ones (less the routed experts a token does not
 use); OpenAI's "active parameters" (3.61B, 5.13B) are those less the token embedding.
 """
-from contract.models import TOKENS, ModelSpec
+from contract.models import Model, ModelSpec, TOKENS
 
 
 def keys(seq_len: int, window: int) -> int:
@@ -39,7 +39,7 @@ def sliding_layers(layers: int) -> int:
     return (layers + 1) // 2
 
 
-def parameters(model: dict) -> dict:
+def parameters(model: Model) -> dict[str, int]:
     """{total, active, embedding, routed} of a GPT-OSS shape: the attention's projections
     with their biases and the sinks (one a head), two norms, the router (with its bias), the
     experts (their biases included), the final norm, the embedding and the output layer."""
@@ -53,13 +53,13 @@ def parameters(model: dict) -> dict:
             "routed": layers * E * expert}
 
 
-def flops_per_sample(model: dict) -> int:
+def flops_per_sample(model: Model) -> int:
     """Training FLOPs of one sequence (module docstring)."""
     h, layers, s, d = (model[x] for x in ("hidden", "layers", "seq_len", "head_dim"))
     heads, slide = model["heads"], sliding_layers(model["layers"])
     linear = 2 * h * heads * d + 2 * h * model["kv_heads"] * d + 3 * h * model["moe_hidden"] * model["top_k"]
     pairs = slide * keys(s, model["sliding_window"]) + (layers - slide) * keys(s, s)
-    return 6 * s * (layers * linear + model["vocab_size"] * h) + 12 * heads * d * pairs
+    return int(6 * s * (layers * linear + model["vocab_size"] * h) + 12 * heads * d * pairs)
 
 
 SPEC = ModelSpec(

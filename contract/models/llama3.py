@@ -18,10 +18,13 @@ hardware's (PaLM's MFU against HFU). N from the shape (`parameters`): per layer 
 (wq, wo; wk, wv with k key-value heads of d = h / heads) + 3 h f (SwiGLU, f wide) + 2h
 (RMSNorms), a final RMSNorm h, the embedding V h and an untied output V h.
 """
-from contract.models import TOKENS, ModelSpec
+from typing import Any
+
+from contract.models import Model, ModelSpec, TOKENS
 
 
-def parameters(layers, hidden, heads, kv_heads, ffn_hidden, vocab_size, tie_embeddings=False, **_) -> dict:
+def parameters(layers: int, hidden: int, heads: int, kv_heads: int, ffn_hidden: int, vocab_size: int,
+               tie_embeddings: bool = False, **_: Any) -> dict[str, int]:
     """{total, embedding, non_embedding} parameters of a Llama 3 shape (module docstring)."""
     L, h, f, V = layers, hidden, ffn_hidden, vocab_size
     kv = kv_heads * (hidden // heads)
@@ -31,14 +34,14 @@ def parameters(layers, hidden, heads, kv_heads, ffn_hidden, vocab_size, tie_embe
     return {"total": total, "embedding": embedding, "non_embedding": total - embedding}
 
 
-def flops_per_token(model: dict) -> int:
+def flops_per_token(model: Model) -> int:
     """6 N + 12 l h s: training FLOPs of one token (module docstring; no causal halving)."""
     n = parameters(**model)["non_embedding"]
-    return 6 * n + 12 * model["layers"] * model["hidden"] * model["seq_len"]
+    return int(6 * n + 12 * model["layers"] * model["hidden"] * model["seq_len"])
 
 
-def flops_per_sample(model: dict) -> int:
-    return flops_per_token(model) * model["seq_len"]
+def flops_per_sample(model: Model) -> int:
+    return flops_per_token(model) * int(model["seq_len"])
 
 
 SPEC = ModelSpec(

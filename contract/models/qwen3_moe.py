@@ -7,10 +7,10 @@ token, no shared one): 3 H 2 d s l (causal-halved scores) + 6 l [h H d + 2 h k_v
 3 h m k] + 6 V h. (NeMo's qwen3 formula takes H d = h, which Qwen3's MoE sizes are not: 32 x
 128 at 2048.)
 """
-from contract.models import TOKENS, ModelSpec
+from contract.models import Model, ModelSpec, TOKENS
 
 
-def parameters(model: dict) -> dict:
+def parameters(model: Model) -> dict[str, int]:
     """{total, active, embedding, routed} of a Qwen3 MoE shape (DeepSeek-V3's definitions)."""
     h, layers, E, k, d = (model[x] for x in ("hidden", "layers", "experts", "top_k", "head_dim"))
     attention = 2 * h * model["heads"] * d + 2 * h * model["kv_heads"] * d + 2 * d   # wq, wo; wk, wv; q/k norms
@@ -21,15 +21,15 @@ def parameters(model: dict) -> dict:
     return {"total": total, "active": active, "embedding": embedding, "routed": layers * routed}
 
 
-def flops_per_token(model: dict) -> int:
+def flops_per_token(model: Model) -> int:
     """Training FLOPs of one token (module docstring)."""
     h, layers, s, heads, d = (model[x] for x in ("hidden", "layers", "seq_len", "heads", "head_dim"))
     linear = 2 * h * heads * d + 2 * h * model["kv_heads"] * d + 3 * h * model["moe_hidden"] * model["top_k"]
-    return 3 * heads * 2 * d * s * layers + 6 * layers * linear + 6 * model["vocab_size"] * h
+    return int(3 * heads * 2 * d * s * layers + 6 * layers * linear + 6 * model["vocab_size"] * h)
 
 
-def flops_per_sample(model: dict) -> int:
-    return flops_per_token(model) * model["seq_len"]
+def flops_per_sample(model: Model) -> int:
+    return flops_per_token(model) * int(model["seq_len"])
 
 
 SPEC = ModelSpec(
