@@ -160,7 +160,7 @@ def check_checkpoint(cfg) -> None:
             raise ConfigError("checkpoint.every is built for synthetic data, not data=files")
     if bench == "checkpoint":
         try:
-            checkpoint.bench_options(OmegaConf.to_container(cfg.bench, resolve=True))
+            checkpoint.bench_options(cast(dict, OmegaConf.to_container(cfg.bench, resolve=True)))
         except (ValueError, TypeError) as exc:
             raise ConfigError(str(exc).splitlines()[0]) from None
     if s.dir is not None:
