@@ -42,7 +42,8 @@ def _kind(cls: type, field: dataclasses.Field[Any]) -> tuple[Any, bool]:
     hint = typing.get_type_hints(cls)[field.name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    return (args[0], True) if union and len(args) == 1 else (hint, False)
+    kind, optional = (args[0], True) if union and len(args) == 1 else (hint, False)
+    return (tuple if typing.get_origin(kind) is tuple else kind), optional   # tuple[str, ...] is a tuple
 
 
 def _unknown(cls: type, extra: list[str], where: str) -> UnknownKey:
