@@ -29,9 +29,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-Nccl = dict[str, Any]   # parse's facts of one rank's NCCL
-
 from . import paths
+
+Nccl = dict[str, Any]   # parse's facts of one rank's NCCL
 
 IB, ROCE, SOCKET, PLUGIN = "IB", "RoCE", "Socket", "plugin"
 SUBSYS = ("INIT", "NET")
