@@ -38,6 +38,6 @@ unit: venv
 	$(PYTHON) -m pytest -q -n 2 --dist loadscope tests/unit
 
 clean:
-	rm -rf outputs multirun .pytest_cache
+	rm -rf outputs multirun .pytest_cache .mypy_cache .ruff_cache
 
 include $(wildcard mk/*.mk)
