@@ -1,9 +1,10 @@
 # make demo   one real smoke sweep on this machine's CPU, then its report
-# make test   everything the tests need, then the tests
+# make test   everything the tests need, the checks (make lint), then the tests
+# make lint   ruff and mypy over the code outside tests/ (docs/development.md)
 PYTHON  ?= .venv/bin/python
 DEMO_DIR ?= outputs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: venv demo test test-deps unit clean
+.PHONY: venv demo test test-deps lint unit clean
 venv: .venv/.installed
 .venv/.installed: requirements.txt requirements-torchtitan.txt setup.cfg pyproject.toml
 	python3 -m venv .venv
@@ -29,14 +30,18 @@ test-deps: venv
 # its own wall time last, the environments' build included (CI's limit is on the whole)
 test:
 	@start=$$(date +%s); rc=0; \
-	 $(MAKE) --no-print-directory test-deps && $(PYTHON) -m pytest -q -n 3 --dist loadscope || rc=$$?; \
+	 $(MAKE) --no-print-directory test-deps lint && $(PYTHON) -m pytest -q -n 3 --dist loadscope || rc=$$?; \
 	 echo "make test: $$(( $$(date +%s) - start )) s in all, exit $$rc"; exit $$rc
+
+lint: venv
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 
 unit: venv
 	$(PYTHON) -m pytest -q -n 2 --dist loadscope tests/unit
 
 clean:
-	rm -rf outputs multirun .pytest_cache
+	rm -rf outputs multirun .pytest_cache .mypy_cache .ruff_cache
 
 # mk/frameworks.mk and mk/versions.mk name an optional prerequisite per environment
 .SECONDEXPANSION:

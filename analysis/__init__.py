@@ -15,7 +15,7 @@ from analysis.read.merge import SeveralSweeps  # noqa: E402
 __all__ = ["load", "stored", "Results", "RecordError", "CorruptFile", "SeveralSweeps"]
 
 
-def stored(where: dict = None, since=None, sweep=None, store=None):
+def stored(where: dict | None = None, since=None, sweep=None, store=None):
     """Every point of the results store (analysis/store/) as a DataFrame, one row each with
     its sweep (sweep, sweep_key, sweep_path, sweep_archive, sweep_created) and what it ran
     and measured; `where` {column: value}, `since` a date and `sweep` select as

@@ -42,7 +42,8 @@ def layout_label(lay: dict) -> str:
     sizes = [f"dp{lay.get('dp', 1)}"] + [f"{k}{lay[k]}" for k in ("tp", "pp", "cp", "ep") if lay.get(k, 1) > 1]
     extra = ["fsdp"] * bool(lay.get("fsdp")) + ["sp"] * bool(lay.get("sequence_parallel") and lay.get("tp", 1) > 1)
     if lay.get("pp", 1) > 1:
-        extra.append(lay.get("schedule", "") + (f" v{lay['virtual_stages']}" if lay.get("schedule") == "interleaved_1f1b" else ""))
+        interleaved = lay.get("schedule") == "interleaved_1f1b"
+        extra.append(lay.get("schedule", "") + (f" v{lay['virtual_stages']}" if interleaved else ""))
     return " x ".join(sizes) + (", " + ", ".join(extra) if extra else "")
 
 
@@ -98,7 +99,7 @@ def human_bytes(n) -> str:
     return f"{n} B"
 
 
-def cell(row, column: str, fmt, marks: str = None) -> str:
+def cell(row, column: str, fmt, marks: str | None = None) -> str:
     """One point's cell: its status label, "n/a", or the figure formatted (`fmt`: a format
     spec, or a function of the row that returns the text) with "*" when the point is
     partial and, after a space, the marks of the row's column `marks` when it names one."""
@@ -192,10 +193,10 @@ def one_table(points: pd.DataFrame) -> list:
     return rows
 
 
-def table(points: pd.DataFrame, column: str, fmt, marks: str = None) -> str:
+def table(points: pd.DataFrame, column: str, fmt, marks: str | None = None) -> str:
     """One model's points as a grid of `column`, formatted with `fmt` (see `cell`)."""
     columns = allocation_columns(points)
-    grid = {}
+    grid: dict = {}
     for row in points.itertuples():
         key = tuple(getattr(row, k) for k in ROW_KEY[:3]) + (mode_of(row),)
         grid.setdefault(key, {})[allocation(row.nodes, row.gpus_per_node)] = cell(row, column, fmt, marks)

@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -46,7 +47,7 @@ STEP = ('  {\n   "step": %d,\n   "phase": "%s",\n   "start": %r,\n   "end": %r,\
 COMPACT_STEP = '{"step":%d,"phase":"%s","start":%r,"end":%r,"samples":%d,"loss":%s}'
 # how a record's JSON is laid out: as the worker writes it (json.dump, indent=1), or compact
 # (no whitespace at all)
-FORMATS = {"indented": {"indent": 1}, "compact": {"separators": (",", ":")}}
+FORMATS: dict[str, dict[str, Any]] = {"indented": {"indent": 1}, "compact": {"separators": (",", ":")}}
 
 
 def real_sweep(work: str) -> str:

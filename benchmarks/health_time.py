@@ -53,9 +53,10 @@ def one(extra: list, out_root: str) -> dict:
     return {"wall": wall, "step": step, "exit": r.returncode, "ok": verdict["ok"],
             "median_gbs": verdict.get("link_median_gbytes_s"),
             "reference_gbs": verdict.get("link_reference_gbytes_s"),
-            "capped": sum(l.get("capped", False) for l in verdict["links"]),
+            "capped": sum(link.get("capped", False) for link in verdict["links"]),
             "sick": [f"{n}: {'; '.join(w)}" for n, w in sorted(verdict["sick"].items())]
-            + [f"slow link {l['src']} -> {l['dst']} {l['gbytes_s']:.2f} GB/s" for l in verdict["slow_links"]],
+            + [f"slow link {link['src']} -> {link['dst']} {link['gbytes_s']:.2f} GB/s"
+               for link in verdict["slow_links"]],
             "slow_links": len(verdict["slow_links"])}
 
 
@@ -70,7 +71,10 @@ def main(argv=None) -> int:
     if args.throttle:
         from tests.slurm_cluster import LocalSlurmCluster
         node, _, rate = args.throttle.partition("=")
-        cluster = LocalSlurmCluster.load(os.path.dirname(os.path.dirname(os.environ["SLURM_CONF"])))
+        where = os.path.dirname(os.path.dirname(os.environ["SLURM_CONF"]))
+        cluster = LocalSlurmCluster.load(where)
+        if cluster is None:
+            sys.exit(f"error: --throttle: no test cluster recorded under {where}")
         cluster.limit_rate(node, rate or "40mbit", both=True)
     rows = []
     try:

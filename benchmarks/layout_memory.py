@@ -36,9 +36,10 @@ sys.path.insert(0, ROOT)
 from contract import paths  # noqa: E402
 
 GPT2 = {"layers": 12, "hidden": 768, "heads": 12, "vocab_size": 50304}
-LAYOUTS = (("1 rank", 1, []), ("tp=2", 2, ["parallel.tp=2"]), ("fsdp=2", 2, ["parallel.fsdp=true"]))
+LAYOUTS: tuple[tuple[str, int, list[str]], ...] = (
+    ("1 rank", 1, []), ("tp=2", 2, ["parallel.tp=2"]), ("fsdp=2", 2, ["parallel.fsdp=true"]))
 STATE_BYTES = 16  # fp32 parameter + gradient + AdamW's exp_avg and exp_avg_sq
-ENV = {}   # the launcher gives each rank its threads (cores / ranks), as a user runs it
+ENV: dict = {}   # the launcher gives each rank its threads (cores / ranks), as a user runs it
 # glibc's malloc keeps freed large blocks in its heap once its mmap threshold has grown, so a
 # CPU's peak RSS depends on the order of frees (FSDP frees a gathered block per layer); a fixed
 # threshold and one arena (as the harness sets under memory_limit_mb) make it the memory in use
@@ -47,9 +48,9 @@ FIXED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
 
 def counts(seq: int) -> dict:
     """Parameters of GPT-2 small, in total and per tp=2 rank, from its shapes."""
-    h, l, v = GPT2["hidden"], GPT2["layers"], GPT2["vocab_size"]
-    split = l * (3 * h * h + 3 * h + h * h + 4 * h * h + 4 * h + 4 * h * h) + v * h  # matrices, col biases, vocab
-    replicated = l * (4 * h + h + h) + seq * h + 2 * h  # LNs, row-split biases (out, fc2), positions, ln_f
+    h, L, v = GPT2["hidden"], GPT2["layers"], GPT2["vocab_size"]
+    split = L * (3 * h * h + 3 * h + h * h + 4 * h * h + 4 * h + 4 * h * h) + v * h  # matrices, col biases, vocab
+    replicated = L * (4 * h + h + h) + seq * h + 2 * h  # LNs, row-split biases (out, fc2), positions, ln_f
     return {"total": split + replicated, "tp2": split // 2 + replicated}
 
 

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -41,7 +42,8 @@ def store_of(real: str, db: str, points: int) -> int:
     from analysis.store import rows as store_rows
     base = store_rows.sweeps(analysis.load(real))[0]
     row = next(r for r in base["rows"] if r["throughput"])
-    made, t0 = [], 1_780_000_000.0
+    made: list[dict[str, Any]] = []
+    t0 = 1_780_000_000.0
     for s in range(points // 10):
         rows = []
         for k in range(10):
@@ -79,8 +81,8 @@ def history_part(args, real) -> None:
     if os.path.exists(db):
         os.unlink(db)
     n = store_of(real, db, args.points)
-    print(f"| what | stored points | median (s) | CPU s, median | runs (s) | lines printed | "
-          f"load average before, after |\n|---|---|---|---|---|---|---|")
+    print("| what | stored points | median (s) | CPU s, median | runs (s) | lines printed | "
+          "load average before, after |\n|---|---|---|---|---|---|---|")
     for label, extra in (("history", []),
                          ("history --where framework=pytorch model=resnet50 --since 2026-06-01",
                           ["--where", "framework=pytorch", "model=resnet50", "--since", "2026-06-01"]),

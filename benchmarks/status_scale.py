@@ -35,8 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from contract import records  # noqa: E402
-from contract import paths
+from contract import paths, records  # noqa: E402  (after sys.path reaches the checkout)
 
 WRAPPER = '#!/bin/sh\necho "$0 $*" >> "{log}"\nexec {real} "$@"\n'
 
@@ -90,7 +89,7 @@ def time_status(sweep: str, runs: int, env=None) -> tuple:
         times.append(time.perf_counter() - t0)
         assert res.returncode == 0, res.stderr[-2000:]
         out = res.stdout
-    counts = {}
+    counts: dict = {}
     for line in out.split("\n\n")[0].splitlines()[1:]:
         state = line.split()[1]
         counts[state] = counts.get(state, 0) + 1

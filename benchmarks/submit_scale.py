@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     os.makedirs(work, exist_ok=True)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}")
     print(f"# {' '.join([os.path.relpath(sys.executable, ROOT), 'benchmarks/submit_scale.py', *sys.argv[1:]])}")
-    times = {k: [] for k in ("loop", "array", "suite", "dry")}
+    times: dict[str, list[float]] = {k: [] for k in ("loop", "array", "suite", "dry")}
     for _ in range(args.runs):
         for key, run in (("loop", lambda: sbatch_loop(n)), ("array", lambda: sbatch_array(n)),
                          ("suite", lambda: sweep(n, work, "+cluster.sbatch_args={hold:true}")),
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         rows.append(("the same through Hydra's basic sweeper + launcher (once)", "basic"))
     for label, key in rows:
         print(f"| {label} | {med[key]:.2f} | {med[key] / med['loop']:.2f} |")
-    print(f"\nall runs: " + "; ".join(f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in times.items()))
+    print("\nall runs: " + "; ".join(f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in times.items()))
     return 0
 
 

@@ -138,7 +138,8 @@ def published_entries(suite) -> list:
 
 def from_results(results, metrics, where: str) -> list:
     """A gate entry per ok point (its configuration and device) and metric it has a figure of."""
-    out, seen = [], {}
+    out: list = []
+    seen: dict = {}
     for r in figures(results):
         for m in metrics:
             e = entry_of(r, device=True, metric=m)

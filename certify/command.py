@@ -51,7 +51,7 @@ from certify import baselines as base
 from certify import judge, run
 from certify import suite as suites
 from certify import verdict as rule
-from contract import exits, paths, records, values
+from contract import exits, paths, records
 from launchers import auto
 from launchers import suite as checkout
 from launchers.health import verdict as health_verdict
@@ -83,7 +83,7 @@ def parse(argv: list) -> dict:
         if key in SYSTEM:
             if key in ("nodes", "gpus_per_node"):
                 number = int(value) if value.isdigit() else None
-                if not values.is_integer(number) or number < 1:
+                if number is None or number < 1:
                     raise Refused(f"{key} must be an integer >= 1, got {value!r}")
                 value = number
             out["system"][key] = value
@@ -145,7 +145,7 @@ def certify(p: dict) -> dict:
         rows = judge.rows(p["planned"], p["baselines"], results, p["suite"], p["threshold"])
     else:
         rows = judge.not_run(p["planned"], p["suite"], p["threshold"])
-    word, code = rule.overall([r["verdict"] for r in rows], health.get("ok"))
+    word, code = rule.overall([r["verdict"] for r in rows], bool(health.get("ok")))
     why = None
     if health.get("ok") and p["baselines"].kind != base.NONE and code != 1 \
             and all(r["baseline"] is None for r in rows):

@@ -45,7 +45,7 @@ def threshold_of(item, suite, given):
     return rule.DEFAULT_THRESHOLD
 
 
-def _why_unjudged(item, baselines) -> str:
+def _why_unjudged(item, baselines) -> str | None:
     if baselines.kind == base.NONE:
         return None
     if baselines.kind == base.PUBLISHED and "none" in item.row:
@@ -82,7 +82,7 @@ def _row(p, point, frow, baselines, threshold, ran_on) -> dict:
 
 def rows(planned: list, baselines, results, suite, threshold=None) -> list:
     """verdict.json's item rows: one per point of every item, in the suite's order."""
-    index = {}
+    index: dict = {}
     for r in figures(results):
         index.setdefault((os.path.normpath(str(r["sweep"])), r["point"]), []).append(r)
     ran_on = provenance.of_points(results)

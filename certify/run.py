@@ -90,7 +90,7 @@ def _item_points(suite, item, system: dict, folder: str) -> Planned:
         raise ConfigError(f"item {item.name}: {exc}") from None
 
 
-def plan(suite, system: dict, folder: str, health: list = ()) -> tuple:
+def plan(suite, system: dict, folder: str, health: list | tuple = ()) -> tuple:
     """(the health gate's (point, launcher), [Planned] per item): every point made and checked,
     nothing run; ConfigError (one line, naming the item) else."""
     given = [*system_overrides(system, system["nodes"]), *suite.health, *health]

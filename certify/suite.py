@@ -89,7 +89,7 @@ class Suite:
     items: tuple
 
 
-def names(folder: str = None) -> list:
+def names(folder: str | None = None) -> list:
     folder = folder or SUITES
     try:
         return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
@@ -198,7 +198,7 @@ def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
     for key, kind in SYSTEM.items():
         v = system.get(key)
         if v is not None and (not isinstance(v, kind) or isinstance(v, bool)
-                              or (kind is int and v < 1)):
+                              or (kind is int and isinstance(v, int) and v < 1)):
             bad.append(f"system: {key} must be {'an integer >= 1' if kind is int else 'a name'}, got {v!r}")
     threshold = data.get("threshold")
     if threshold is not None and not positive(threshold):
@@ -211,7 +211,8 @@ def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
     for o in common:
         if key_of(o).split(".")[0] in RESERVED:
             bad.append(f"common: {o}: {key_of(o)} is not an item's")
-    items, seen = data.get("items"), set()
+    items = data.get("items")
+    seen: set = set()
     if not isinstance(items, list) or not items:
         bad.append("items: a list of at least one item")
         items = []
@@ -223,7 +224,7 @@ def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
                  threshold=threshold, health=health, common=common, items=tuple(made))
 
 
-def read(name: str, folder: str = None) -> Suite:
+def read(name: str, folder: str | None = None) -> Suite:
     """conf/certify/<name>.yaml (or FOLDER/<name>.yaml), checked; SuiteError (an unknown suite,
     a bad file)."""
     folder = folder or SUITES

@@ -33,6 +33,7 @@ the framework's Python.
 import random
 import re
 import statistics
+from collections.abc import Iterable, Sequence
 
 OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all",
        "all_to_allv")
@@ -74,15 +75,15 @@ def busbw_gbps(op: str, nbytes: int, seconds: float, nranks: int) -> float:
     return algbw_gbps(nbytes, seconds) * bus_factor(op, nranks)
 
 
-def avg_busbw(values) -> float:
+def avg_busbw(values: Iterable[float]) -> float:
     """nccl-tests' "Avg bus bandwidth": the plain mean over an op's measurements."""
-    values = list(values)
-    if not values:
+    measured = list(values)
+    if not measured:
         raise ValueError("no measurements to average")
-    return statistics.fmean(values)
+    return statistics.fmean(measured)
 
 
-def parse_bytes(value) -> int:
+def parse_bytes(value: object) -> int:
     """An int, or a string like 1048576, "64K", "1M", "1G" (powers of 1024, as nccl-tests)."""
     if isinstance(value, bool):
         raise ValueError(f"not a byte size: {value!r}")
@@ -94,14 +95,15 @@ def parse_bytes(value) -> int:
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
-def sizes(min_bytes, max_bytes, factor=2) -> list:
+def sizes(min_bytes: object, max_bytes: object, factor: int = 2) -> list[int]:
     """Message sizes from min to max (inclusive when reached), each `factor` times the last."""
     lo, hi = parse_bytes(min_bytes), parse_bytes(max_bytes)
     if not isinstance(factor, int) or isinstance(factor, bool) or factor < 2:
         raise ValueError(f"factor must be an integer >= 2, got {factor!r}")
     if lo < 1 or hi < lo:
         raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {lo} and {hi}")
-    out, size = [], lo
+    out: list[int] = []
+    size = lo
     while size <= hi:
         out.append(size)
         size *= factor
@@ -119,7 +121,7 @@ def element_count(op: str, nbytes: int, element_size: int, nranks: int) -> int:
 
 
 # ---- the uneven all-to-all (all_to_allv): a mixture of experts' token dispatch -------------
-def expert_loads(experts: int, skew: float, seed: int = 0) -> list:
+def expert_loads(experts: int, skew: float, seed: int = 0) -> list[float]:
     """Relative tokens per expert of a skewed routing, by Zipf's law: the expert of
     popularity rank i gets (i + 1)^-skew (skew 0: all equal), the popularity ranks dealt to
     the experts in an order drawn from `seed`, so that the hot experts sit on any rank."""
@@ -135,21 +137,21 @@ def expert_loads(experts: int, skew: float, seed: int = 0) -> list:
     return loads
 
 
-def rank_shares(loads, nranks: int) -> list:
+def rank_shares(loads: Iterable[float], nranks: int) -> list[float]:
     """Each rank's share of the routed tokens: the experts in nranks contiguous blocks (expert
     e on rank e x nranks // experts, the split of expert parallelism), their loads summed,
     normalised. A training run's recorded tokens per expert are loads too."""
-    loads = [float(v) for v in loads]
-    if not loads or any(v < 0 for v in loads) or sum(loads) <= 0:
-        raise ValueError(f"expert loads must be numbers >= 0, not all 0, got {loads!r}")
+    given = [float(v) for v in loads]
+    if not given or any(v < 0 for v in given) or sum(given) <= 0:
+        raise ValueError(f"expert loads must be numbers >= 0, not all 0, got {given!r}")
     shares = [0.0] * nranks
-    for e, load in enumerate(loads):
-        shares[e * nranks // len(loads)] += load
+    for e, load in enumerate(given):
+        shares[e * nranks // len(given)] += load
     total = sum(shares)
     return [v / total for v in shares]
 
 
-def uneven_splits(count: int, shares) -> list:
+def uneven_splits(count: int, shares: Sequence[float]) -> list[int]:
     """`count` elements apportioned by `shares` (largest remainder): whole elements that
     add up to count exactly; every sender splits its buffer this way."""
     exact = [count * s for s in shares]
@@ -159,7 +161,7 @@ def uneven_splits(count: int, shares) -> list:
     return splits
 
 
-def receive_imbalance(count: int, shares) -> float:
+def receive_imbalance(count: int, shares: Sequence[float]) -> float:
     """The largest rank's received bytes over the mean's (1.0: even), for an all_to_allv of
     `count` elements per sender split by `shares`."""
     splits = uneven_splits(count, shares)

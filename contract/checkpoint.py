@@ -11,7 +11,8 @@ and the options of bench=checkpoint (conf/bench/checkpoint.yaml). Standard libra
 """
 import os
 from dataclasses import dataclass
-from typing import Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from . import values
 
@@ -42,7 +43,7 @@ class BenchOptions:
     drop_shard_rank: Optional[int] = None  # testing only: this rank deletes its shard before the load
 
 
-def settings(config) -> Checkpoint:
+def settings(config: Mapping[str, Any] | None) -> Checkpoint:
     """The checked `checkpoint` mapping of a point's config (absent: the defaults); ValueError
     in one line when a key is unknown or a value wrong. A relative dir is made absolute."""
     given = dict((config or {}).get("checkpoint") or {})
@@ -61,7 +62,7 @@ def settings(config) -> Checkpoint:
     return s
 
 
-def bench_options(options) -> BenchOptions:
+def bench_options(options: Mapping[str, Any] | None) -> BenchOptions:
     """bench=checkpoint's options (the point's `bench` mapping, its `name` aside), checked."""
     given = {k: v for k, v in dict(options or {}).items() if k != "name"}
     unknown = sorted(set(given) - set(BenchOptions.__dataclass_fields__))

@@ -19,6 +19,10 @@ container without access to NVML, a GPU without the counter) every figure is nul
 `reason` says why: never a guess. Standard library only: ranks import it.
 """
 import statistics
+from collections.abc import Iterable
+from typing import Any, Optional
+
+Energy = dict[str, Any]   # the record's `energy` of a rank, or a repeat's or point's figures
 
 COUNTER = "nvmlDeviceGetTotalEnergyConsumption"
 UPDATE_PERIOD_S = 0.1
@@ -27,14 +31,14 @@ MIN_WINDOW_S = UPDATE_PERIOD_S * MIN_UPDATES
 NO_RECORD = "no energy in the record (a bench without a training window, or a record older than the field)"
 
 
-def unread(reason: str, device=None) -> dict:
+def unread(reason: Optional[str], device: Optional[str] = None) -> Energy:
     """The record's `energy` where the counter gave no figure, `reason` saying why."""
     return {"counter": COUNTER, "device": device, "start_mj": None, "end_mj": None,
             "window_s": None, "energy_j": None, "mean_power_w": None, "too_short": None,
             "reason": reason}
 
 
-def rank_window(start_mj: int, end_mj: int, window_s: float, device=None) -> dict:
+def rank_window(start_mj: int, end_mj: int, window_s: float, device: Optional[str] = None) -> Energy:
     """The record's `energy` of one rank from the counter's two readings (mJ) and the timed
     window's seconds: energy_j, mean_power_w (energy / window), too_short, or null figures
     with the reason where the readings give none."""
@@ -56,11 +60,11 @@ def rank_window(start_mj: int, end_mj: int, window_s: float, device=None) -> dic
     return out
 
 
-def _number(v) -> bool:
+def _number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
 
 
-def repeat_energy(ranks) -> dict:
+def repeat_energy(ranks: Iterable[tuple[Optional[Energy], int]]) -> Energy:
     """{energy_j, energy_per_sample_j, power_per_device_w, energy_too_short, energy_reason}
     (a repeat's row in runs.csv) of one repeat
     from each rank's (record's `energy` or None, timed samples): the ranks' energies summed
@@ -80,21 +84,22 @@ def repeat_energy(ranks) -> dict:
     if reasons:
         return {"energy_j": None, "energy_per_sample_j": None, "power_per_device_w": None,
                 "energy_too_short": None, "energy_reason": "; ".join(dict.fromkeys(reasons))}
-    total = sum(e["energy_j"] for e, _ in ranks)
+    figures = [e for e, _ in ranks if e is not None]   # every one: no reason above
+    total = sum(e["energy_j"] for e in figures)
     return {"energy_j": total, "energy_per_sample_j": total / samples,
-            "power_per_device_w": sum(e["mean_power_w"] for e, _ in ranks) / len(ranks),
-            "energy_too_short": any(bool(e.get("too_short")) for e, _ in ranks),
+            "power_per_device_w": sum(e["mean_power_w"] for e in figures) / len(figures),
+            "energy_too_short": any(bool(e.get("too_short")) for e in figures),
             "energy_reason": None}
 
 
-def point_energy(repeats) -> dict:
+def point_energy(repeats: Iterable[Energy]) -> Energy:
     """{energy_per_sample_j, power_per_device_w, energy_too_short, energy_reason} of a point
     from its ok repeats' `repeat_energy` figures: the medians over the repeats that have one;
     too short where any of them was; the reason where none has a figure."""
     repeats = list(repeats)
     have = [r for r in repeats if _number(r.get("energy_per_sample_j"))]
     if not have:
-        reasons = [r.get("energy_reason") for r in repeats if r.get("energy_reason")]
+        reasons = [str(r["energy_reason"]) for r in repeats if r.get("energy_reason")]
         return {"energy_per_sample_j": None, "power_per_device_w": None,
                 "energy_too_short": None,
                 "energy_reason": "; ".join(dict.fromkeys(reasons)) or None}
@@ -104,8 +109,8 @@ def point_energy(repeats) -> dict:
             "energy_reason": None}
 
 
-def per_token(energy_per_sample_j, seq_len):
+def per_token(energy_per_sample_j: object, seq_len: Optional[int]) -> Optional[float]:
     """A language model's joules per token: per sample (a sequence) over its length."""
     if not _number(energy_per_sample_j) or not seq_len:
         return None
-    return energy_per_sample_j / seq_len
+    return float(energy_per_sample_j) / seq_len  # type: ignore[arg-type]  # _number said so

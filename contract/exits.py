@@ -14,6 +14,7 @@
 Standard library only: the gpu-check asks it before the suite's other needs are imported.
 """
 import signal
+from collections.abc import Iterable
 
 OK, FAILED, REFUSED, GAVE_UP = 0, 1, 2, 3
 # Endings that are answers, not failures, in any command's words (a point's status, `launch
@@ -26,7 +27,7 @@ def interrupted(name: str) -> int:
     return 128 + signal.Signals[name].value
 
 
-def of(endings) -> int:
+def of(endings: Iterable[object]) -> int:
     """OK when every ending (a point's status or state, a stage's, a check's) is an answer,
     else FAILED; nothing at all is OK (nothing was asked, or every point was skipped)."""
     return OK if all(str(e).lower() in ANSWERS for e in endings) else FAILED

@@ -23,7 +23,7 @@ MULTIPLY_ADD = 2      # FLOPs
 TRAINING = 3          # x forward
 
 
-def pairs(seq_len: int, window=None) -> int:
+def pairs(seq_len: int, window: int | None = None) -> int:
     """Query-key pairs one head of one layer scores over a sequence of `seq_len` tokens:
     sum over places p < s of min(w, p + 1); causal (no window, or w >= s): s (s + 1) / 2."""
     s = seq_len

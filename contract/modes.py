@@ -25,7 +25,9 @@ gradient clipping by global norm, on by default) and `recipe_environment`, what 
 record's `environment` says of them. Standard library only: this runs in the framework's
 Python.
 """
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from contract import models
 
@@ -35,13 +37,14 @@ NAMES = ("eager", "imperative", "pynative", "tf.function", "xla", "jit", "torch.
          "to_static", "hybridize", "graph", "compiled")
 
 
-def setting(value):
+def setting(value: object) -> str | bool:
     """The compile setting as one of "auto", True, False, or ValueError (one line).
     Booleans, and the strings auto/true/false in any case, are accepted."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("auto", "true", "false"):
-        return {"auto": AUTO, "true": True, "false": False}[value.strip().lower()]
+        words: dict[str, str | bool] = {"auto": AUTO, "true": True, "false": False}
+        return words[value.strip().lower()]
     raise ValueError(f"compile must be auto, true or false, got {value!r}")
 
 
@@ -54,16 +57,16 @@ class Modes:
     on: str = "compiled"
     auto: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in (self.off, self.on):
             if name not in NAMES:
                 raise ValueError(f"unknown mode {name!r}: a mode is one of {', '.join(NAMES)} "
                                  "(contract/modes.py)")
 
-    def compiled(self, compile_setting) -> bool:
+    def compiled(self, compile_setting: object) -> bool:
         """Whether this compile setting runs the compiled mode."""
         value = setting(compile_setting)
-        return self.auto if value == AUTO else value
+        return self.auto if value == AUTO else bool(value)
 
     def name(self, is_compiled: bool) -> str:
         """The mode's name, compiled or not."""
@@ -77,7 +80,7 @@ class Modes:
 
 # --- the recipe's switches that every adapter reads the same way ------------------------
 
-def clip_norm(model_cfg: dict):
+def clip_norm(model_cfg: Mapping[str, Any]) -> float | None:
     """The global-norm bound of gradient clipping, or None when it is off. BERT clips at
     1.0 by default (`model.clip_grad`, `model.clip_norm`), as the reference pretraining
     scripts do; `model.clip_grad=false` is DLPerf's "W/O clip". ResNet has no clipping."""
@@ -89,13 +92,13 @@ def clip_norm(model_cfg: dict):
     return norm
 
 
-def recipe_environment(model_cfg: dict) -> dict:
+def recipe_environment(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
     """What every rank record's `environment` says of the recipe: `clip_grad` (bool),
     `clip_norm` (the bound, or null), and for BERT (a spec whose batch holds masked tokens,
     contract/models/) `max_predictions_per_seq`, the masked positions per sequence that the MLM
     head gathers."""
     norm = clip_norm(model_cfg)
-    env = {"clip_grad": norm is not None, "clip_norm": norm}
+    env: dict[str, Any] = {"clip_grad": norm is not None, "clip_norm": norm}
     spec = models.find(model_cfg.get("name"))
     if spec and spec.inputs == models.MASKED_TOKENS:
         env["max_predictions_per_seq"] = int(model_cfg["max_predictions_per_seq"])

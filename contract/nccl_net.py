@@ -26,8 +26,12 @@ Standard library only: the worker, the health step and the analysis all read it.
 import glob
 import os
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from . import paths
+
+Nccl = dict[str, Any]   # parse's facts of one rank's NCCL
 
 IB, ROCE, SOCKET, PLUGIN = "IB", "RoCE", "Socket", "plugin"
 SUBSYS = ("INIT", "NET")
@@ -43,7 +47,7 @@ _PLUGIN = re.compile(r"^(?:NET/Plugin ?: Loaded net plugin (?P<old>.+?) \(v\d+\)
                      r"|Initialized NET plugin (?P<new>.+))$")
 
 
-def debug_env(environ, record_dir: str, rank: int) -> dict:
+def debug_env(environ: Mapping[str, str], record_dir: str, rank: int) -> dict[str, str]:
     """The variables a rank sets before its framework starts NCCL: INFO at least (a site's
     TRACE stays), the INIT and NET subsystems added to a site's list (an exclusion list,
     `^...`, becomes ours), and NCCL's own file in the repeat's folder."""
@@ -58,14 +62,18 @@ def debug_env(environ, record_dir: str, rank: int) -> dict:
             "NCCL_DEBUG_FILE": os.path.join(str(record_dir), paths.nccl_log_pattern(rank))}
 
 
-def parse(lines):
+def parse(lines: Iterable[str]) -> Nccl | None:
     """What one rank's NCCL lines say: {version, cuda, network, transport, plugin, devices,
     host}, or None where NCCL said nothing (no NCCL ran). `transport`: IB, RoCE, Socket,
     plugin, or None where no `Using network` line came (NCCL_DEBUG_SUBSYS left INIT out);
     `plugin`: the external plugin used; `loaded`, where one loaded but another network ran."""
-    out = {"version": None, "cuda": None, "network": None, "transport": None, "plugin": None,
+    out: Nccl = {"version": None, "cuda": None, "network": None, "transport": None, "plugin": None,
            "devices": [], "host": None}
-    ib, sockets, networks, loaded, seen = [], [], [], [], False
+    ib: list[tuple[str, str, str]] = []
+    sockets: list[str] = []
+    networks: list[str] = []
+    loaded: list[str] = []
+    seen = False
     for line in lines:
         m = _LINE.match(line)
         if not m:  # NCCL_DEBUG=VERSION's or WARN's bare version line
@@ -99,7 +107,7 @@ def parse(lines):
     return out
 
 
-def _transport(network: str, ib: list, sockets: list) -> tuple:
+def _transport(network: str, ib: list[tuple[str, str, str]], sockets: list[str]) -> tuple[str, list[str]]:
     """(transport, devices) of the network a communicator used."""
     if network == SOCKET:
         return SOCKET, sockets
@@ -109,10 +117,10 @@ def _transport(network: str, ib: list, sockets: list) -> tuple:
     return PLUGIN, devices  # a plugin over verbs devices (IBext, ...) prints NET/IB's line too
 
 
-def read(record_dir: str, rank: int):
+def read(record_dir: str, rank: int) -> Nccl | None:
     """`parse` of the lines rank `rank`'s NCCL wrote to its files in the repeat's folder."""
     pattern = paths.nccl_log_pattern(rank).replace("%h", "*").replace("%p", "*")
-    lines = []
+    lines: list[str] = []
     for path in sorted(glob.glob(os.path.join(str(record_dir), pattern))):
         try:
             with open(path, errors="replace") as f:
@@ -122,14 +130,14 @@ def read(record_dir: str, rank: int):
     return parse(lines)
 
 
-def active_rdma_ports(ports) -> list:
+def active_rdma_ports(ports: Iterable[Mapping[str, Any]] | None) -> list[str]:
     """'mlx5_0:1 (InfiniBand)' for each active InfiniBand or RoCE port of a node's
     (frameworks/common/environment.py's infiniband_ports)."""
     return [f"{p.get('device')}:{p.get('port')} ({p.get('link_layer') or 'InfiniBand'})"
             for p in ports or () if str(p.get("state") or "").endswith("ACTIVE")]
 
 
-def meets(nccl, expect: str) -> bool:
+def meets(nccl: Mapping[str, Any], expect: str) -> bool:
     """Whether a rank's network is what health.expect.nccl_transport asks: its transport
     (IB, RoCE, Socket, plugin; IB is not RoCE, though NCCL names both networks IB) or its
     plugin's name (`AWS Libfabric`)."""
@@ -139,14 +147,14 @@ def meets(nccl, expect: str) -> bool:
     return str(expect).lower() in {str(n).lower() for n in names}
 
 
-def short(nccl) -> str:
+def short(nccl: Mapping[str, Any]) -> str:
     """'IB', 'Socket', 'plugin AWS Libfabric'."""
     if nccl.get("transport") == PLUGIN:
         return f"plugin {nccl.get('network')}"
     return nccl.get("transport") or "unknown network"
 
 
-def describe(nccl) -> str:
+def describe(nccl: Mapping[str, Any] | None) -> str:
     """'IB (mlx5_0:1/IB, mlx5_1:1/IB), NCCL 2.21.5' in words."""
     if not nccl:
         return "no NCCL"
@@ -156,12 +164,12 @@ def describe(nccl) -> str:
     return what + (f", NCCL {nccl['version']}" if nccl.get("version") else "")
 
 
-def flags(ranks, nodes: int, expect=None) -> list:
+def flags(ranks: Iterable[Mapping[str, Any]], nodes: int, expect: str | None = None) -> list[str]:
     """The lines a point's ranks earn: over sockets on a node with an active InfiniBand or RoCE
     port, on a multi-node point (within a node NCCL needs no network); and, where the site
     requires a transport (`expect`), each rank whose network is another. `ranks`: one dict per
     rank, {rank, host, nccl (`parse`'s), ports (its node's InfiniBand ports)}."""
-    out = []
+    out: list[str] = []
     ncclers = [r for r in ranks if r.get("nccl")]
     if nodes > 1:
         lost = [(r, active_rdma_ports(r.get("ports"))) for r in ncclers
@@ -181,5 +189,5 @@ def flags(ranks, nodes: int, expect=None) -> list:
     return out
 
 
-def _ranks(ranks) -> str:
+def _ranks(ranks: Iterable[int]) -> str:
     return ", ".join(str(r) for r in sorted(set(ranks)))

@@ -1,7 +1,8 @@
 """A point's layout: how its devices split the model and the batch, and the relations that
 must hold between the sizes, written once (docs/layouts.md). The launcher checks every point
 with `resolve` and `model_violations` before any point runs (launchers/plan/points.py); the PyTorch
-worker builds its device mesh from the layout and `coords`. Standard library only: it runs in the framework's Python too.
+worker builds its device mesh from the layout and `coords`. Standard library only: it runs in the framework's
+Python too.
 
 The devices of a point form a grid (pp, dp, cp, tp): tensor parallel innermost, so that a
 tensor-parallel group is neighbouring ranks (one node while tp <= gpus_per_node, where its
@@ -54,7 +55,9 @@ published_layouts.py) is checked by the same relations: the grid, the batches, t
 mesh and the shape (`data_parallel`, `accumulation_of`, `replica_violations`,
 `expert_grid_violations`, `shape_violations`).
 """
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from contract import models
 
@@ -105,7 +108,7 @@ class Layout:
         """Plain data parallelism, one micro-batch: the layout every model has always had."""
         return self.tp == self.pp == self.cp == self.ep == 1 and not self.fsdp and self.accumulation == 1
 
-    def _parts(self) -> list:
+    def _parts(self) -> list[str]:
         pipe = {"gpipe": "gpipe", "1f1b": "", "interleaved_1f1b": f"v{self.virtual_stages}"}
         parts = [pipe[self.schedule] if self.pp > 1 else "", "fsdp" if self.fsdp else "",
                  "sp" if self.sequence_parallel and self.tp > 1 else "",
@@ -117,7 +120,7 @@ class Layout:
         sizes = [f"tp{self.tp}"] * (self.tp > 1) + [f"pp{self.pp}"] * (self.pp > 1)
         return "-".join(sizes + self._cp() + self._parts())
 
-    def _cp(self) -> list:
+    def _cp(self) -> list[str]:
         return [f"cp{self.cp}"] * (self.cp > 1) + [f"ep{self.ep}"] * (self.ep > 1)
 
     def key(self) -> str:
@@ -125,11 +128,11 @@ class Layout:
         'tp1-pp1' for plain data parallelism: the report's speedup compares within a key."""
         return "-".join([f"tp{self.tp}", f"pp{self.pp}"] + self._cp() + self._parts())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "world": self.world, "stages": self.stages}
 
     @classmethod
-    def of(cls, d: dict) -> "Layout":
+    def of(cls, d: Mapping[str, Any]) -> "Layout":
         """The layout of a point's or spec's `parallel` (as_dict's extra keys ignored; a
         point written before context or expert parallelism has cp 1, ep 1)."""
         return cls(**{f: d[f] for f in cls.__dataclass_fields__ if f in d})
@@ -141,20 +144,20 @@ class Layout:
                        global_batch_size=micro * self.dp * self.accumulation)
 
 
-def _int(value, key, minimum=1):
+def _int(value: Any, key: str, minimum: int = 1) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise LayoutError(f"{key} must be an integer >= {minimum}, got {value!r}")
     return value
 
 
-def _bool(value, key):
+def _bool(value: Any, key: str) -> bool:
     if value not in (True, False):
         raise LayoutError(f"{key} must be true or false, got {value!r}")
-    return value
+    return bool(value)
 
 
-def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None,
-            global_batch_size=None):
+def resolve(parallel: Mapping[str, Any] | None, devices: int, batch_size: int, micro_batch_size: int | None = None,
+            global_batch_size: int | None = None) -> tuple["Layout", list[str]]:
     """(Layout, violations): the layout of `devices` ranks from the `parallel` settings and
     the batch sizes, and the relations it breaks (lines; empty when none). LayoutError for a
     value that is not a size at all."""
@@ -182,7 +185,7 @@ def resolve(parallel: dict, devices: int, batch_size: int, micro_batch_size=None
     return layout, bad
 
 
-def data_parallel(devices: int, tp: int, pp: int, cp: int, dp=None) -> tuple:
+def data_parallel(devices: int, tp: int, pp: int, cp: int, dp: int | None = None) -> tuple[int, list[str]]:
     """(dp, violations) of dp x tp x pp x cp = devices: dp as given, else derived."""
     grid, names = tp * pp * cp, "tp x pp" + " x cp" * (cp > 1)
     sizes = f"{tp} x {pp}" + f" x {cp}" * (cp > 1)
@@ -198,7 +201,7 @@ def data_parallel(devices: int, tp: int, pp: int, cp: int, dp=None) -> tuple:
     return dp, []
 
 
-def accumulation_of(micro: int, dp: int, glob: int, given=None) -> tuple:
+def accumulation_of(micro: int, dp: int, glob: int, given: int | None = None) -> tuple[int, list[str]]:
     """(accumulation, violations) of micro x dp x accumulation = global: derived, or `given`
     checked."""
     if given is not None:
@@ -214,14 +217,14 @@ def accumulation_of(micro: int, dp: int, glob: int, given=None) -> tuple:
     return accumulation, []
 
 
-def replica_violations(per_replica: int, dp: int, glob: int) -> list:
+def replica_violations(per_replica: int, dp: int, glob: int) -> list[str]:
     """A data-parallel replica's samples an iteration (micro x accumulation) x dp = global."""
     if per_replica * dp == glob:
         return []
     return [f"per replica x dp = global: {per_replica} x {dp} = {per_replica * dp}, not {glob}"]
 
 
-def schedule_violations(layout: Layout) -> list:
+def schedule_violations(layout: Layout) -> list[str]:
     """torch.distributed.pipelining's own rules for its schedules, checked up front."""
     if layout.pp == 1:
         return []
@@ -235,12 +238,12 @@ def schedule_violations(layout: Layout) -> list:
     return []
 
 
-def expert_violations(layout: Layout) -> list:
+def expert_violations(layout: Layout) -> list[str]:
     """torchtitan's mesh rule for expert parallelism: ep borrows the ranks of a stage."""
     return expert_grid_violations(layout.dp, layout.cp, layout.tp, layout.ep)
 
 
-def expert_grid_violations(dp: int, cp: int, tp: int, ep: int) -> list:
+def expert_grid_violations(dp: int, cp: int, tp: int, ep: int) -> list[str]:
     stage = dp * cp * tp
     if ep == 1 or stage % ep == 0:
         return []
@@ -248,7 +251,7 @@ def expert_grid_violations(dp: int, cp: int, tp: int, ep: int) -> list:
             f"{ep} does not divide dp x cp x tp = {dp} x {cp} x {tp} = {stage}"]
 
 
-def padded_vocab(vocab: int, tp: int, multiple=None) -> int:
+def padded_vocab(vocab: int, tp: int, multiple: int | None = None) -> int:
     """The vocabulary a tensor-parallel model holds, padded as Megatron-LM pads it (its padded
     rows are logits too): up to a multiple of `multiple` x tp (its make-vocab-size-divisible-by,
     a model's `vocab_multiple`); without `multiple`, as given where tp divides it, else up to a
@@ -261,7 +264,7 @@ def padded_vocab(vocab: int, tp: int, multiple=None) -> int:
     return -(-vocab // step) * step
 
 
-def pad_vocabulary(model: dict, tp: int):
+def pad_vocabulary(model: dict[str, Any], tp: int) -> str | None:
     """Pads a point's model (resolved settings, changed in place: `vocab_size` the padded
     vocabulary, `data_vocab_size` the one its tokens come from) and says so, or None where
     the vocabulary is kept."""
@@ -274,13 +277,14 @@ def pad_vocabulary(model: dict, tp: int):
             f"{step * tp}), as Megatron-LM pads it")
 
 
-def layout_models() -> tuple:
+def layout_models() -> tuple[str, ...]:
     """The models built on layouts (their spec names an axis beyond plain data parallelism)."""
     return models.named(lambda s: s.layouts)
 
 
 # A parallel axis (contract/models/ AXES): how a refusal names it, whether a layout uses it
-AXIS_USE = {"tp": ("tensor parallelism (tp = {tp})", lambda lay: lay.tp > 1),
+AXIS_USE: dict[str, tuple[str, Callable[[Layout], bool]]] = {
+            "tp": ("tensor parallelism (tp = {tp})", lambda lay: lay.tp > 1),
             "pp": ("pipeline parallelism (pp = {pp})", lambda lay: lay.pp > 1),
             "fsdp": ("FSDP", lambda lay: lay.fsdp),
             "cp": ("context parallelism (cp = {cp})", lambda lay: lay.cp > 1),
@@ -288,7 +292,7 @@ AXIS_USE = {"tp": ("tensor parallelism (tp = {tp})", lambda lay: lay.tp > 1),
             "sp": ("sequence parallelism", lambda lay: lay.sequence_parallel and lay.tp > 1)}
 
 
-def unbuilt(model: dict, layout: Layout, axes) -> list:
+def unbuilt(model: Mapping[str, Any], layout: Layout, axes: Iterable[str]) -> list[str]:
     """One line per axis of `axes` the layout uses and the model's spec is not built for."""
     spec, name = models.find(model.get("name")), model.get("name")
     bad = []
@@ -301,13 +305,13 @@ def unbuilt(model: dict, layout: Layout, axes) -> list:
     return bad
 
 
-def shape_violations(model: dict, tp: int) -> list:
+def shape_violations(model: Mapping[str, Any], tp: int) -> list[str]:
     """A transformer's shape against itself and tensor parallelism: hidden % heads, heads %
     kv_heads, and what its spec says tp divides (heads, key-value heads; both where the model
     is none of the suite's), each where the model states it."""
     spec = models.find(model.get("name"))
     h, a, kv = model.get("hidden"), model.get("heads"), model.get("kv_heads")
-    bad = []
+    bad: list[str] = []
     if h and a and h % a:
         bad.append(f"hidden % heads = 0: {h} % {a} = {h % a}")
     if kv and a and a % kv:
@@ -319,7 +323,7 @@ def shape_violations(model: dict, tp: int) -> list:
     return bad
 
 
-def model_violations(model: dict, layout: Layout) -> list:
+def model_violations(model: Mapping[str, Any], layout: Layout) -> list[str]:
     """The model's relations to the layout: its shape (shape_violations), the axes its spec
     is built for, its layers over the pipeline's stages and its sequence over cp."""
     layers, seq = model.get("layers"), model.get("seq_len")
@@ -335,14 +339,15 @@ def model_violations(model: dict, layout: Layout) -> list:
     return bad + unbuilt(model, layout, ("sp",)) + expert_model_violations(model, layout)
 
 
-def expert_model_violations(model: dict, layout: Layout) -> list:
+def expert_model_violations(model: Mapping[str, Any], layout: Layout) -> list[str]:
     """The mixture of experts' relations to the layout (experts % ep, the tp ranks' parts of
     the sequence), and ep > 1 for a model without experts."""
     if layout.ep == 1:
         return []
     if unbuilt(model, layout, ("ep",)):
         return unbuilt(model, layout, ("ep",))
-    experts, seq, bad = model.get("experts"), model.get("seq_len"), []
+    experts, seq = model.get("experts"), model.get("seq_len")
+    bad: list[str] = []
     if experts and experts % layout.ep:
         bad.append(f"experts % ep = 0: {experts} % {layout.ep} = {experts % layout.ep}")
     split = layout.cp * layout.tp
@@ -352,7 +357,7 @@ def expert_model_violations(model: dict, layout: Layout) -> list:
     return bad
 
 
-def coords(rank: int, layout: Layout) -> dict:
+def coords(rank: int, layout: Layout) -> dict[str, int]:
     """A rank's place in the grid: {dp, pp, cp, tp} (the module docstring's order)."""
     tp_i = rank % layout.tp
     cp_i = (rank // layout.tp) % layout.cp
@@ -360,20 +365,20 @@ def coords(rank: int, layout: Layout) -> dict:
     return {"dp": dp_i, "pp": rank // (layout.tp * layout.cp * layout.dp), "cp": cp_i, "tp": tp_i}
 
 
-def expert_coords(rank: int, layout: Layout) -> dict:
+def expert_coords(rank: int, layout: Layout) -> dict[str, int]:
     """A rank's place in its stage's (edp, ep) grid (the module docstring's order)."""
     flat = rank % (layout.dp * layout.cp * layout.tp)
     return {"edp": flat // layout.ep, "ep": flat % layout.ep}
 
 
-def replica_rows(layout: Layout, coords: dict) -> slice:
+def replica_rows(layout: Layout, coords: Mapping[str, int]) -> slice:
     """The rows of the global batch a rank trains on: its data-parallel replica's (the same
     rows whatever the layout; the tp, cp and pp ranks of one replica share them)."""
     first = coords["dp"] * layout.per_replica
     return slice(first, first + layout.per_replica)
 
 
-def counted_samples(layout: Layout, coords: dict) -> int:
+def counted_samples(layout: Layout, coords: Mapping[str, int]) -> int:
     """The samples a rank counts per iteration: its replica's on one rank of each replica
     (tp 0 and cp 0 of the last pipeline stage), none elsewhere, so that the sum over ranks
     is the global batch (the method's throughput sums the ranks' samples)."""
@@ -381,7 +386,7 @@ def counted_samples(layout: Layout, coords: dict) -> int:
     return layout.per_replica if counts else 0
 
 
-def cp_chunks(layout: Layout, cp_i: int) -> tuple:
+def cp_chunks(layout: Layout, cp_i: int) -> tuple[int, int]:
     """The two of a sequence's 2 x cp equal chunks that context-parallel rank cp_i holds:
     cp_i and 2 cp - 1 - cp_i (an early and a late one: equal causal-attention work)."""
     return cp_i, 2 * layout.cp - 1 - cp_i

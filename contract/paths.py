@@ -43,6 +43,9 @@ harness imports it in the framework's own Python.
 import os
 import re
 import time
+from collections.abc import Iterable
+
+StrPath = str | os.PathLike[str]   # a folder's or file's path: a str or a pathlib.Path
 
 SCHEMA_VERSION = 1                      # of every schema below
 POINT_SCHEMA = "dlbench.point"
@@ -121,12 +124,12 @@ def nccl_log_pattern(rank: int) -> str:
     return f"nccl-{rank:05d}.%h.%p.log"
 
 
-def profile_dir(record_dir, rank: int) -> str:
+def profile_dir(record_dir: StrPath, rank: int) -> str:
     """Where rank `rank` of a repeat writes its trace: repeat-NN/profile/rank-KKKKK/."""
     return os.path.join(str(record_dir), PROFILE_DIR, f"rank-{rank:05d}")
 
 
-def checkpoint_root(record_dir, configured=None) -> str:
+def checkpoint_root(record_dir: StrPath, configured: StrPath | None = None) -> str:
     """Where a repeat's checkpoints go: SWEEP/checkpoints/<point>/repeat-NN, or with
     checkpoint.dir=D, D/<sweep>/<point>/repeat-NN (the sweep's name keeps sweeps apart)."""
     rdir = os.path.normpath(str(record_dir))
@@ -147,34 +150,34 @@ def bare_file_name(rank: int) -> str:
     return f"bare-{rank:05d}.bin"
 
 
-def point_dir(sweep, point: str) -> str:
+def point_dir(sweep: StrPath, point: str) -> str:
     return os.path.join(str(sweep), POINTS_DIR, point)
 
 
-def repeat_dir(point_dir_, repeat: int) -> str:
+def repeat_dir(point_dir_: StrPath, repeat: int) -> str:
     return os.path.join(str(point_dir_), repeat_name(repeat))
 
 
-def interrupted_dir(rdir, when: float = None) -> str:
+def interrupted_dir(rdir: StrPath, when: float | None = None) -> str:
     """Where an interrupted attempt is set aside: repeat-NN.interrupted-<unix time>."""
     return f"{rdir}.interrupted-{time.time() if when is None else when:.0f}"
 
 
-def health_attempt_dir(point_dir_, attempt: int) -> str:
+def health_attempt_dir(point_dir_: StrPath, attempt: int) -> str:
     return os.path.join(str(point_dir_), HEALTH_DIR, f"attempt-{attempt:02d}")
 
 
-def health_run_dir(output_root, when: float = None) -> str:
+def health_run_dir(output_root: StrPath, when: float | None = None) -> str:
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(time.time() if when is None else when))
     return os.path.join(str(output_root), HEALTH_RUN_PREFIX + stamp)
 
 
-def certify_run_dir(output_root, when: float = None) -> str:
+def certify_run_dir(output_root: StrPath, when: float | None = None) -> str:
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(time.time() if when is None else when))
     return os.path.join(str(output_root), CERTIFY_RUN_PREFIX + stamp)
 
 
-def certification_files(root) -> list:
+def certification_files(root: StrPath) -> list[str]:
     """Every CERT/verdict.json under root (a certification, or a folder of them), sorted;
     a sweep's own folders (its points, checkpoints, Slurm files) are not searched."""
     found, skip = [], (POINTS_DIR, CHECKPOINTS_DIR, SUBMITIT_DIR, HEALTH_DIR)
@@ -185,20 +188,20 @@ def certification_files(root) -> list:
     return sorted(found)
 
 
-def submitit_dir(sweep) -> str:
+def submitit_dir(sweep: StrPath) -> str:
     return os.path.join(str(sweep), SUBMITIT_DIR)
 
 
-def search_ledger(sweep, point: str) -> str:
+def search_ledger(sweep: StrPath, point: str) -> str:
     return os.path.join(str(sweep), SEARCHES_DIR, f"{point}.json")
 
 
-def sweep_of(point_dir_) -> str:
+def sweep_of(point_dir_: StrPath) -> str:
     """SWEEP of SWEEP/points/<point>."""
     return os.path.dirname(os.path.dirname(os.path.normpath(str(point_dir_))))
 
 
-def point_files(root) -> list:
+def point_files(root: StrPath) -> list[str]:
     """Every SWEEP/points/<point>/point.json under root (a sweep, or a folder of sweeps),
     sorted. Point folders are not searched for further sweeps."""
     found = []
@@ -216,7 +219,7 @@ def point_files(root) -> list:
     return sorted(found)
 
 
-def search_files(sweeps) -> list:
+def search_files(sweeps: Iterable[StrPath]) -> list[str]:
     """Every SWEEP/searches/*.json of the given sweep folders, sorted."""
     out = []
     for sweep in sorted(set(map(str, sweeps))):

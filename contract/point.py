@@ -10,8 +10,9 @@ change: `Point.from_dict` reads the files of earlier suites (a key they lack tak
 default) and `as_dict` writes the same keys (`name` is the file's "point"). Standard
 library only.
 """
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Optional
 
 from . import paths
 from .frozen import Settings
@@ -57,14 +58,14 @@ class Cluster:
     mem: Optional[str] = None
     max_time_min: Optional[int] = setting(None, minimum=1)
     sbatch_args: Settings = Settings()
-    srun_args: tuple = ()
+    srun_args: tuple[str, ...] = ()
     container_runtime: str = setting("pyxis", choices=CONTAINER_RUNTIMES)  # launchers/backends/containers.py
     containers: Settings = Settings()   # framework -> image
-    container_mounts: tuple = ()
+    container_mounts: tuple[str, ...] = ()
     container_python: str = "python"
     env: Settings = Settings()          # every rank's environment
     store: Settings = Settings()        # {url}: the results store the sweep's report adds to
-    secret_keys: tuple = ()             # the site's own secret keys (contract/secrets.py)
+    secret_keys: tuple[str, ...] = ()             # the site's own secret keys (contract/secrets.py)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Expect:
 @dataclass(frozen=True)
 class Health:
     """The checked health settings (launchers/health/settings.py; docs/health.md)."""
-    checks: tuple = ()               # names: healthchecks/nodechecks.py's (launchers/health/settings.py)
+    checks: tuple[str, ...] = ()               # names: healthchecks/nodechecks.py's (launchers/health/settings.py)
     min_fraction: float = setting(0.8, above=0, at_most=1)
     retries: int = setting(2, minimum=0)
     device_model: Optional[str] = None
@@ -93,7 +94,7 @@ class Health:
     link_mb: float = setting(64, above=0)
     link_iters: int = setting(3, minimum=1)
     link_cap_s: float = setting(2, above=0)  # a link's transfer moves at most what it can in this time
-    site_checks: tuple = ()          # script paths (launchers/health/settings.py)
+    site_checks: tuple[str, ...] = ()          # script paths (launchers/health/settings.py)
     timeout_s: float = setting(300, above=0)
     expect: Expect = Expect()
 
@@ -108,7 +109,7 @@ class Point:
     bench_options: Settings = Settings()
     num: int = setting(0, minimum=0)
     parallel: Optional[Layout] = None  # the grid and batch sizes (contract/parallel.py)
-    notes: tuple = ()                # what was changed to fit the layout, said at submission
+    notes: tuple[str, ...] = ()                # what was changed to fit the layout, said at submission
     case: Optional[str] = None       # a published case's name (gpt_case=...)
     precision: str = "fp32"
     amp_dtype: Optional[str] = setting(None, choices=("bf16", "fp16"), key="precision.amp_dtype")
@@ -133,7 +134,7 @@ class Point:
     search: Optional[Settings] = None  # whole: launchers/plan/search.py; run: driver/search.py
     launcher: Launcher = Launcher("local")
     cluster: Cluster = Cluster()
-    overrides: tuple = ()
+    overrides: tuple[str, ...] = ()
     config: Settings = Settings()    # the whole resolved config, as composed
     container: Optional[Settings] = None  # the image as submitted: runtime, image, digest
                                           # (launchers/backends/containers.py; docs/containers.md)
@@ -143,7 +144,7 @@ class Point:
     version: int = field(default=paths.SCHEMA_VERSION, repr=False)
 
     @classmethod
-    def from_dict(cls, d: dict, unknown: str = "drop") -> "Point":
+    def from_dict(cls, d: Mapping[str, Any], unknown: str = "drop") -> "Point":
         """A point from its file's mapping (or from launchers/plan/points.py's)."""
         d = dict(d)
         d["name"] = d.pop("point")
@@ -153,12 +154,12 @@ class Point:
             d["compile_setting"] = d.get("compile", False)
         return build(cls, d, "point", unknown)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = plain(self)
         d["point"] = d.pop("name")
         return {"schema": d.pop("schema"), "version": d.pop("version"), "point": d.pop("point"), **d}
 
-    def replace(self, **changes) -> "Point":
+    def replace(self, **changes: Any) -> "Point":
         return replace(self, **changes)
 
     @property
@@ -167,7 +168,7 @@ class Point:
         return self.framework.container or self.cluster.containers.get(self.framework.name)
 
     @property
-    def repeat_dirs(self) -> list:
+    def repeat_dirs(self) -> list[str]:
         return [paths.repeat_dir(self.dir, r) for r in range(self.repeats)]
 
     def repeat_dir(self, repeat: int) -> str:

@@ -6,7 +6,9 @@ none. Standard library only: this runs in the framework's Python.
 """
 import json
 import os
+from collections.abc import Mapping
 from secrets import token_hex
+from typing import Any
 
 from . import paths, secrets
 
@@ -17,7 +19,7 @@ SCHEMA_VERSION = paths.SCHEMA_VERSION
 
 
 
-def _create_temporary(folder: str):
+def _create_temporary(folder: str) -> tuple[int, str]:
     """(fd, path) of a new file beside the target, created with mode 0666 less the umask
     (as open() would): a record is as readable as any other file its user writes, where
     tempfile.mkstemp would leave it 0600."""
@@ -31,7 +33,7 @@ def _create_temporary(folder: str):
     raise FileExistsError(f"no free temporary name in {folder}")
 
 
-def write_json_atomic(path, obj) -> None:
+def write_json_atomic(path: str, obj: object) -> None:
     """Write obj as JSON so that readers see the old file, the new one, or none. The file
     gets the mode the umask gives (0644 under umask 022). Its secrets are masked
     (contract/secrets.py: by the rule, the site's keys obj declares, and the values of this
@@ -51,7 +53,7 @@ def write_json_atomic(path, obj) -> None:
         raise
 
 
-def read_json(path):
+def read_json(path: str) -> Any:
     """A whole JSON file's content, or None where it is missing or unreadable."""
     try:
         with open(path) as f:
@@ -60,7 +62,7 @@ def read_json(path):
         return None
 
 
-def new_record(spec: dict, dist, host: str, origin_unix: float) -> dict:
+def new_record(spec: Mapping[str, Any], dist: Any, host: str, origin_unix: float) -> dict[str, Any]:
     """The skeleton of a rank record; the harness fills steps, window and status."""
     return {
         "schema": RECORD_SCHEMA,

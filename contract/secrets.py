@@ -23,7 +23,10 @@ import functools
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TextIO
+
+Strs = tuple[str, ...]
 
 MASK = "***"
 WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "AUTH",
@@ -49,24 +52,24 @@ _ASSIGN = re.compile(rf"(?:(?P<key>{_KEY})\s*=\s*[\"']?"
 _INTERPOLATION = re.compile(r"^\$\{[^{}]*\}$")
 
 
-def words(key) -> tuple:
+def words(key: object) -> Strs:
     """The key's words, upper case: HF_TOKEN, hf-token, hf.token and hfToken all (HF, TOKEN)."""
     return tuple(w.upper() for w in _SPLIT.split(_CAMEL.sub("_", str(key))) if w)
 
 
-def _has_run(ws: tuple, run: tuple) -> bool:
+def _has_run(ws: Strs, run: Strs) -> bool:
     n = len(run)
     return n > 0 and any(ws[i:i + n] == run for i in range(len(ws) - n + 1))
 
 
-def is_secret_key(key, extra=()) -> bool:
+def is_secret_key(key: object, extra: Iterable[str] = ()) -> bool:
     """Whether a value under `key` is a secret: the rule's words, PGPASSWORD, or one of the
     site's `extra` keys, each a run of whole words of the key."""
     return _is_secret(str(key), tuple(extra))
 
 
 @functools.lru_cache(maxsize=8192)   # a sweep's files repeat the same keys
-def _is_secret(key: str, extra: tuple) -> bool:
+def _is_secret(key: str, extra: Strs) -> bool:
     if key == SITE_KEYS:   # the site's list names keys; it holds no value
         return False
     ws = words(key)
@@ -80,19 +83,19 @@ def mask_url(text: str) -> str:
     return _URL.sub(lambda m: m["head"] + MASK, text) if "@" in text else text
 
 
-def mask_text(text: str, extra=(), values=()) -> str:
+def mask_text(text: str, extra: Iterable[str] = (), values: Iterable[object] = ()) -> str:
     """A text (a message, a log line, an override) with its secrets masked: known `values`,
     URLs' passwords, and the values of KEY=VALUE / KEY: VALUE whose KEY names a secret."""
-    return _mask_text(text, extra, _known(values))
+    return _mask_text(text, tuple(extra), _known(values))
 
 
-def _known(values) -> tuple:
+def _known(values: Iterable[object]) -> Strs:
     """The values searched for in text: long enough, the longest first."""
     return tuple(sorted({str(v) for v in values if v and len(str(v)) >= MIN_KNOWN}, key=len,
                         reverse=True))
 
 
-def _mask_text(text: str, extra, known: tuple) -> str:
+def _mask_text(text: str, extra: Iterable[str], known: Strs) -> str:
     for v in known:
         if v in text:
             text = text.replace(v, MASK)
@@ -102,7 +105,7 @@ def _mask_text(text: str, extra, known: tuple) -> str:
     return "".join(_assignments(text, extra, MASK))
 
 
-def _assignments(text: str, extra, mask):
+def _assignments(text: str, extra: Iterable[str], mask: str | None) -> Iterator[str]:
     """The pieces of `text`, each secret assignment's value as `mask` (None: the value
     itself, for `found`); a value that is not a secret is read on, for one inside it
     (override_dirname: a=1,HF_TOKEN=x)."""
@@ -120,13 +123,13 @@ def _assignments(text: str, extra, mask):
             pos = m.start("value")
 
 
-def _secret_value(value) -> bool:
+def _secret_value(value: object) -> bool:
     """Whether a value under a secret key says anything (True, False, None, "" do not)."""
     return not (value is None or isinstance(value, bool) or value == "" or value == MASK
                 or (isinstance(value, str) and _INTERPOLATION.match(value)))
 
 
-def _kind(o) -> int:
+def _kind(o: object) -> int:
     """0 a leaf, 1 a mapping, 2 a list (dict, list and str first: the ABCs are slow)."""
     t = type(o)
     if t is dict:
@@ -138,16 +141,16 @@ def _kind(o) -> int:
     return 1 if isinstance(o, Mapping) else 2 if isinstance(o, (list, tuple)) else 0
 
 
-def _secret(key, extra: tuple) -> bool:
+def _secret(key: object, extra: Strs) -> bool:
     return _is_secret(key if type(key) is str else str(key), extra)
 
 
-def declared(obj) -> tuple:
+def declared(obj: object) -> Strs:
     """The site's own secret keys wherever `obj` holds them (cluster.secret_keys of a point,
     of a spec's config, of a rank record's spec)."""
-    keys = []
+    keys: list[str] = []
 
-    def walk(o):
+    def walk(o: Any) -> None:
         kind = _kind(o)
         if kind == 1:
             for k, v in o.items():
@@ -162,31 +165,31 @@ def declared(obj) -> tuple:
     return tuple(dict.fromkeys(keys))
 
 
-def _dotted(where) -> str:
+def _dotted(where: Any) -> str:
     """A path kept as nested (parent, key) pairs, as dotted text."""
-    parts = []
+    parts: list[str] = []
     while where:
         where, key = where
         parts.append(str(key))
     return ".".join(reversed(parts))
 
 
-def changes(obj, extra=(), values=()) -> tuple:
+def changes(obj: Any, extra: Iterable[str] = (), values: Iterable[object] = ()) -> tuple[Any, list[str]]:
     """(a copy of `obj` with its secrets masked, the dotted paths of what was masked). Mappings
     become dicts and lists stay lists; the site's keys `obj` declares count with `extra`."""
-    extra, known = tuple(extra) + declared(obj), _known(values)
-    changed = []
+    keys, known = tuple(extra) + declared(obj), _known(values)
+    changed: list[str] = []
 
-    def walk(o, where, secret):
+    def walk(o: Any, where: Any, secret: bool) -> Any:
         kind = _kind(o)
         if kind == 1:
-            return {k: walk(v, (where, k), secret or _secret(k, extra)) for k, v in o.items()}
+            return {k: walk(v, (where, k), secret or _secret(k, keys)) for k, v in o.items()}
         if kind == 2:
             return [walk(v, (where, i), secret) for i, v in enumerate(o)]
         if secret and _secret_value(o):
             out = MASK
         elif type(o) is str:
-            out = _mask_text(o, extra, known)
+            out = _mask_text(o, keys, known)
         else:
             return o
         if out != o:
@@ -196,28 +199,28 @@ def changes(obj, extra=(), values=()) -> tuple:
     return walk(obj, None, False), changed
 
 
-def masked(obj, extra=(), values=()):
+def masked(obj: Any, extra: Iterable[str] = (), values: Iterable[object] = ()) -> Any:
     """A copy of `obj` (a mapping, a list, a text) with its secrets masked (`changes`)."""
     return changes(obj, extra, values)[0]
 
 
-def found(obj, extra=()) -> set:
+def found(obj: object, extra: Iterable[str] = ()) -> set[str]:
     """The secret values `obj` holds: under secret keys, in URLs, in KEY=VALUE texts (what an
     old sweep's files give away, to be searched for in its other files)."""
-    extra = tuple(extra) + declared(obj)
-    out = set()
+    keys = tuple(extra) + declared(obj)
+    out: set[str] = set()
 
-    def text(s: str):   # Hydra escapes ':' in an override's value (\\:)
+    def text(s: str) -> None:   # Hydra escapes ':' in an override's value (\\:)
         got = [m["pw"] for m in _URL.finditer(s)] if "@" in s else []
         if "=" in s or ":" in s:
-            got += [x for v in _assignments(s, extra, None) if v for x in (v, *v.split(","))]
+            got += [x for v in _assignments(s, keys, None) if v for x in (v, *v.split(","))]
         out.update(v.replace("\\", "") for v in got)
 
-    def walk(o, secret):
+    def walk(o: Any, secret: bool) -> None:
         kind = _kind(o)
         if kind == 1:
             for k, v in o.items():
-                walk(v, secret or _secret(k, extra))
+                walk(v, secret or _secret(k, keys))
         elif kind == 2:
             for v in o:
                 walk(v, secret)
@@ -229,14 +232,14 @@ def found(obj, extra=()) -> set:
     return {v for v in out if v and MASK not in v}
 
 
-def environ_values(environ=None, extra=()) -> tuple:
+def environ_values(environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> Strs:
     """The values of this process's secret variables (the rule's names, and `extra`): masked
     wherever they would be written."""
-    environ = os.environ if environ is None else environ
-    return tuple(v for k, v in environ.items() if len(v) >= MIN_KNOWN and is_secret_key(k, extra))
+    env = os.environ if environ is None else environ
+    return tuple(v for k, v in env.items() if len(v) >= MIN_KNOWN and is_secret_key(k, extra))
 
 
-def is_masked(value) -> bool:
+def is_masked(value: object) -> bool:
     """Whether a recorded value was masked (it holds `***`)."""
     return isinstance(value, str) and MASK in value
 
@@ -246,19 +249,19 @@ class MaskedStream:
     prints, its own messages, a library's (Hydra echoing an override) or a traceback, shows
     no secret."""
 
-    def __init__(self, stream, values=()):
+    def __init__(self, stream: TextIO, values: Iterable[object] = ()) -> None:
         self._stream, self._known = stream, _known(values)
 
-    def write(self, text) -> int:
+    def write(self, text: str) -> int:
         self._stream.write(_mask_text(text, (), self._known) if isinstance(text, str) else text)
         return len(text)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
 @contextlib.contextmanager
-def masked_output(argv=()):
+def masked_output(argv: Iterable[str] = ()) -> Iterator[None]:
     """sys.stdout and sys.stderr masked for the while, the secrets of `argv` (a command's
     arguments: its overrides) and of this process's environment known."""
     values = found(list(argv)) | set(environ_values())

@@ -6,7 +6,8 @@ in every framework's Python.
 """
 import json
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from collections.abc import Mapping
+from typing import Any, Optional, overload
 
 from . import paths
 from .frozen import Settings
@@ -47,7 +48,7 @@ class RunSpec:
     version: int = field(default=paths.SCHEMA_VERSION, repr=False)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunSpec":
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunSpec":
         missing = [k for k in REQUIRED if k not in d]
         if missing:
             raise ValueError(f"spec lacks {', '.join(missing)}")
@@ -58,10 +59,10 @@ class RunSpec:
             d["compile_setting"] = d.get("compile", False)
         return build(cls, d, "spec", unknown="drop")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return plain(self)
 
-    def replace(self, **changes) -> "RunSpec":
+    def replace(self, **changes: Any) -> "RunSpec":
         return replace(self, **changes)
 
     @property
@@ -84,14 +85,20 @@ class HealthSpec:
     version: int = field(default=paths.SCHEMA_VERSION, repr=False)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "HealthSpec":
+    def from_dict(cls, d: Mapping[str, Any]) -> "HealthSpec":
         return build(cls, d, "health spec", unknown="drop")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return plain(self)
 
 
-def read(path, cls=RunSpec):
+@overload
+def read(path: str) -> RunSpec: ...
+@overload
+def read(path: str, cls: type[HealthSpec]) -> HealthSpec: ...
+
+
+def read(path: str, cls: type[RunSpec] | type[HealthSpec] = RunSpec) -> RunSpec | HealthSpec:
     """A spec file, checked: its schema and version, then its keys."""
     with open(path) as f:
         d = json.load(f)

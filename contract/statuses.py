@@ -13,6 +13,8 @@ Standard library only: the driver and the analysis both use it.
 """
 import errno
 import signal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 # A checkpoint's storage ended the repeat (bench=checkpoint, checkpoint.every; docs/checkpoint.md).
 UNWRITABLE, DISK_FULL, MISSING_SHARD = "unwritable", "disk_full", "missing_shard"
@@ -56,23 +58,23 @@ class MissingShard(StorageEnding):
 
 
 # errno -> the ending it names; ENOENT only while a checkpoint is read (a shard gone).
-_WRITING = {errno.ENOSPC: DiskFull, errno.EDQUOT: DiskFull, errno.EFBIG: DiskFull,
+_WRITING: dict[int, type[StorageEnding]] = {errno.ENOSPC: DiskFull, errno.EDQUOT: DiskFull, errno.EFBIG: DiskFull,
             errno.EROFS: Unwritable, errno.EACCES: Unwritable, errno.EPERM: Unwritable}
-_READING = {errno.ENOENT: MissingShard}
+_READING: dict[int, type[StorageEnding]] = {errno.ENOENT: MissingShard}
 
 
-def storage_ending(code, reading: bool = False):
+def storage_ending(code: int | None, reading: bool = False) -> type[StorageEnding] | None:
     """The StorageEnding class an OSError's errno names while a checkpoint is written, or
     while one is read (`reading`: a missing file is a missing shard); None: any other error
     is `failed`."""
-    return (_READING if reading else _WRITING).get(code)
+    return (_READING if reading else _WRITING).get(code) if code is not None else None
 
 
-def worst(statuses):
+def worst(statuses: Iterable[str]) -> str:
     return min(statuses, key=STATUSES.index, default="failed")
 
 
-def signal_name(exit_code):
+def signal_name(exit_code: int | None) -> str | None:
     """'SIGSEGV' for a process killed by a signal (a negative Popen return code, or a
     shell's 128+N), else None."""
     if exit_code is None:
@@ -84,7 +86,7 @@ def signal_name(exit_code):
         return f"signal {n}"
 
 
-def describe_end(end: dict) -> str:
+def describe_end(end: Mapping[str, Any]) -> str:
     """How a process ended, in words: 'killed by SIGSEGV', 'exit code 3'."""
     sig = end.get("signal") or signal_name(end.get("exit_code"))
     if sig:
@@ -97,18 +99,18 @@ def describe_end(end: dict) -> str:
     return f"exit code {end['exit_code']}"
 
 
-def tail(text: str, lines: int = LOG_TAIL_LINES) -> list:
+def tail(text: str, lines: int = LOG_TAIL_LINES) -> list[str]:
     """The last non-empty lines of a log, each trimmed to LOG_LINE_CHARS."""
     out = [ln.rstrip() for ln in text.splitlines() if ln.strip()][-lines:]
     return [ln if len(ln) <= LOG_LINE_CHARS else ln[:LOG_LINE_CHARS - 3] + "..." for ln in out]
 
 
-def _where(rank, end: dict) -> str:
+def _where(rank: int, end: Mapping[str, Any]) -> str:
     node = (end or {}).get("node")
     return f"rank {rank} ({node})" if node else f"rank {rank}"
 
 
-def final(run: dict) -> bool:
+def final(run: Mapping[str, Any]) -> bool:
     """Whether a recorded repeat (its run.json) is done for good: every ending is a finding
     about the point but `cancelled`, a repeat stopped from outside (its launcher stopped, its
     job cancelled, its ranks signalled) before it could measure anything. A rerun into the
@@ -116,14 +118,15 @@ def final(run: dict) -> bool:
     return run.get("status") != "cancelled"
 
 
-def run_status(rank_records: dict, world_size: int, ended_by=None, rank_ends=None):
+def run_status(rank_records: Mapping[int, Any], world_size: int, ended_by: str | None = None,
+               rank_ends: Mapping[int, Any] | None = None) -> tuple[str, str | None]:
     """One repeat's (status, error): `run_outcome`'s first two."""
     out = run_outcome(rank_records, world_size, ended_by, rank_ends)
     return out["status"], out["error"]
 
 
-def run_outcome(rank_records: dict, world_size: int, ended_by=None, rank_ends=None,
-                why: str = None) -> dict:
+def run_outcome(rank_records: Mapping[int, Any], world_size: int, ended_by: str | None = None,
+                rank_ends: Mapping[int, Any] | None = None, why: str | None = None) -> dict[str, Any]:
     """One repeat's {status, error, cause, lost} from its ranks: `cause` is the rank whose
     ending names the status (None if none), `lost` the ranks that left no record.
 
@@ -150,7 +153,7 @@ def run_outcome(rank_records: dict, world_size: int, ended_by=None, rank_ends=No
     status = error = cause = None
     if crashed:
         cause = crashed[0]
-        status, error = "failed", f"{_where(cause, rank_ends.get(cause))} left no record: " \
+        status, error = "failed", f"{_where(cause, rank_ends[cause])} left no record: " \
                                   f"{describe_end(rank_ends[cause])}"
     elif causes:
         cause, rec = min(causes, key=lambda item: (item[1].get("ended_unix") or 0, item[0]))
@@ -167,10 +170,11 @@ def run_outcome(rank_records: dict, world_size: int, ended_by=None, rank_ends=No
     return {"status": status or "ok", "error": error, "cause": cause, "lost": missing}
 
 
-def _ranges(ranks) -> str:
+def _ranges(ranks: Sequence[int]) -> str:
     """'0, 2-5, 7': a long list of lost ranks (a whole node's) stays one short line;
     runs of three or more are folded."""
-    out, start = [], None
+    out: list[str] = []
+    start: int | None = None
     for i, r in enumerate(ranks):
         if start is None:
             start = r
@@ -180,7 +184,7 @@ def _ranges(ranks) -> str:
     return ", ".join(out)
 
 
-def point_status(run_statuses, repeats: int, preflight: str = None) -> str:
+def point_status(run_statuses: Iterable[str], repeats: int, preflight: str | None = None) -> str:
     """A point's status from its recorded repeats' statuses (any order), how many it asked
     and its preflight's outcome (None without one): ok (all ok), partial (some ok), the
     worst ending (none ok, all recorded or not), unhealthy (nothing recorded: preflight found

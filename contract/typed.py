@@ -10,17 +10,21 @@ mistake, by contract/values.py's rule. Standard library only."""
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from . import values
 from .frozen import Settings, freeze, thaw
+
+T = TypeVar("T")
 
 
 class UnknownKey(ValueError):
     """A mapping holds a key its dataclass does not declare."""
 
 
-def setting(default=dataclasses.MISSING, *, minimum=None, above=None, at_most=None, choices=None,
-            key=None):
+def setting(default: Any = dataclasses.MISSING, *, minimum: int | None = None, above: float | None = None,
+            at_most: float | None = None, choices: Sequence[object] | None = None, key: str | None = None) -> Any:
     """A field and its rule beyond its type: an integer's least value (`minimum`), a number's
     open lower bound (`above`) and its upper bound (`at_most`), the values a text may take
     (`choices`), and `key`, the setting's name where the config spells it otherwise."""
@@ -28,22 +32,28 @@ def setting(default=dataclasses.MISSING, *, minimum=None, above=None, at_most=No
     return dataclasses.field(default=default, metadata={"rule": rule})
 
 
-def _kind(cls, field):
+def _is_dataclass_type(kind: object) -> bool:
+    """A dataclass itself (a field's type), not one of its instances."""
+    return isinstance(kind, type) and dataclasses.is_dataclass(kind)
+
+
+def _kind(cls: type, field: dataclasses.Field[Any]) -> tuple[Any, bool]:
     """(the field's type without Optional, whether None is allowed)."""
     hint = typing.get_type_hints(cls)[field.name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    return (args[0], True) if union and len(args) == 1 else (hint, False)
+    kind, optional = (args[0], True) if union and len(args) == 1 else (hint, False)
+    return (tuple if typing.get_origin(kind) is tuple else kind), optional   # tuple[str, ...] is a tuple
 
 
-def _unknown(cls, extra: list, where: str) -> UnknownKey:
+def _unknown(cls: type, extra: list[str], where: str) -> UnknownKey:
     names = [f.name for f in dataclasses.fields(cls)]
     said = ", ".join(repr(k) for k in extra)
     return UnknownKey(f"unknown {where + ' ' if where else ''}key{'s' if len(extra) > 1 else ''} "
                       f"{said} (valid: {', '.join(names)})")
 
 
-def check(cls, mapping: dict, where: str = "") -> None:
+def check(cls: type, mapping: Mapping[str, Any], where: str = "") -> None:
     """Every value of `mapping` by its field's declaration in `cls`; ValueError in one line
     that names the setting as the config spells it (`where` is the prefix: "health.expect").
 
@@ -60,14 +70,14 @@ def check(cls, mapping: dict, where: str = "") -> None:
             _check_value(cls, f, mapping[f.name], where)
 
 
-def _check_value(cls, f, value, where: str) -> None:
+def _check_value(cls: type, f: dataclasses.Field[Any], value: object, where: str) -> None:
     kind, optional = _kind(cls, f)
     rule = f.metadata.get("rule", {})
     name = rule.get("key") or (f"{where}.{f.name}" if where else f.name)
-    container = kind in (tuple, Settings) or dataclasses.is_dataclass(kind)
+    container = kind in (tuple, Settings) or _is_dataclass_type(kind)
     if value is None and (optional or container):
         return
-    if dataclasses.is_dataclass(kind):
+    if _is_dataclass_type(kind):
         if isinstance(value, kind):  # made already (the parallel Layout)
             return
         if not isinstance(value, dict):
@@ -88,22 +98,22 @@ def _check_value(cls, f, value, where: str) -> None:
         values.choice(value, name, rule["choices"])
 
 
-def build(cls, mapping, where: str, unknown: str = "refuse"):
+def build(cls: type[T], mapping: Mapping[str, Any] | None, where: str, unknown: str = "refuse") -> T:
     """cls(**mapping), converted by field types. unknown="refuse" raises UnknownKey for a key
     cls lacks; "drop" leaves it out (files written by a later suite)."""
     mapping = dict(mapping or {})
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # cls: a dataclass
     extra = sorted((k for k in mapping if k not in names), key=str)
     if extra and unknown == "refuse":
         raise _unknown(cls, extra, where)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # cls: a dataclass
         if f.name not in mapping:
             continue
         value, (kind, _) = mapping[f.name], _kind(cls, f)
         if value is None:
             kwargs[f.name] = None
-        elif dataclasses.is_dataclass(kind) and isinstance(value, dict):
+        elif _is_dataclass_type(kind) and isinstance(value, dict):
             kwargs[f.name] = build(kind, value, f"{where}.{f.name}" if where else f.name, unknown)
         elif kind is Settings:
             kwargs[f.name] = Settings(value)
@@ -114,9 +124,9 @@ def build(cls, mapping, where: str, unknown: str = "refuse"):
     return cls(**kwargs)
 
 
-def plain(obj) -> dict:
+def plain(obj: Any) -> dict[str, Any]:
     """A dataclass of the contract as plain JSON values (what its file holds)."""
-    out = {}
+    out: dict[str, Any] = {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(value) and hasattr(value, "as_dict"):

@@ -7,18 +7,22 @@ The typed point's fields are checked by these rules, each by its declaration (co
 Standard library only: workers use it too.
 """
 import math
+from collections.abc import Sequence
+from typing import Any, Callable, TypeGuard, TypeVar
+
+T = TypeVar("T")
 
 
-def is_integer(value) -> bool:
+def is_integer(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """An int or a float, finite, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def integer(value, name: str, minimum: int = 1, error=ValueError) -> int:
+def integer(value: Any, name: str, minimum: int | None = 1, error: type[Exception] = ValueError) -> int:
     """An integer >= minimum (any integer where minimum is None)."""
     if not is_integer(value) or (minimum is not None and value < minimum):
         want = "an integer" if minimum is None else f"an integer >= {minimum}"
@@ -26,7 +30,8 @@ def integer(value, name: str, minimum: int = 1, error=ValueError) -> int:
     return value
 
 
-def number(value, name: str, above=None, at_most=None, error=ValueError) -> float:
+def number(value: Any, name: str, above: float | None = None, at_most: float | None = None,
+           error: type[Exception] = ValueError) -> float:
     """A number > above (when given) and <= at_most (when given)."""
     if not is_number(value) or (above is not None and value <= above) \
             or (at_most is not None and value > at_most):
@@ -40,13 +45,13 @@ def number(value, name: str, above=None, at_most=None, error=ValueError) -> floa
     return value
 
 
-def boolean(value, name: str, error=ValueError) -> bool:
+def boolean(value: Any, name: str, error: type[Exception] = ValueError) -> bool:
     if value not in (True, False) or not isinstance(value, bool):
         raise error(f"{name} must be true or false, got {value!r}")
     return value
 
 
-def choice(value, name: str, choices, error=ValueError):
+def choice(value: T, name: str, choices: Sequence[object], error: type[Exception] = ValueError) -> T:
     """One of `choices` ("device must be auto, cpu or cuda, got 'tpu'")."""
     if not any(type(value) is type(c) and value == c for c in choices):  # 1 is not True
         *rest, last = [str(c) for c in choices]
@@ -54,6 +59,6 @@ def choice(value, name: str, choices, error=ValueError):
     return value
 
 
-def optional(check, value, name: str, *args, **kwargs):
+def optional(check: Callable[..., T], value: Any, name: str, *args: Any, **kwargs: Any) -> T | None:
     """`check` of a setting that may be null."""
     return None if value is None else check(value, name, *args, **kwargs)

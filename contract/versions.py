@@ -18,7 +18,9 @@ import glob
 import importlib.metadata
 import os
 import re
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .statuses import Unsupported
 
@@ -43,18 +45,18 @@ class Release:
     oldest: str
     why: str
     when: str = ALWAYS      # ALWAYS, RANKS, FP16 or TORCHTITAN (WHEN says each in words)
-    dists: tuple = ()       # the distributions it is installed as (tensorflow-cpu, ...); () = (package,)
+    dists: tuple[str, ...] = ()  # the distributions it is installed as (tensorflow-cpu, ...); () = (package,)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.when not in WHEN:
             raise ValueError(f"Release({self.package!r}): when={self.when!r} is none of {', '.join(WHEN)}")
 
     @property
-    def names(self) -> tuple:
+    def names(self) -> tuple[str, ...]:
         return self.dists or (self.package,)
 
 
-def parse(version: str) -> tuple:
+def parse(version: str) -> tuple[int, ...]:
     """(2, 11) of '2.11.0+cu130', '2.11', 'v2.11.0rc1' or '2.11.0a0+ecf3bae': the release's
     numbers, trailing zeros dropped; ValueError where there are none."""
     m = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip())
@@ -70,7 +72,7 @@ def older(version: str, than: str) -> bool:
     return parse(version) < parse(than)
 
 
-def installed(release: Release):
+def installed(release: Release) -> str | None:
     """The version of the first of the release's distributions installed here, or None."""
     for name in release.names:
         try:
@@ -80,16 +82,16 @@ def installed(release: Release):
     return None
 
 
-def found(releases) -> dict:
+def found(releases: Iterable[Release]) -> dict[str, str | None]:
     """package -> the version installed here (None: not installed, or no metadata)."""
-    out = {}
+    out: dict[str, str | None] = {}
     for r in releases:
         if r.package not in out:
             out[r.package] = installed(r)
     return out
 
 
-def conditions(spec, world_size: int) -> set:
+def conditions(spec: Any, world_size: int) -> set[str]:
     """What a rank of this run spec needs releases for: always, several ranks, fp16 AMP.
     torchtitan's path asks for its own (`require(releases, {TORCHTITAN})`) where it starts."""
     out = {ALWAYS}
@@ -100,10 +102,10 @@ def conditions(spec, world_size: int) -> set:
     return out
 
 
-def gaps(releases, versions: dict, asked) -> list:
+def gaps(releases: Iterable[Release], versions: Mapping[str, str | None], asked: Collection[str]) -> list[str]:
     """One line per release needed (`asked`: conditions) that the versions found are older
     than; a package with no version known is not judged (the import will tell)."""
-    out = []
+    out: list[str] = []
     for r in releases:
         have = versions.get(r.package)
         if r.when in asked and have is not None and older(have, r.oldest):
@@ -113,27 +115,29 @@ def gaps(releases, versions: dict, asked) -> list:
     return out
 
 
-def require(releases, asked, versions=None) -> dict:
+def require(releases: Collection[Release], asked: Collection[str],
+            versions: Mapping[str, str | None] | None = None) -> Mapping[str, str | None]:
     """The versions found (`versions`: found already); Unsupported, in one line, where a
     release asked for is older."""
-    versions = found(releases) if versions is None else versions
-    bad = gaps(releases, versions, asked)
+    have = found(releases) if versions is None else versions
+    bad = gaps(releases, have, asked)
     if bad:
         raise Unsupported("; ".join(bad) + " (docs/frameworks/README.md, \"Supported versions\")")
-    return versions
+    return have
 
 
-def check(releases, spec, world_size: int, versions=None) -> dict:
+def check(releases: Collection[Release], spec: Any, world_size: int,
+          versions: Mapping[str, str | None] | None = None) -> Mapping[str, str | None]:
     """The worker's first question, before its framework's import: `require` for this spec."""
     return require(releases, conditions(spec, world_size), versions)
 
 
 # ---- what the checkout tests, and the page -------------------------------------------------
 
-def pins(root: str = ROOT) -> dict:
+def pins(root: str = ROOT) -> dict[str, list[str]]:
     """distribution (lower case, '_' as '-') -> the versions pinned (==) by the checkout's
     requirement files, sorted oldest first."""
-    out = {}
+    out: dict[str, set[str]] = {}
     for pattern in REQUIREMENTS:
         for path in sorted(glob.glob(os.path.join(root, pattern))):
             with open(path) as f:
@@ -148,12 +152,12 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def tested(release: Release, pinned: dict) -> list:
+def tested(release: Release, pinned: Mapping[str, Iterable[str]]) -> list[str]:
     """The releases of `release`'s package the checkout pins (any of its distributions)."""
     return sorted({v for n in release.names for v in pinned.get(_norm(n), ())}, key=parse)
 
 
-def judge(release: Release, version, pinned: dict) -> tuple:
+def judge(release: Release, version: str | None, pinned: Mapping[str, Iterable[str]]) -> tuple[bool, str]:
     """(refused, words) of one package's version against its release: refused when a point
     that needs it (always) would end unsupported. For `launch doctor`."""
     when = f" {WHEN[release.when]}" if WHEN[release.when] else ""
@@ -165,11 +169,12 @@ def judge(release: Release, version, pinned: dict) -> tuple:
                 f"{release.package} {version} is older than {release.oldest}, the oldest supported"
                 f"{when} ({release.why})")
     if runs and parse(version) > parse(runs[-1]):
-        return False, f"{release.package} {version} (>= {release.oldest}{when}; newer than any tested: {', '.join(runs)})"
+        return False, (f"{release.package} {version} (>= {release.oldest}{when}; "
+                       f"newer than any tested: {', '.join(runs)})")
     return False, f"{release.package} {version} (>= {release.oldest}{when}; tested {', '.join(runs) or 'none'})"
 
 
-def table(adapters, root: str = ROOT) -> str:
+def table(adapters: Iterable[Any], root: str = ROOT) -> str:
     """The page's table of supported versions: a row per framework's release, in Markdown."""
     pinned = pins(root)
     rows = ["| framework | package | oldest supported | needed | why | tested here |",

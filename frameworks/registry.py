@@ -17,22 +17,23 @@ import importlib
 import os
 import pkgutil
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
-from contract.modes import Modes  # noqa: F401  (re-exported: what an adapter declares)
+from contract.modes import Modes as Modes  # re-exported: what an adapter declares
 from contract.statuses import Unsupported
-from contract.versions import FP16, RANKS, TORCHTITAN, Release  # noqa: F401  (re-exported)
+from contract.versions import FP16 as FP16, RANKS as RANKS, TORCHTITAN as TORCHTITAN  # re-exported
+from contract.versions import Release as Release  # re-exported
 
 ANY = "any"  # a Precision key: every AMP dtype
 
 
-def resolve(ref, package: Optional[str] = None):
+def resolve(ref: object, package: Optional[str] = None) -> Any:
     """What a lazy reference names ("module:Name.attr", the module relative to `package`
     where it starts with a dot); anything else is taken as the object itself."""
     if not isinstance(ref, str):
         return ref
     module, _, path = ref.partition(":")
-    obj = importlib.import_module(module, package)
+    obj: Any = importlib.import_module(module, package)
     for part in path.split("."):
         obj = getattr(obj, part)
     return obj
@@ -64,9 +65,9 @@ class Adapter:
     name: str
     benches: Mapping[str, Bench]
     oom: object = None               # is_oom(exc) -> bool; None: the harness's (MemoryError)
-    data_backends: tuple = ()        # data=files loaders (data.backend), the default first
+    data_backends: tuple[str, ...] = ()  # data=files loaders (data.backend), the default first
     import_name: Optional[str] = None  # the module it imports as (None: its name)
-    releases: tuple = ()             # Release(...): the oldest release of the framework and of
+    releases: tuple[Release, ...] = ()  # Release(...): the oldest release of the framework and of
                                      # what its worker imports beside it, and why
     modes: Modes = Modes()           # compile=false, compile=true, and auto's choice
     precision: Precision = Precision()  # where its AMP cannot run, and why
@@ -75,7 +76,7 @@ class Adapter:
                                      # cp, ep: contract/parallel.py)
     package: Optional[str] = field(default=None, repr=False)  # of relative references
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.import_name is None:
             object.__setattr__(self, "import_name", self.name)
 
@@ -92,11 +93,11 @@ class Adapter:
         them (checkpoint.every), both on the same code (docs/checkpoint.md)."""
         return "checkpoint" in self.benches
 
-    def load(self, ref):
+    def load(self, ref: object) -> Any:
         """What one of this adapter's references names (imports its module)."""
         return resolve(ref, self.package)
 
-    def oom_rule(self):
+    def oom_rule(self) -> Any:
         """The framework's is_oom(exc) (imports its module), or None where it declares none."""
         return None if self.oom is None else self.load(self.oom)
 
@@ -104,15 +105,16 @@ class Adapter:
 def get(name: str) -> Adapter:
     """The adapter framework `name` declares (frameworks/<name>/__init__.py); importing it
     imports no framework. ModuleNotFoundError where the suite has no such framework."""
-    return importlib.import_module(f"{__package__}.{name}").ADAPTER
+    adapter: Adapter = importlib.import_module(f"{__package__}.{name}").ADAPTER
+    return adapter
 
 
-def names() -> list:
+def names() -> list[str]:
     """Every framework with an adapter: the packages of frameworks/ but common/, sorted."""
     here = os.path.dirname(os.path.abspath(__file__))
     return sorted(m.name for m in pkgutil.iter_modules([here]) if m.ispkg and m.name != "common")
 
 
-def which(fact: str) -> list:
+def which(fact: str) -> list[str]:
     """The frameworks whose adapters have `fact` (an attribute, true), as refusals name them."""
     return [name for name in names() if getattr(get(name), fact)]

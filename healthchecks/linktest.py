@@ -39,6 +39,7 @@ library only, but `measure` imports torch.
 """
 import statistics
 import time
+from typing import Any
 
 SLOW_NODE_SENDS = "sends slowly"
 SLOW_NODE_RECEIVES = "receives slowly"
@@ -69,7 +70,7 @@ def partners(node: int, nodes: int, stride: int) -> tuple:
 def best_link_median(rates: dict):
     """Each node's best link (in or out), the higher median of those over the nodes: a slow
     node gives one value of N to it. `rates`: (src, dst) -> rate. None without links."""
-    best = {}
+    best: dict = {}
     for (src, dst), rate in rates.items():
         for node in (src, dst):
             best[node] = max(best.get(node, rate), rate)
@@ -122,8 +123,8 @@ def diagnose(nodes: int, slow) -> dict:
     if nodes == 2:
         return {"nodes": {}, "links": sorted(slow), "ambiguous": bool(slow)}
     ways = _ways(nodes)
-    sends = {n for n, (outs, _) in ways.items() if all(l in slow for l in outs)}
-    receives = {n for n, (_, ins) in ways.items() if all(l in slow for l in ins)}
+    sends = {n for n, (outs, _) in ways.items() if all(link in slow for link in outs)}
+    receives = {n for n, (_, ins) in ways.items() if all(link in slow for link in ins)}
     # a one-way candidate whose partners are all candidates the other way may be theirs to
     # explain; a candidate is firm when it is slow both ways or has a partner that is fine
     firm_sends = {n for n in sends if n in receives
@@ -151,10 +152,11 @@ def transfer_bytes(probe_gbytes_s: float, nbytes: int, cap_s: float) -> int:
 
 
 # ---- the measurement (one rank per node; every rank of the job takes part in the barriers) --
-def _exchange(td, send, recv, to: int, frm: int, sizes: tuple, device: str) -> float:
+def _exchange(td, send, recv, ranks: tuple[int, int], sizes: tuple, device: str) -> float:
     """One round's transfer: send sizes[0] bytes to rank `to` while receiving sizes[1] from
-    `frm` -> the seconds until the receive completed."""
+    `frm` (ranks: (to, frm)) -> the seconds until the receive completed."""
     import torch
+    to, frm = ranks
     t0 = time.perf_counter()
     reqs = td.batch_isend_irecv([td.P2POp(td.isend, send[:sizes[0]], to),
                                  td.P2POp(td.irecv, recv[:sizes[1]], frm)])
@@ -167,7 +169,7 @@ def _exchange(td, send, recv, to: int, frm: int, sizes: tuple, device: str) -> f
 
 
 def measure(dist, gpus_per_node: int, nbytes: int, iters: int, device: str = "cpu",
-            cap_s: float = None) -> list:
+            cap_s: float | None = None) -> list:
     """Run the schedule over the job's node leaders (rank node * gpus_per_node) -> for
     this rank, [{src, dst, stride, bytes, seconds, capped, probe_gbytes_s}] of the links it
     received on (empty on a rank that leads no node): the best of `iters` transfers, so that
@@ -187,25 +189,28 @@ def measure(dist, gpus_per_node: int, nbytes: int, iters: int, device: str = "cp
     out = []
     for stride, _ in schedule(nodes):
         to, frm = partners(me, nodes, stride) if me is not None else (None, None)
-        ranks = (to * gpus_per_node, frm * gpus_per_node) if me is not None else None
+        # ranks, took, sizes: None on a rank that leads no node, which only joins the collectives
+        # (their every use is under `me is not None`, which mypy does not carry across)
+        ranks: Any = (to * gpus_per_node, frm * gpus_per_node) if me is not None else None
+        took: Any = None
         for size in (1024, probe):  # open the pair's connection, then the probe
             td.barrier()
-            took = _exchange(td, send, recv, *ranks, (size, size), device) if me is not None else None
+            took = _exchange(td, send, recv, ranks, (size, size), device) if me is not None else None
         rates = torch.zeros(nodes, dtype=torch.float64, device=device)
         if me is not None:
             rates[me] = probe / took / 1e9  # the link into me
         td.all_reduce(rates)
-        rates = rates.tolist()
-        sizes = ((transfer_bytes(rates[to], nbytes, cap_s or float("inf")),
-                  transfer_bytes(rates[me], nbytes, cap_s or float("inf"))) if me is not None else None)
+        speeds = rates.tolist()
+        sizes: Any = ((transfer_bytes(speeds[to], nbytes, cap_s or float("inf")),
+                       transfer_bytes(speeds[me], nbytes, cap_s or float("inf"))) if me is not None else None)
         best = None
         for _ in range(iters):
             td.barrier()
             if me is not None:
-                took = _exchange(td, send, recv, *ranks, sizes, device)
+                took = _exchange(td, send, recv, ranks, sizes, device)
                 best = took if best is None else min(best, took)
         td.barrier()
         if me is not None:
             out.append({"src": frm, "dst": me, "stride": stride, "bytes": sizes[1], "seconds": best,
-                        "capped": sizes[1] < nbytes, "probe_gbytes_s": rates[me]})
+                        "capped": sizes[1] < nbytes, "probe_gbytes_s": speeds[me]})
     return out

@@ -8,6 +8,7 @@ Standard library only otherwise, plus torch where a device is counted or multipl
 this runs in the health step's Python (healthchecks/rank.py).
 """
 import glob
+import math
 import os
 import subprocess
 import time
@@ -46,7 +47,7 @@ def skipped(reason: str) -> dict:
 
 
 # ---- NVML ---------------------------------------------------------------------------------
-_NVML = {}
+_NVML: dict = {}
 
 
 def nvml():
@@ -199,7 +200,7 @@ def gpu_gres(node_line: str):
     return None
 
 
-def inventory(host: str) -> dict:
+def inventory(host: str) -> dict | None:
     """The node's GPUs: {source, count, models}. NVML counts what the driver has (whatever
     CUDA_VISIBLE_DEVICES says); without it CUDA counts what the process may use; without a
     CUDA runtime the count is the one the node's slurmd registered (the test cluster's fake
@@ -245,7 +246,7 @@ def versions(settings) -> dict:
     try:
         nv = nvml()
         cuda = nv.nvmlSystemGetCudaDriverVersion_v2()
-        found = {"driver": _text(nv.nvmlSystemGetDriverVersion()),
+        found: dict[str, str | None] = {"driver": _text(nv.nvmlSystemGetDriverVersion()),
                  "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}"}
     except Skip:
         found = {"driver": environment.nvidia_driver(), "cuda": None}
@@ -259,7 +260,7 @@ def versions(settings) -> dict:
 
 
 # ---- network --------------------------------------------------------------------------------
-def _rate_gbps(rate) -> float:
+def _rate_gbps(rate) -> float | None:
     """'200 Gb/sec (4X HDR)' -> 200.0; None where unreadable."""
     try:
         return float(str(rate).split()[0])
@@ -372,14 +373,14 @@ def matmul(settings, device: str) -> dict:
     b = torch.randn(n, n, device=device)
     sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
     (a @ b).sum().item()  # the first call pays the library's start
-    best, reps, until = None, 0, time.perf_counter() + float(settings.get("matmul_s") or 0.5)
+    best, reps, until = math.inf, 0, time.perf_counter() + float(settings.get("matmul_s") or 0.5)
     while reps < 3 or time.perf_counter() < until:
         sync()
         t0 = time.perf_counter()
         a @ b
         sync()
         took = time.perf_counter() - t0
-        best = took if best is None else min(best, took)
+        best = min(best, took)
         reps += 1
     gflops = 2 * n ** 3 / best / 1e9
     return ok(f"{gflops:.1f} GFLOP/s ({n}x{n} fp32 on {device})", value=gflops, unit="GFLOP/s")

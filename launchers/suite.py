@@ -17,7 +17,7 @@ class ConfigError(ValueError):
     """Bad input, said in one line."""
 
 
-def commit() -> str:
+def commit() -> str | None:
     """The suite's git commit, marked dirty when the tree has changes; None outside git."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,

@@ -50,7 +50,7 @@ def repeat_figures(ranks, nodes: int) -> dict:
 
 def _by_repeat(results, sweep, point) -> dict:
     """repeat -> its ranks' checkpoint records."""
-    out = {}
+    out: dict = {}
     for e in results.environments:
         if e["sweep"] == sweep and e["point"] == point and isinstance(e.get("checkpoint"), dict):
             out.setdefault(e["repeat"], []).append(e["checkpoint"])
@@ -98,7 +98,8 @@ def training_table(results) -> pd.DataFrame:
     slowest rank's blocking and durable times (medians over the timed saves of ok repeats)."""
     p = results.points
     train = p[p.bench == "train"] if len(p) else p
-    every, base = [], {}
+    every: list = []
+    base: dict = {}
     for r in train.itertuples():
         m = results.manifest(r.sweep, r.point)
         cfg = (m.get("config") or {}).get("checkpoint") or {}
@@ -126,14 +127,15 @@ def training_table(results) -> pd.DataFrame:
 def _saves(results, sweep, point) -> dict:
     """The timed saves of a point's ok repeats: how many a repeat made, and the medians of
     each save's slowest-rank blocking and durable times."""
-    ok, per = _ok_repeats(results, sweep, point), {}
+    ok = _ok_repeats(results, sweep, point)
+    per: dict = {}
     for e in results.environments:
         c = e.get("checkpoint")
         if e["sweep"] == sweep and e["point"] == point and e["repeat"] in ok and isinstance(c, dict):
             for s in c.get("saves") or ():
                 if s.get("timed"):
                     per.setdefault((e["repeat"], s["step"]), []).append(s)
-    counts = {}
+    counts: dict = {}
     for repeat, _ in per:
         counts[repeat] = counts.get(repeat, 0) + 1
 

@@ -8,8 +8,8 @@ nccl-tests aggregates its ranks: the time is the mean over ranks (and repeats), 
 `*_min` / `*_max` are the extremes of the per-rank figures. The uneven all-to-all
 (all_to_allv) adds `imbalance`: the largest rank's received bytes over the mean's
 (contract/busbw.py). A point of one rank has times and no bandwidth (contract/busbw.py's
-`moves`: one rank moves nothing), whatever an older record holds. A point with no measurement at all (it failed before its first) still
-gets one row, with op empty, so that it is never silently dropped.
+`moves`: one rank moves nothing), whatever an older record holds. A point with no measurement
+at all (it failed before its first) still gets one row, with op empty, so that it is never silently dropped.
 """
 import pandas as pd
 

@@ -52,7 +52,7 @@ def device_key(name) -> DeviceKey:
     words = re.split(r"[^A-Z0-9]+", text)
     family = next((w for w in words if _FAMILY.fullmatch(w)), None)
     if any(w.startswith("SXM") or w.startswith("HBM3") for w in words):
-        form = "sxm"
+        form: str | None = "sxm"
     elif "PCIE" in words:
         form = "pcie"
     elif "NVL" in words:

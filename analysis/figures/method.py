@@ -218,7 +218,7 @@ def legend(max_cv: float = MAX_CV, max_drift: float = MAX_DRIFT, marks=None) -> 
     return "; ".join(f"{m} = {MARKS[m].format(max_cv=max_cv, max_drift=max_drift)}" for m in shown)
 
 
-def speedup(value: float, baseline: float):
+def speedup(value: float | None, baseline: float | None) -> float | None:
     return value / baseline if value is not None and baseline else None
 
 

@@ -109,7 +109,7 @@ def metrics(results) -> pd.DataFrame:
         row.update({k: lay.get(k) for k in LAYOUT_KEYS}, global_batch_size=per_iteration,
                    case=point.get("case"), layout=grid.key() if grid else None,
                    ideal_bubble=None, measured_bubble=None)
-        if lay.get("pp", 1) > 1:
+        if grid is not None and lay.get("pp", 1) > 1:
             row["ideal_bubble"] = parallel.ideal_bubble(grid)
             row["measured_bubble"] = method.median_of(bubbles.get((str(p.sweep), p.point, r.repeat))
                                              for r in ok.itertuples())
@@ -153,7 +153,7 @@ def _peak_memory(ok) -> tuple:
 
 def _bubbles(results) -> dict:
     """(sweep, point, repeat) -> the mean over its ranks of the measured pipeline bubble."""
-    out = {}
+    out: dict = {}
     for e in results.environments:
         pipe = e.get("pipeline")
         if pipe and pipe.get("measured_bubble") is not None:

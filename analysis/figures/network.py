@@ -7,15 +7,15 @@ from contract import nccl_net
 
 
 def _expect(manifest: dict):
-    health = manifest.get("health") if isinstance(manifest.get("health"), dict) else {}
-    expect = health.get("expect") if isinstance(health.get("expect"), dict) else {}
-    return expect.get("nccl_transport")
+    health = manifest.get("health")
+    expect = health.get("expect") if isinstance(health, dict) else None
+    return expect.get("nccl_transport") if isinstance(expect, dict) else None
 
 
 def networks(results) -> list:
     """One entry per NCCL point, in the points' order: {sweep, point, nodes, used (each
     network in words, with its ranks), flags}."""
-    by_point = {}
+    by_point: dict = {}
     for e in results.environments:
         if e.get("nccl"):
             by_point.setdefault((str(e["sweep"]), e["point"]), []).append(
@@ -28,7 +28,7 @@ def networks(results) -> list:
             continue
         manifest = results.manifest(p.sweep, p.point)
         nodes = int(manifest.get("nodes") or getattr(p, "nodes", 1) or 1)
-        used = {}
+        used: dict = {}
         for r in ranks:
             used.setdefault(nccl_net.describe(r["nccl"]), set()).add(r["rank"])
         out.append({"sweep": p.sweep, "point": p.point, "nodes": nodes,

@@ -58,7 +58,7 @@ def repeat_figures(ranks: dict, cols: dict):
 
 
 def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.MAX_CV,
-                    max_drift: float = method.MAX_DRIFT, preflight: dict = None) -> dict:
+                    max_drift: float = method.MAX_DRIFT, preflight: dict | None = None) -> dict:
     """A point's row: the method's figures over its ok repeats (analysis/figures/method.py), its
     status and first error, its device; `durations`: the timed steps' durations of each ok
     repeat (numpy arrays, reordered here), for the step-time percentiles; `preflight`: its preflight record
@@ -108,7 +108,8 @@ def add_speedup(points: pd.DataFrame) -> pd.DataFrame:
     same = [tuple(str(v) for v in row) for row in points[key].itertuples(index=False)]
     own = list(zip(points["sweep"].astype(str), same))
     flags = points["marks"] if "marks" in points else pd.Series([None] * len(points), dtype=object)
-    base, base_flagged = {}, {}
+    base: dict = {}
+    base_flagged: dict = {}
     for o, cfg, devices, tp, f in zip(own, same, points.devices, points.throughput, flags):
         if devices == 1 and not tables.missing(tp):
             for k in (o, cfg):
@@ -134,8 +135,9 @@ def add_flops(points: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     rows = []
     for p in points.itertuples(index=False):
         point = manifests.get((str(p.sweep), p.point)) or {}
-        model = point.get("model") if isinstance(point.get("model"), dict) else {}
-        config = point.get("config") if isinstance(point.get("config"), dict) else {}
+        model, config = point.get("model"), point.get("config")
+        model = model if isinstance(model, dict) else {}
+        config = config if isinstance(config, dict) else {}
         per_sample = flops.flops_per_sample(model) if p.bench == "train" else None
         if per_sample is None:
             rows.append((None, None, None, None, None, None))

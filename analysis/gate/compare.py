@@ -172,7 +172,8 @@ def cmd_compare(args) -> int:
     stored = str(args.reference) == STORE or str(args.reference).startswith(STORE + ":")
     data = stored_reference(args.reference, results, args.store) if stored else None
     system, entries = read_reference(args.reference, args.system, args.tolerance, data)
-    table, labels = [], []
+    table: list = []
+    labels: list = []
     found, not_run = verdicts(results, entries), 0
     if str(args.reference).startswith(published.PREFIX):
         not_run = sum(v[3] == "NOT RUN" for v in found)

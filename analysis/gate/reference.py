@@ -19,13 +19,15 @@ A reference file (YAML, or JSON when it ends in .json; benchmarks/references/) i
 
 An entry's config keys: CONFIG_KEYS, `model.<key>` for MODEL_KEYS, `search` for a search's
 key; `bench` and `op` for a collective's (bench=comm, metric busbw_gbps) or a checkpoint's
-(bench=checkpoint, metric checkpoint_gbps) entry: an entry without `bench` is a training one. `read_reference` reads and checks one (a file, or `published:NAME`: one throughput entry
+(bench=checkpoint, metric checkpoint_gbps) entry: an entry without `bench` is a training one.
+`read_reference` reads and checks one (a file, or `published:NAME`: one throughput entry
 per row of analysis/published/NAME.yaml, analysis/published/sources.py); `make_reference`
 writes one from a past run (`python -m analysis reference`); `stored_reference` makes one
 from the results store (`--reference store[:SWEEP]`); `figures` are a run's rows the entries
 are matched against.
 """
 import json
+from typing import Any, cast
 
 import yaml
 
@@ -167,10 +169,10 @@ def figures(results) -> list:
     m = metrics(results)
     m = m[m.search.isna()] if len(m) else m
     busbw = _busbw(results)
-    saved = checkpoint_table(results)
-    saved = {(str(s), p): g for s, p, g in zip(saved.sweep, saved.point, saved.gbps)}
+    durable = checkpoint_table(results)
+    saved = {(str(s), p): g for s, p, g in zip(durable.sweep, durable.point, durable.gbps)}
     rows = []
-    for r in m.to_dict("records"):
+    for r in cast(list[dict[str, Any]], m.to_dict("records")):
         r["kind"] = "point"
         r["peak_memory_gib"] = tables.gib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else None
         bench, key = r.get("bench") or "train", (str(r["sweep"]), r["point"])
@@ -188,7 +190,7 @@ def figures(results) -> list:
 BENCH_METRICS = {"comm": "busbw_gbps", "checkpoint": "checkpoint_gbps"}
 
 
-def entry_of(r: dict, device: bool = False, metric: str = None):
+def entry_of(r: dict, device: bool = False, metric: str | None = None):
     """A reference entry of one ok point's (or search's) figures row (`figures`), with its
     `key` (configuration and metric, as text); None where it has no figure. The device is
     a key only when asked (a reference file's system names it); `metric`: this one, not the
@@ -283,7 +285,9 @@ def make_reference(results, tolerance=0.05, system=None) -> dict:
     if system is None:
         names = sorted(set(results.runs.get("device", []).dropna().astype(str))) if len(results.runs) else []
         system = " + ".join(names) or "unknown"
-    entries, seen, ran_in = [], {}, images.of_points(results)
+    entries: list = []
+    seen: dict = {}
+    ran_in = images.of_points(results)
     for r in figures(results):
         e = entry_of(r)
         if e is None:

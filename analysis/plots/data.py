@@ -54,7 +54,7 @@ class PlotData(NamedTuple):
     points: pd.DataFrame  # the training points of the main tables, with mode and allocation
     spreads: list         # a RankSpread per model that has timed steps of an ok repeat
     comm: pd.DataFrame    # analysis.figures.comm.comm_table(results), or None
-    checkpoint: pd.DataFrame = None  # figures.checkpoint.checkpoint_table(results), or None
+    checkpoint: pd.DataFrame | None = None  # figures.checkpoint.checkpoint_table(results), or None
 
 
 def numeric(series) -> pd.Series:
@@ -88,7 +88,7 @@ def _by_rank_then_time(rank, ms, host):
     return rank[order], ms[order], host[order], None
 
 
-def rank_stats(steps: pd.DataFrame, boxes: bool = None) -> pd.DataFrame:
+def rank_stats(steps: pd.DataFrame, boxes: bool | None = None) -> pd.DataFrame:
     """Per rank, the spread of its timed steps (`steps`: rank, duration in s, host) in ms:
     quantiles by linear interpolation (numpy's, as matplotlib's boxplot takes them), the
     whiskers at the furthest step within WHIS IQR of the box and, when `boxes` (by default
@@ -144,7 +144,7 @@ def rank_spreads(results, train: pd.DataFrame) -> list:
         good = set(mine[mine.status == "ok"].repeat) if len(mine) else set()
         steps = results.timed_steps(p.point, good)
         if len(steps):
-            out.append(RankSpread(model, p.drop(labels="_s"), len(good), rank_stats(steps)))
+            out.append(RankSpread(str(model), p.drop(labels="_s"), len(good), rank_stats(steps)))
     return out
 
 

@@ -41,10 +41,10 @@ def _series(pts: pd.DataFrame):
     sweep where a folder of sweeps ran the same configuration more than once."""
     many_bs = pts.batch_size.nunique() > 1
     many_modes = pts.groupby("framework")["mode"].nunique().max() > 1
-    shades = {}
+    shades: dict = {}
     for (fw, prec, bs, mode), rows in pts.groupby(["framework", "precision", "batch_size", "mode"]):
-        label = " ".join([fw, prec] + ([f"bs{bs}"] if many_bs else [])
-                         + ([mode] if many_modes else []))
+        label = " ".join([str(fw), str(prec)] + ([f"bs{bs}"] if many_bs else [])
+                         + ([str(mode)] if many_modes else []))
         parts = (rows.groupby("sweep", sort=True) if rows.allocation.duplicated().any()
                  else [(None, rows)])
         for sweep, part in parts:

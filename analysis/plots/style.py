@@ -38,7 +38,8 @@ def framework_colour(framework, shade: int = 0) -> str:
     framework and precision (other batch sizes or modes)."""
     base = colors.to_rgb(FRAMEWORK_COLOURS.get(str(framework), OTHER_COLOUR))
     mix = min(0.6, 0.25 * shade)
-    return colors.to_hex([c + (1 - c) * mix for c in base])
+    r, g, b = (c + (1 - c) * mix for c in base)
+    return colors.to_hex((r, g, b))
 
 
 def marker(precision) -> str:

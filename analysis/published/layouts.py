@@ -1,6 +1,7 @@
 """Published figures of parallel layouts (analysis/published/*.yaml with `figure: layouts`):
 DLPerf's GPT table (OneFlow-GPT and Megatron-LM on V100), dgxc-benchmarking's and
-torchtitan's Llama 3.1, dgxc-benchmarking's DeepSeek-V3. `rows()` reads them, checked; `find(point)` returns the rows whose
+torchtitan's Llama 3.1, dgxc-benchmarking's DeepSeek-V3. `rows()` reads them, checked; `find(point)` returns
+the rows whose
 layout is a point's.
 
 A file gives its defaults once (any of FILE_KEYS), `implementations` (name -> its
@@ -61,7 +62,7 @@ def _derive(row: dict, where: str) -> dict:
     """The derived fields of a row, and its arithmetic checked by the layout's own relations
     (contract/parallel.py: the grid, the batches, the experts' mesh, the shape against tp;
     the padded vocabulary by padded_vocab), every broken one in one line."""
-    derived = []
+    derived: list = []
     for key in ("cp", "ep"):
         if row.get(key) is None:
             row[key], derived = 1, derived + [key]
@@ -127,7 +128,8 @@ def read_layouts(path) -> list:
             if bad or figures.get("peak_percent", 1) > 100 or figures.get("mfu_percent", 1) > 100:
                 raise PublishedError(f"{where}: {impl}'s {', '.join(bad) or 'percentage'} is not a "
                                      "positive number (at most 100 for a percentage)")
-            row = {"file": name, "impl": impl, **defaults, **{k: impls[impl][k] for k in IMPLEMENTATION_KEYS if k in impls[impl]},
+            row = {"file": name, "impl": impl, **defaults,
+                   **{k: impls[impl][k] for k in IMPLEMENTATION_KEYS if k in impls[impl]},
                    **{k: v for k, v in case.items() if k not in impls}, **figures}
             missing = [k for k in ("nodes", "gpus_per_node", "tp", "pp", "hidden", "heads",
                                    "layers", "seq_len", "precision", "device") if row.get(k) is None]
@@ -165,7 +167,7 @@ def matches(point: dict, row: dict) -> bool:
     return point.get("device") is None or matching.same_device(point["device"], row["device"])
 
 
-def find(point: dict, published: list = None) -> list:
+def find(point: dict, published: list | None = None) -> list:
     """The published rows whose layout is the point's, in the files' order."""
     return [r for r in (rows() if published is None else published) if matches(point, r)]
 

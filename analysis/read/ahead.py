@@ -236,7 +236,8 @@ def _child(paths, owner, asked, lock, conn) -> None:
             if free is None:
                 time.sleep(0.001)   # the window is full: wait for the reader to move on
                 continue
-            entries, columns = [], []
+            entries: list[tuple[int, str, tuple]] = []
+            columns = []
             for i in range(free * CHUNK, min(len(paths), (free + 1) * CHUNK)):
                 try:
                     slim, cols = record_file.rank_record(paths[i])

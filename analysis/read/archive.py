@@ -31,6 +31,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from typing import IO
 
 import zstandard
 
@@ -142,11 +143,13 @@ def write(sweep, out=None, profiles: bool = False) -> tuple:
     try:
         with open(part, "wb") as raw:
             frames = _Frames(raw)
-            with tarfile.open(fileobj=frames, mode="w:", format=tarfile.PAX_FORMAT) as tar:
+            # _Frames only writes, all a "w:" tar asks; typeshed's fileobj protocol asks for reading too
+            with tarfile.open(fileobj=frames, mode="w:", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
                 for rel in files:
                     full = os.path.join(sweep, rel)
                     info = tar.gettarinfo(full, arcname=f"{name}/{rel}")
                     with open(full, "rb") as f:
+                        body: IO[bytes] = f
                         if masking:   # an old sweep's secrets: each file as masking makes it
                             data, what = masking.file(rel, f.read())
                             if data is None:
@@ -154,8 +157,8 @@ def write(sweep, out=None, profiles: bool = False) -> tuple:
                                 continue
                             if what:
                                 manifest["masked"][rel] = what
-                            info.size, f = len(data), io.BytesIO(data)
-                        hashing = _Hashing(f)
+                            info.size, body = len(data), io.BytesIO(data)
+                        hashing = _Hashing(body)
                         tar.addfile(info, hashing)
                     manifest["files"][rel] = {"sha256": hashing.sha.hexdigest(), "bytes": hashing.size}
                     frames.end_frame()
@@ -210,7 +213,7 @@ def _members(data: bytes):
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         for m in tar:
             if m.isfile():
-                yield m, tar.extractfile(m).read()
+                yield m, tar.extractfile(m).read()  # type: ignore[union-attr]  # a file member's is never None
 
 
 def _pieces(path: str):

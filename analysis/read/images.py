@@ -27,7 +27,7 @@ def label(container) -> str:
 def of_points(results) -> dict:
     """(sweep, point) -> its image (the record's `container`, or None), from the first rank
     record read of it; a point whose ranks disagree keeps the first (they share one spec)."""
-    out = {}
+    out: dict = {}
     for e in results.environments:
         out.setdefault((e["sweep"], e["point"]), e.get("container"))
     return out
@@ -36,7 +36,7 @@ def of_points(results) -> dict:
 def environment_lines(results) -> list:
     """The Environment section's image lines: each image with its points; nothing when no
     point ran in a container."""
-    by_image = {}
+    by_image: dict = {}
     for (sweep, point), c in of_points(results).items():
         by_image.setdefault(label(c), []).append(point)
     if set(by_image) <= {"none"}:

@@ -49,18 +49,24 @@ __all__ = ["load", "find_points", "Results", "RecordError", "CorruptFile"]
 class _Reader:
     """Accumulates what the records say, point by point; `results()` assembles it."""
 
-    def __init__(self, root: str, limits: dict = None, damaged: dict = None,
+    def __init__(self, root: str, limits: dict | None = None, damaged: dict | None = None,
                  steps_at_most: int = 0, ahead=None):
         self.root = root
         self.limits = dict(limits or {})   # the flags' thresholds: max_cv, max_drift
         self.damaged = damaged or {}       # an archive's files that failed its checks: path -> why
-        self.point_rows, self.run_rows, self.corrupt = [], [], []
-        self.comm, self.environments, self.manifests, self.searches = [], [], {}, []
-        self.preflights = {}  # (sweep, point) -> its preflight.json (preflight=true)
-        self.certifications = []  # each certification's verdict.json (certify/)
+        self.point_rows: list = []
+        self.run_rows: list = []
+        self.corrupt: list = []
+        self.comm: list = []
+        self.environments: list = []
+        self.manifests: dict = {}
+        self.searches: list = []
+        self.preflights: dict = {}  # (sweep, point) -> its preflight.json (preflight=true)
+        self.certifications: list = []  # each certification's verdict.json (certify/)
         self.steps = _StepBuffers(steps_at_most)
-        self.owners = []      # per rank record kept: (point code, repeat, rank, host code, steps)
-        self.point_code, self.host_code = {}, {}
+        self.owners: list = []      # per rank record kept: (point code, repeat, rank, host code, steps)
+        self.point_code: dict = {}
+        self.host_code: dict = {}
         self.ahead = ahead    # read_ahead.Ahead: a second process reading the rank records
 
     def bad(self, c: CorruptFile, sweep=None, point=None, repeat=None) -> None:
@@ -335,7 +341,7 @@ def opened(path, ahead_ok: bool = False, merge: bool = False, **limits):
         yield results, {s: s.replace(str(path), folder, 1) for s in results.points.sweep.unique()}
 
 
-def _load(path, limits: dict, damaged: dict = None, ahead_ok: bool = False,
+def _load(path, limits: dict, damaged: dict | None = None, ahead_ok: bool = False,
           merge: bool = False) -> Results:
     files = find_points(path)
     merge_rule.check(path, files, merge)

@@ -14,7 +14,8 @@ def of_points(results) -> dict:
     """(sweep, point) -> {image, digest, runtime, framework, framework_version, releases,
     device, driver, cuda, nccl, nccl_network, hosts}: the first rank record that states each
     fact; every host any of its ranks ran on, sorted."""
-    out, hosts = {}, {}
+    out: dict = {}
+    hosts: dict = {}
     for e in results.environments:
         key = (str(e["sweep"]), e["point"])
         env, framework = e.get("environment") or {}, e.get("framework") or {}

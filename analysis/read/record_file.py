@@ -19,7 +19,7 @@ from contract import paths, values
 try:
     from orjson import loads as _loads
 except ImportError:  # the standard library's parser: the same results, slower
-    from json import loads as _loads
+    from json import loads as _loads  # type: ignore[assignment]  # json's signature, orjson's differs
 
 PHASE_CODE = {p: i for i, p in enumerate(PHASES)}   # a step's phase in the step columns
 # Steps are read column by column: one pass per field, straight into a numpy array.

@@ -17,7 +17,8 @@ from analysis.figures.points import (CONFIG_COLUMNS, FLOP_COLUMNS, POINT_ENERGY_
 # median's 95% interval, the steps' percentiles, straggler ratio (and the slowest rank's
 # host, when past method.STRAGGLER_LIMIT, in how many ok repeats) and drift, the flags.
 STAT_COLUMNS = ["ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p99",
-                "straggler", "straggler_host", "straggler_host_repeats", "drift", "marks", "flag_spread", "flag_few_repeats", "flag_drift"]
+                "straggler", "straggler_host", "straggler_host_repeats", "drift", "marks",
+                "flag_spread", "flag_few_repeats", "flag_drift"]
 POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "mode", "throughput", "tp_min", "tp_max",
                  "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes", "device",
                  *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",
@@ -112,7 +113,7 @@ class Results:
     def steps(self, frame) -> None:
         self._steps, self._columns = frame, None
 
-    def _owners(self, field: str, rows=slice(None), steps: slice = None):
+    def _owners(self, field: str, rows=slice(None), steps: slice | None = None):
         """Each step's point code, repeat, rank or host code (`field`), from the records'
         owners rows (`rows`: some of them; their steps in reading order), or of the steps
         `steps` (a range of all of them) alone."""
@@ -138,7 +139,7 @@ class Results:
             "point": pd.Categorical.from_codes(self._owners("point"), categories=c["point_names"]),
             "repeat": self._owners("repeat"), "rank": self._owners("rank"),
             "host": pd.Categorical.from_codes(self._owners("host"), categories=c["host_names"]),
-            "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=method.PHASES),
+            "step": c["step"], "phase": pd.Categorical.from_codes(c["phase"], categories=pd.Index(method.PHASES)),
             "start": c["start"], "end": c["end"], "samples": c["samples"], "loss": c["loss"],
             "duration": c["end"] - c["start"]}, copy=False)
 
@@ -156,7 +157,7 @@ class Results:
         rows = (owners[:, 0] == code) & np.isin(owners[:, 1], list(repeats))
         starts = np.r_[0, np.cumsum(owners[:, -1])][:-1][rows]
         parts = [slice(a, a + n) for a, n in zip(starts, owners[rows, -1])]
-        runs = []      # the records' steps, as runs of neighbouring records
+        runs: list = []      # the records' steps, as runs of neighbouring records
         for part in parts:
             if runs and runs[-1].stop == part.start:
                 runs[-1] = slice(runs[-1].start, part.stop)
@@ -174,7 +175,7 @@ class Results:
                                                                categories=c["host_names"])},
                             copy=False)
 
-    def steps_table(self, steps: slice = None):
+    def steps_table(self, steps: slice | None = None):
         """The steps as a pyarrow Table, straight from the columns (no DataFrame); `steps`:
         a range of them only."""
         import pyarrow as pa

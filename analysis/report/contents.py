@@ -50,9 +50,9 @@ def sections(results, comm_table=None) -> list:
            Section("summary", summary.text(s), data=s)]
     models = list(training_points(results).groupby("model", sort=True))
     limits = limits_of(results)
-    out += [Section(f"model:{m}", main_tables(m, pts, limits), data=pts) for m, pts in models]
+    out += [Section(f"model:{m}", main_tables(str(m), pts, limits), data=pts) for m, pts in models]
     out += [Section(key, make(results), fold) for key, fold, make in AFTER_TABLES]
-    out += [Section(f"detail:{m}", detail_tables(m, pts), fold=True, data=pts)
+    out += [Section(f"detail:{m}", detail_tables(str(m), pts), fold=True, data=pts)
             for m, pts in models]
     out.append(Section("comm", _comm(results, comm_table)))
     out += [Section(key, make(results), fold) for key, fold, make in AFTER_DETAILS]

@@ -82,7 +82,7 @@ def summary_of(s: dict, limits: dict) -> dict:
     """The summary box: its facts, the chips of how the points ended, and a line for each
     that did not end ok and each unreadable point file."""
     total, good = sum(s["counts"].values()), s["counts"].get("ok", 0)
-    chips = [{"kind": "good", "text": f"{good} of {total} ended ok", "marks": ()}]
+    chips: list[dict] = [{"kind": "good", "text": f"{good} of {total} ended ok", "marks": ()}]
     chips += [{"kind": "part" if status == "partial" else "bad",
                "text": f"{n} {tables.label(status)}", "marks": ()}
               for status, n in sorted(s["counts"].items()) if status != "ok"]

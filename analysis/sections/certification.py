@@ -46,7 +46,7 @@ def health_line(verdict: dict) -> str:
     if h.get("ok"):
         return f"health gate: ok on {', '.join(h.get('hosts') or []) or 'the nodes'}"
     sick = "; ".join(f"{node} ({'; '.join(why)})" for node, why in sorted((h.get("sick") or {}).items()))
-    links = "; ".join(f"slow link {l['src']} -> {l['dst']}" for l in h.get("slow_links") or [])
+    links = "; ".join(f"slow link {link['src']} -> {link['dst']}" for link in h.get("slow_links") or [])
     return "health gate: FAIL: " + ("; ".join(filter(None, [sick, links, h.get("error")])) or "sick")
 
 
@@ -62,7 +62,7 @@ def render(verdict: dict) -> str:
              + (f"; threshold {verdict['threshold']:g} for every item" if verdict.get("threshold")
                 else ""),
              health_line(verdict)]
-    notes = []
+    notes: list = []
     rows = [row_of(r, notes) for r in verdict.get("items") or ()]
     counts = ", ".join(f"{n} {v}" for v, n in (verdict.get("counts") or {}).items() if n)
     out = [head, "\n".join(facts)]

@@ -60,7 +60,7 @@ def render_comm(df: pd.DataFrame) -> str:
         allocations = (data[["nodes", "gpus_per_node", "ranks"]].drop_duplicates()
                        .sort_values(["ranks", "nodes"]))
         cols = [tables.allocation(n, g) for n, g in zip(allocations.nodes, allocations.gpus_per_node)]
-        grid = {}
+        grid: dict = {}
         for (fw, dtype, op, nodes, gpn), g in data.groupby(
                 ["framework", "dtype", "op", "nodes", "gpus_per_node"], sort=False):
             per_point = [v for _, p in g.groupby("point") if (v := avg_busbw(p)) is not None]

@@ -85,7 +85,7 @@ def system_of(rec) -> dict:
 
 
 def environment_block(results) -> str:
-    systems = {}   # facts (without topology, which only local rank 0 has) -> details
+    systems: dict = {}   # facts (without topology, which only local rank 0 has) -> details
     for rec in _records(results):
         facts = system_of(rec)
         key = (facts["device"], facts["versions"], facts["cpu"], facts["infiniband"])

@@ -35,14 +35,14 @@ def pipeline_rates(results, points: pd.DataFrame) -> dict:
                if e["point"] in wanted}
     steps = results.steps
     steps = steps[(steps.phase == "measure") & steps.point.isin(wanted)]
-    repeats = {}
+    repeats: dict = {}
     for (point, repeat, rank), samples in steps.groupby(["point", "repeat", "rank"],
                                                         observed=True).samples:
         if (point, repeat) in ok:
             window = windows.get((point, repeat, rank))
             repeats.setdefault((point, repeat), []).append(
                 None if window is None else method.rank_timing(samples.to_numpy(), window))
-    per_point = {}
+    per_point: dict = {}
     for (point, _), timings in repeats.items():
         if None not in timings:
             per_point.setdefault(point, []).append(method.repeat_throughput(timings))
@@ -65,7 +65,8 @@ def section(results) -> str:
         return ""
     rates = pipeline_rates(results, pts[pts.bench == "input"])
     total = [rates.get(r.point) if r.bench == "input" else r.throughput for r in pts.itertuples()]
-    pts = pts.assign(per_device=[None if t is None else t / d for t, d in zip(total, pts.devices)])
+    # pandas-stubs' assign takes no None in a list (pandas reads it as a missing value)
+    pts = pts.assign(per_device=[None if t is None else t / d for t, d in zip(total, pts.devices)])  # type: ignore[misc]
     synthetic = {tuple(getattr(r, k) for k in KEY): r
                  for r in pts[(pts.bench == "train") & (pts.data == "synthetic")].itertuples()}
     alone = {tuple(getattr(r, k) for k in PIPELINE_KEY): r
@@ -98,7 +99,7 @@ def verdict(files, syn, pipe) -> str:
     f = files.per_device if files.status in ("ok", "partial") else None
     s = syn.per_device if syn is not None and syn.status in ("ok", "partial") else None
     p = pipe.per_device if pipe is not None and pipe.status in ("ok", "partial") else None
-    if any(tables.missing(v) for v in (f, s, p)):
+    if f is None or s is None or p is None or any(tables.missing(v) for v in (f, s, p)):
         return "n/a: needs " + " and ".join(
             n for n, v in (("files", f), ("synthetic", s), ("pipeline alone", p)) if tables.missing(v))
     bound = f >= (1 - INPUT_BOUND) * p and f <= (1 - INPUT_BOUND) * s
@@ -110,7 +111,7 @@ def workers_table(inputs: pd.DataFrame) -> str:
     if inputs.empty:
         return ""
     counts = sorted(inputs.workers.unique(), key=lambda w: (w == "auto", int(w) if w != "auto" else 0))
-    grid = {}
+    grid: dict = {}
     for r in inputs.itertuples():
         key = (r.framework, r.model, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
         grid.setdefault(key, {})[r.workers] = _figure(r, r.per_device)

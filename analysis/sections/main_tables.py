@@ -114,8 +114,8 @@ def energy_sections(pts: pd.DataFrame) -> list:
         why = list(dict.fromkeys(r for r in pts.energy_reason if isinstance(r, str) and r != energy.NO_RECORD))
         return [f"Energy per sample: n/a: {'; '.join(why)}"] if why else []
     lm = "energy_per_token_j" in pts and pts.energy_per_token_j.notna().any()
-    pts = pts.assign(energy_marks=["S" if not tables.missing(s) and s else None
-                                     for s in pts.energy_too_short])
+    marks: list = ["S" if not tables.missing(s) and s else None for s in pts.energy_too_short]
+    pts = pts.assign(energy_marks=marks)
     column, unit = ("energy_per_token_j", "token") if lm else ("energy_per_sample_j", "sample")
     parts = [f"### Energy per {unit} (J: every device's energy in the timed window, NVML's "
              f"counter, over the window's {unit}s; median of ok repeats)\n"

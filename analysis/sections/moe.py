@@ -32,7 +32,7 @@ from analysis.sections import llama
 
 def expert_figures(results, sweep, point) -> dict:
     """{load, a2a_share} of a point (module docstring), None where no record says."""
-    by_repeat = {}
+    by_repeat: dict = {}
     ok = results.runs_of(sweep, point)
     ok = set(ok[ok.status == "ok"].repeat) if len(ok) else set()
     for e in results.environments:
@@ -114,7 +114,8 @@ def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
         rows, error = published.rows_or_error(published_layouts.rows)
     notes = [f"- published layouts skipped: {error}"] if error else []
     rows = published_layouts.of_section(rows, "moe")
-    ours, matched = [], {}
+    ours: list = []
+    matched: dict = {}
     kinds = memory_kinds(m)
     for r in m.sort_values("point").itertuples():
         manifest = results.manifest(r.sweep, r.point)

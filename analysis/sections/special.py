@@ -19,6 +19,8 @@ Results.searches).
 """
 from collections import namedtuple
 
+from typing import Any
+
 import pandas as pd
 from tabulate import tabulate
 
@@ -44,7 +46,8 @@ def wide_deep_section(m: pd.DataFrame, published_rows=()) -> str:
     parts = []
     for size, pts in m.groupby("model_size", sort=True, dropna=False):
         vocabs = sorted(int(v) for v in pts.deep_vocab_size.dropna().unique())
-        grid = {}
+        grid: dict = {}
+        r: Any  # a row: its columns' own types, which pandas-stubs cannot know
         for r in pts.itertuples():
             # a spec from before model.embedding ran replicated
             key = (r.framework, getattr(r, "embedding", None) or "replicated", r.precision,
@@ -75,7 +78,8 @@ def _published_wide_deep(rows: pd.DataFrame) -> str:
     """One published W&D table, its figures as transcribed (memory in the source's MB)."""
     first = rows.iloc[0]
     vocabs = sorted(int(v) for v in rows.deep_vocab_size.unique())
-    grid = {}
+    grid: dict = {}
+    r: Any  # a row: its columns' own types, which pandas-stubs cannot know
     for r in rows.itertuples():
         cell = "OOM" if r.status == "oom" else f"{r.latency_ms:g} ms, {r.memory_mb:g} MB"
         grid.setdefault((r.framework, r.implementation or r.framework), {})[int(r.deep_vocab_size)] = cell
@@ -127,8 +131,9 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
                      _layout(r),
                      r.batch_size if tables.missing(r.micro_batch_size) else f"{r.micro_batch_size:d}",
                      tables.number(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
-                     memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"), figure(r.tokens_per_s, ".0f"),
-                     figure(r.tflops_per_device, ".3g"), tables.percent(r.mfu) if ok else tables.label(r.status), figure(r.pflops, ".3g"),
+                     memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"),
+                     figure(r.tokens_per_s, ".0f"), figure(r.tflops_per_device, ".3g"),
+                     tables.percent(r.mfu) if ok else tables.label(r.status), figure(r.pflops, ".3g"),
                      bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
                      tables.label(r.status) + ("*" if r.status == "partial" else "")])
     text = ("## gpt: throughput and FLOP/s by layout (DLPerf's GPT table)\n"
@@ -138,7 +143,8 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
             f"of ok repeats); memory: the largest rank's peak of {memory_note(kinds)}; TFLOP/s: "
             "72 s l h^2 + 12 l h s (s+1)/2 + 6 s h V a sequence, the causal pairs' attention and no "
             "recompute term (rc: model.recompute; contract/models/gpt.py, docs/flops.md); % of peak: against the "
-            f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}); "
+            f"device's dense peak ({', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown here: n/a; set peak_tflops='}"
+            "); "
             "PFLOP/s: all devices; bubble: the pipeline's idle fraction, ideal (pp-1)/(v m + pp-1) / "
             "measured (1 - a stage's forward and backward of its micro-batches alone / the iteration)\n\n"
             + tabulate(rows, headers=GPT_HEADERS, tablefmt="github", disable_numparse=True))
@@ -215,7 +221,7 @@ def insightface_section(m: pd.DataFrame, searches: list) -> str:
     plain = m[m.search.isna()]
     if len(plain):
         classes = sorted(int(v) for v in plain.num_classes.dropna().unique())
-        grid = {}
+        grid: dict = {}
         for r in plain.itertuples():
             key = (r.framework, r.precision, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
             cell = (f"{r.throughput:.1f}" + ("*" if r.status == "partial" else "")

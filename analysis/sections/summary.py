@@ -48,7 +48,7 @@ def summary(results) -> dict:
     unreadable (bad point.json files: points left out of every table), figures (points
     with a throughput), flagged (of those, the ones with a flag) and marks (mark -> points)."""
     p, runs = results.points, results.runs
-    versions = {}
+    versions: dict = {}
     if len(runs) and "framework_version" in runs:
         named = runs.dropna(subset=["framework_version"]).merge(
             p[["sweep", "point", "framework"]], on=["sweep", "point"])

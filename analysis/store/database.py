@@ -63,7 +63,7 @@ class Store:
 
     def __init__(self, where: str, write: bool = True):
         self.where, self.write, self.name = where, write, shown(where)
-        self.version = None   # the store's schema version, once a transaction has read it
+        self.version: int | None = None   # the store's schema version, once a transaction has read it
         self.password = None   # masked in every message
         if is_url(where):
             try:
@@ -140,14 +140,14 @@ class Store:
             raise self._failed(exc) from None
 
     # --- writing -------------------------------------------------------------------
-    def add(self, made: list, certified: list = ()) -> list:
+    def add(self, made: list, certified: list | tuple = ()) -> list:
         """Adds the sweeps of store_rows.sweeps and the certifications of
         store_rows.certifications, all in one transaction; a line per sweep and
         certification: added, replaced (its rows changed) or unchanged."""
         return self.transaction(lambda conn: [_add(conn, s) for s in made]
                                 + [_add_certification(conn, c) for c in certified])
 
-    def rebuild(self, made: list, certified: list = ()) -> list:
+    def rebuild(self, made: list, certified: list | tuple = ()) -> list:
         """The store's content replaced by `made` and `certified`, in one transaction: a
         stored sweep or certification that none of them is, is dropped, and named."""
         def run(conn):

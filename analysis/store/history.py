@@ -46,7 +46,7 @@ def points_of(res) -> pd.DataFrame:
     pts["created"] = [made.get((s, p)) for s, p in zip(pts.sweep, pts.point)]
     pts["suite_commit"] = [commit.get((s, p)) for s, p in zip(pts.sweep, pts.point)]
     # What ran, from the rank records (environments carry the sweep; runs name points only).
-    seen = {}
+    seen: dict = {}
     for e in res.environments:
         got = seen.setdefault((e["sweep"], e["point"]), ({}, {}))
         got[0][str((e.get("framework") or {}).get("version"))] = 1
@@ -115,7 +115,7 @@ def table_date(t) -> str:
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def select(pts: pd.DataFrame, where: dict = None, since=None, sweep=None) -> pd.DataFrame:
+def select(pts: pd.DataFrame, where: dict | None = None, since=None, sweep=None) -> pd.DataFrame:
     """The points whose columns equal `where`'s values (given as text: compared as the
     column's type), of sweeps dated `since` or later (a date, UTC, as the history shows
     them), of the sweep `sweep` (its name, or path; in a store also its key or archive)."""
@@ -167,7 +167,7 @@ def render(table: pd.DataFrame) -> str:
         return "no training point with a throughput here"
     parts = ["# Throughput over time (samples/s, median of ok repeats; `!`: beyond the spread)"]
     shown = table.image.notna().any()  # the image column where any point ran in a container
-    groups = {}   # table() put each configuration's rows together: one pass over plain records
+    groups: dict = {}   # table() put each configuration's rows together: one pass over plain records
     for r in table.to_dict("records"):
         groups.setdefault(tuple(str(r[k]) for k in KEY), (r, []))[1].append(
             [r["date"], r["sweep"], (r["suite_commit"] or "")[:12], r["framework_version"],

@@ -21,7 +21,7 @@ def _warm() -> None:
     from analysis.store import database as store  # noqa: F401  (SQLAlchemy's import, beside the parse)
 
 
-def _add(where: str, made: list, certified: list = ()) -> str:
+def _add(where: str, made: list, certified: list | tuple = ()) -> str:
     from analysis.store import database as store
     st = store.Store(where)
     lines = st.add(made, certified)

@@ -51,7 +51,7 @@ def is_url(where) -> bool:
     return "://" in str(where)
 
 
-def mount_of(path: str, mounts_text: str = None):
+def mount_of(path: str, mounts_text: str | None = None):
     """(mount point, filesystem type) of the filesystem that holds `path`, from /proc/mounts
     (or the given text of it): the longest mount point above it; None where unknown."""
     if mounts_text is None:
@@ -73,7 +73,7 @@ def mount_of(path: str, mounts_text: str = None):
     return best
 
 
-def network_warning(path: str, mounts_text: str = None):
+def network_warning(path: str, mounts_text: str | None = None):
     """The warning for a SQLite store on a network filesystem, or None."""
     found = mount_of(os.path.dirname(os.path.abspath(path)), mounts_text)
     if found and found[1].split(".")[-1] in NETWORK_FS:   # fuse.sshfs, fuse.glusterfs too

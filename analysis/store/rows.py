@@ -81,7 +81,8 @@ def _jobs(folder: str, point: str) -> list:
 
 def sweep_keys(results, folders=None) -> dict:
     """sweep as shown -> its key, for every sweep in `results`."""
-    folders, created = folders or {}, {}
+    folders = folders or {}
+    created: dict = {}
     for (sweep, _), point in results.manifests.items():
         t = point.get("created_unix")
         created.setdefault(str(sweep), [])
@@ -96,14 +97,14 @@ def sweeps(results, folders=None) -> list:
     `folders`: sweep label -> the folder its files are in (an archive's, unpacked), where the
     label is not one."""
     folders = folders or {}
-    envs = {}
+    envs: dict = {}
     for e in results.environments:
         envs.setdefault((str(e["sweep"]), e["point"]), []).append(e)
-    runs = {}
+    runs: dict = {}
     for r in results.runs.itertuples() if len(results.runs) else ():
         runs.setdefault((str(r.sweep), r.point), []).append(r)
     figures = {(str(m["sweep"]), m["point"]): m for m in metrics(results).to_dict("records")}
-    out = {}
+    out: dict = {}
     for p in results.points.to_dict("records"):
         sweep = str(p["sweep"])
         key = (sweep, p["point"])
@@ -122,7 +123,8 @@ def sweeps(results, folders=None) -> list:
                                    for h in r.hosts.split(",")})) or None,
             launcher=(point.get("launcher") or {}).get("name"),
             warmup_steps=point.get("warmup_steps"), measure_steps=point.get("measure_steps"),
-            image=image, image_digest=digest, image_runtime=runtime if image else None, suite_commit=point.get("suite_commit"),
+            image=image, image_digest=digest, image_runtime=runtime if image else None,
+            suite_commit=point.get("suite_commit"),
             created_unix=point.get("created_unix"), model_settings=plain(point.get("model")),
             parallel=plain(lay), figures={k: v for k, v in fig.items() if k != "sweep"},
             jobs=_jobs(folders.get(sweep, sweep), p["point"]))

@@ -1,5 +1,6 @@
 """python -m benchmarks.gpu_check [--device cuda|cpu] [--budget S] [--out DIR] [--tar PATH]
-[--stages A,B] (the package says what it does; --stages: only those, in their order): the environment's lines, every stage in order within the budget,
+[--stages A,B] (the package says what it does; --stages: only those, in their order): the environment's
+lines, every stage in order within the budget,
 the table (printed, OUT/table.md, OUT/table.json), each sweep's report while time is left, and
 one tarball (default beside OUT) of every sweep and log (no checkpoint files). Exit 0 when every stage is ok
 (or skipped, or `unsupported`, with its reason), 1 otherwise, 2 when nothing could run (no CUDA device, or the
@@ -21,7 +22,7 @@ REPORT_S = 25
 SITE = ".site"    # in OUT: the wheels' packages, where they were needed (not in the tarball)
 
 
-CONSOLE = []   # what `say` printed, also kept as OUT/console.txt
+CONSOLE: list = []   # what `say` printed, also kept as OUT/console.txt
 
 
 def say(*args, **kw):
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     env.setdefault("DLBENCH_STORE", os.path.join(out, "results.sqlite"))   # the reports' store: in OUT
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
         [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + [environment.ROOT]))
-    done = {}
+    done: dict = {}
     for stage in (s for s in STAGES if s.name in chosen):
         ran = runner.run(stage, ctx, budget, env, say)
         done[stage.name] = figures.rows(stage, ran, ctx, done)

@@ -16,11 +16,12 @@ import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 # What a batch holds (frameworks/common/synthetic.py, datafiles.py read it)
 IMAGES, MASKED_TOKENS, TOKENS, CLICKS = "images", "masked_tokens", "tokens", "clicks"
 AXES = ("tp", "pp", "fsdp", "cp", "ep", "sp")   # the parallel axes beyond plain data parallelism
+Model = dict[str, Any]   # a model's settings resolved to one flat dict (launchers/plan/points.resolve_model)
 
 
 class UnknownModel(ValueError):
@@ -30,26 +31,26 @@ class UnknownModel(ValueError):
 @dataclass(frozen=True)
 class ModelSpec:
     name: str                              # its module's name, and conf/model/<name>.yaml's
-    frameworks: tuple                      # the frameworks that implement it (frameworks/<name>/)
+    frameworks: tuple[str, ...]            # the frameworks that implement it (frameworks/<name>/)
     pytorch_session: Optional[str] = None  # PyTorch's session of it, "module:attr" (imported where used)
-    flops: Optional[Callable] = None       # training FLOPs of one sample (image, sequence) of the settings
-    flops_keys: tuple = ()                 # the settings the count needs: no count where one is unset
+    flops: Optional[Callable[[Model], int]] = None  # training FLOPs of one sample (image, sequence) of the settings
+    flops_keys: tuple[str, ...] = ()       # the settings the count needs: no count where one is unset
     language_model: bool = False           # a sample is a sequence: tokens/s = samples/s x seq_len
     experts: bool = False                  # a mixture of experts: routed experts split over ep
-    layouts: tuple = ()                    # AXES it is built for; none: plain data parallelism only
-    tp_divides: tuple = ()                 # its settings tensor parallelism splits whole (heads)
+    layouts: tuple[str, ...] = ()          # AXES it is built for; none: plain data parallelism only
+    tp_divides: tuple[str, ...] = ()       # its settings tensor parallelism splits whole (heads)
     report: Optional[str] = None           # its report section (analysis/sections/special.py)
     tables: bool = True                    # also in the report's per-model tables
-    published: tuple = ()                  # the `model` of published layout rows that are its
+    published: tuple[str, ...] = ()        # the `model` of published layout rows that are its
     metric: str = "throughput"             # the regression gate's default (analysis/gate/)
-    compare_keys: tuple = ()               # settings that tell its points apart in a reference
+    compare_keys: tuple[str, ...] = ()     # settings that tell its points apart in a reference
     inputs: str = TOKENS                   # what a batch holds: IMAGES, MASKED_TOKENS, TOKENS, CLICKS
     files: bool = False                    # data=files reads it (frameworks/common/datafiles.py)
     checkpoint: bool = False               # DCP checkpoints it whole (bench=checkpoint, checkpoint.every)
-    published_flops: Optional[Callable] = None   # its FLOPs of one sample as its published figures
+    published_flops: Optional[Callable[[Model], int]] = None   # its FLOPs of one sample as its published figures
                                            # count them, where not as contract/flops.py
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         unknown = sorted(set(self.layouts) - set(AXES))
         if unknown:
             raise ValueError(f"model {self.name}: unknown parallel axes {', '.join(unknown)} "
@@ -57,14 +58,14 @@ class ModelSpec:
         if (self.pytorch_session is None) == ("pytorch" in self.frameworks):
             raise ValueError(f"model {self.name}: a PyTorch session exactly where pytorch implements it")
 
-    def flops_per_sample(self, model: dict):
+    def flops_per_sample(self, model: Model) -> Optional[int]:
         """Training FLOPs of one sample of `model` (a point's settings), None where the model
         has no count or a setting it needs is unset."""
         if self.flops is None or not all(model.get(k) for k in self.flops_keys):
             return None
         return self.flops(model)
 
-    def published_flops_per_sample(self, model: dict):
+    def published_flops_per_sample(self, model: Model) -> Optional[int]:
         """Its FLOPs of one sample in the convention of its published figures (`published_flops`),
         None where they count as the suite does or a setting is unset."""
         if self.published_flops is None or self.flops_per_sample(model) is None:
@@ -73,35 +74,36 @@ class ModelSpec:
 
 
 @functools.lru_cache(maxsize=None)
-def names() -> tuple:
+def names() -> tuple[str, ...]:
     """Every model's name (a module of this package), sorted."""
     return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg))
 
 
-def get(name) -> ModelSpec:
+def get(name: str) -> ModelSpec:
     """The spec contract/models/<name>.py declares; UnknownModel (one line) where none does."""
     if name not in names():
         raise UnknownModel(f"unknown model {name!r}: no contract/models/{name}.py declares it "
                            f"(known: {', '.join(names())})")
-    return importlib.import_module(f"{__name__}.{name}").SPEC
+    spec: ModelSpec = importlib.import_module(f"{__name__}.{name}").SPEC
+    return spec
 
 
-def find(name) -> Optional[ModelSpec]:
+def find(name: object) -> Optional[ModelSpec]:
     """The spec of `name`, or None where it is not a model (a record's unknown name)."""
-    return get(name) if name in names() else None
+    return get(name) if isinstance(name, str) and name in names() else None
 
 
-def named(where: Callable) -> tuple:
+def named(where: Callable[[ModelSpec], object]) -> tuple[str, ...]:
     """The names of the models whose spec `where` holds for, sorted."""
     return tuple(n for n in names() if where(get(n)))
 
 
-def published(key) -> Optional[ModelSpec]:
+def published(key: object) -> Optional[ModelSpec]:
     """The model of a published row's `model` (analysis/published/), or None."""
     return next((get(n) for n in names() if key in get(n).published), None)
 
 
-def check(name, framework) -> None:
+def check(name: str, framework: str) -> None:
     """The planner's question: is there such a model, and does `framework` implement it?
     UnknownModel or ValueError, in one line."""
     spec = get(name)

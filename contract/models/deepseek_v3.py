@@ -27,11 +27,14 @@ parameters, norms and router included, + 6 l H (n + r + v) s, no causal halving:
 281,158,232,064 at 671B); `parameters` gives its totals: every parameter, and the activated
 ones (the dense ones, the router, the shared experts, k / E of the routed).
 """
+from typing import Any
+
 from contract import flops
-from contract.models import TOKENS, ModelSpec
+from contract.models import TOKENS, Model, ModelSpec
 
 
-def _mla(h, heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim) -> int:
+def _mla(h: int, heads: int, q_lora_rank: int | None, kv_lora_rank: int, qk_nope_head_dim: int,
+         qk_rope_head_dim: int, v_head_dim: int) -> int:
     """One layer's multi-head latent attention projections (weights only)."""
     qk = qk_nope_head_dim + qk_rope_head_dim
     q = h * q_lora_rank + q_lora_rank * heads * qk if q_lora_rank else h * heads * qk
@@ -39,12 +42,12 @@ def _mla(h, heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim
             + kv_lora_rank * heads * (qk_nope_head_dim + v_head_dim) + heads * v_head_dim * h)
 
 
-def _mla_shape(model: dict) -> tuple:
+def _mla_shape(model: Model) -> tuple[Any, ...]:
     return tuple(model[k] for k in ("hidden", "heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
                                     "qk_rope_head_dim", "v_head_dim"))
 
 
-def parameters(model: dict) -> dict:
+def parameters(model: Model) -> dict[str, int]:
     """{total, active, embedding, routed}: every parameter (norms, router and embedding
     included, as torchtitan counts them), the activated ones (module docstring), the token
     embedding's, the routed experts' (all of them)."""
@@ -60,7 +63,7 @@ def parameters(model: dict) -> dict:
     return {"total": total, "active": active, "embedding": embedding, "routed": (layers - dense) * routed}
 
 
-def flops_per_token(model: dict, mtp_layers=None) -> int:
+def flops_per_token(model: Model, mtp_layers: int | None = None) -> int:
     """Training FLOPs of one token by the suite's convention (module docstring): the causal
     pairs' scores and values a token, 6 H (n + r + v) s (s + 1) / 2 / s (exact), a layer;
     `mtp_layers`: T, the model's own (0 where unsaid) unless given."""
@@ -69,14 +72,14 @@ def flops_per_token(model: dict, mtp_layers=None) -> int:
     return _per_token(model, mtp_layers, flops.attention(flops.pairs(s), heads, n + r, v) // s)
 
 
-def nemo_flops_per_token(model: dict, mtp_layers=None) -> int:
+def nemo_flops_per_token(model: Model, mtp_layers: int | None = None) -> int:
     """NeMo's count of one token (dgxc-benchmarking's published figures'): s / 2 keys a
     query, 3 H (n + r + v) s a layer."""
     heads, n, r, v = model["heads"], model["qk_nope_head_dim"], model["qk_rope_head_dim"], model["v_head_dim"]
     return _per_token(model, mtp_layers, 3 * heads * (n + r + v) * model["seq_len"])
 
 
-def _per_token(model: dict, mtp_layers, attention_per_layer: int) -> int:
+def _per_token(model: Model, mtp_layers: int | None, attention_per_layer: int) -> int:
     T = (model.get("mtp_layers") or 0) if mtp_layers is None else mtp_layers
     h, layers, dense = model["hidden"], model["layers"], model["dense_layers"]
     attention = attention_per_layer * (layers + T)
@@ -84,15 +87,15 @@ def _per_token(model: dict, mtp_layers, attention_per_layer: int) -> int:
         + (layers - dense + T) * 3 * h * model["moe_hidden"] * (model["shared_experts"] + model["top_k"])
     linear = 6 * (_mla(*_mla_shape(model)) * (layers + T) + swiglus)
     output = 6 * model["vocab_size"] * h * (1 + T) + 6 * T * 2 * h * h
-    return attention + linear + output
+    return int(attention + linear + output)
 
 
-def flops_per_sample(model: dict) -> int:
-    return flops_per_token(model) * model["seq_len"]
+def flops_per_sample(model: Model) -> int:
+    return flops_per_token(model) * int(model["seq_len"])
 
 
-def nemo_flops_per_sample(model: dict) -> int:
-    return nemo_flops_per_token(model) * model["seq_len"]
+def nemo_flops_per_sample(model: Model) -> int:
+    return nemo_flops_per_token(model) * int(model["seq_len"])
 
 
 SPEC = ModelSpec(

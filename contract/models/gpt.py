@@ -17,32 +17,34 @@ V/(16 l h)) with it (4 x the layers, 3 x the logits). V is the vocabulary the mo
 padded where it is (contract/parallel.py's padded_vocab).
 """
 from contract import flops
-from contract.models import TOKENS, ModelSpec
+from contract.models import TOKENS, Model, ModelSpec
 
 SHAPE = ("seq_len", "layers", "hidden", "vocab_size")
 
 
-def flops_per_iteration(batch, seq_len, layers, hidden, vocab, recompute=False) -> int:
+def flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: int, vocab: int,
+                        recompute: bool = False) -> int:
     """Megatron's count for one training iteration of `batch` sequences (exact integers): the
     full s x s scores, and the recomputed forward with `recompute` (DLPerf's published count)."""
-    B, s, l, h, V = batch, seq_len, layers, hidden, vocab
-    forward_layers = l * (24 * B * s * h * h + 4 * B * s * s * h)
+    B, s, L, h, V = batch, seq_len, layers, hidden, vocab
+    forward_layers = L * (24 * B * s * h * h + 4 * B * s * s * h)
     logits = 2 * B * s * h * V
     return (4 if recompute else 3) * forward_layers + 3 * logits
 
 
-def flops_per_sample(model: dict) -> int:
+def flops_per_sample(model: Model) -> int:
     """72 s l h^2 + 12 l h s (s + 1) / 2 + 6 s h V: one sequence by the suite's convention
     (module docstring); `model.recompute` changes nothing."""
-    s, l, h, V = (model[k] for k in SHAPE)
+    s, L, h, V = (int(model[k]) for k in SHAPE)
     # the heads together: H heads of h / H are one head of h to the count
-    return 72 * s * l * h * h + l * flops.attention(flops.pairs(s), 1, h, h) + 6 * s * h * V
+    return 72 * s * L * h * h + L * flops.attention(flops.pairs(s), 1, h, h) + 6 * s * h * V
 
 
-def megatron_flops_per_sample(model: dict) -> int:
+def megatron_flops_per_sample(model: Model) -> int:
     """One sequence by Megatron's count: the full s x s, and with `model.recompute` the
     recomputed forward, as Narayanan et al. and DLPerf count it."""
-    return flops_per_iteration(1, *(model[k] for k in SHAPE), recompute=bool(model.get("recompute")))
+    seq_len, layers, hidden, vocab = (int(model[k]) for k in SHAPE)
+    return flops_per_iteration(1, seq_len, layers, hidden, vocab, recompute=bool(model.get("recompute")))
 
 
 SPEC = ModelSpec(

@@ -28,7 +28,7 @@ causal half: 26,557,179,264, 10% more than this (at its test's 4096, 26,481,681,
 use); OpenAI's "active parameters" (3.61B, 5.13B) are those less the token embedding.
 """
 from contract import flops
-from contract.models import TOKENS, ModelSpec
+from contract.models import TOKENS, Model, ModelSpec
 
 
 def sliding_layers(layers: int) -> int:
@@ -36,7 +36,7 @@ def sliding_layers(layers: int) -> int:
     return (layers + 1) // 2
 
 
-def parameters(model: dict) -> dict:
+def parameters(model: Model) -> dict[str, int]:
     """{total, active, embedding, routed} of a GPT-OSS shape: the attention's projections
     with their biases and the sinks (one a head), two norms, the router (with its bias), the
     experts (their biases included), the final norm, the embedding and the output layer."""
@@ -50,13 +50,13 @@ def parameters(model: dict) -> dict:
             "routed": layers * E * expert}
 
 
-def flops_per_sample(model: dict) -> int:
+def flops_per_sample(model: Model) -> int:
     """Training FLOPs of one sequence (module docstring)."""
     h, layers, s, d = (model[x] for x in ("hidden", "layers", "seq_len", "head_dim"))
     heads, slide = model["heads"], sliding_layers(model["layers"])
     linear = 2 * h * heads * d + 2 * h * model["kv_heads"] * d + 3 * h * model["moe_hidden"] * model["top_k"]
     pairs = slide * flops.pairs(s, model["sliding_window"]) + (layers - slide) * flops.pairs(s)
-    return 6 * s * (layers * linear + model["vocab_size"] * h) + flops.attention(pairs, heads, d, d)
+    return int(6 * s * (layers * linear + model["vocab_size"] * h) + flops.attention(pairs, heads, d, d))
 
 
 SPEC = ModelSpec(

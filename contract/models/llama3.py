@@ -17,32 +17,35 @@ the report sets our MFU in their count beside theirs. N from the shape (`paramet
 2h^2 + 2 h k d (wq, wo; wk, wv with k key-value heads of d = h / heads) + 3 h f (SwiGLU, f
 wide) + 2h (RMSNorms), a final RMSNorm h, the embedding V h and an untied output V h.
 """
+from typing import Any
+
 from contract import flops
-from contract.models import TOKENS, ModelSpec
+from contract.models import TOKENS, Model, ModelSpec
 
 
-def parameters(layers, hidden, heads, kv_heads, ffn_hidden, vocab_size, tie_embeddings=False, **_) -> dict:
+def parameters(layers: int, hidden: int, heads: int, kv_heads: int, ffn_hidden: int, vocab_size: int,
+               tie_embeddings: bool = False, **_: Any) -> dict[str, int]:
     """{total, embedding, non_embedding} parameters of a Llama 3 shape (module docstring)."""
-    l, h, f, V = layers, hidden, ffn_hidden, vocab_size
+    L, h, f, V = layers, hidden, ffn_hidden, vocab_size
     kv = kv_heads * (hidden // heads)
     per_layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
-    total = l * per_layer + h + V * h + (0 if tie_embeddings else V * h)
+    total = L * per_layer + h + V * h + (0 if tie_embeddings else V * h)
     embedding = 0 if tie_embeddings else V * h   # tied: the one matrix is the output layer too
     return {"total": total, "embedding": embedding, "non_embedding": total - embedding}
 
 
-def flops_per_sample(model: dict) -> int:
+def flops_per_sample(model: Model) -> int:
     """6 N s + 12 l h s (s + 1) / 2: training FLOPs of one sequence (module docstring)."""
     s, h, heads = model["seq_len"], model["hidden"], model["heads"]
     n = parameters(**model)["non_embedding"]
-    return 6 * n * s + model["layers"] * flops.attention(flops.pairs(s), heads, h // heads, h // heads)
+    return int(6 * n * s + model["layers"] * flops.attention(flops.pairs(s), heads, h // heads, h // heads))
 
 
-def palm_flops_per_sample(model: dict) -> int:
+def palm_flops_per_sample(model: Model) -> int:
     """(6 N + 12 l h s) s: PaLM's, torchtitan's and dgxc-benchmarking's count, the full s x s
     scores (their published MFU's)."""
     n = parameters(**model)["non_embedding"]
-    return (6 * n + 12 * model["layers"] * model["hidden"] * model["seq_len"]) * model["seq_len"]
+    return int((6 * n + 12 * model["layers"] * model["hidden"] * model["seq_len"]) * model["seq_len"])
 
 
 SPEC = ModelSpec(

@@ -11,10 +11,10 @@ every layer a MoE of m-wide experts, k per token, no shared one), per token: 3 H
 128 at 2048.)
 """
 from contract import flops
-from contract.models import TOKENS, ModelSpec
+from contract.models import TOKENS, Model, ModelSpec
 
 
-def parameters(model: dict) -> dict:
+def parameters(model: Model) -> dict[str, int]:
     """{total, active, embedding, routed} of a Qwen3 MoE shape (DeepSeek-V3's definitions)."""
     h, layers, E, k, d = (model[x] for x in ("hidden", "layers", "experts", "top_k", "head_dim"))
     attention = 2 * h * model["heads"] * d + 2 * h * model["kv_heads"] * d + 2 * d   # wq, wo; wk, wv; q/k norms
@@ -25,16 +25,16 @@ def parameters(model: dict) -> dict:
     return {"total": total, "active": active, "embedding": embedding, "routed": layers * routed}
 
 
-def flops_per_token(model: dict) -> int:
+def flops_per_token(model: Model) -> int:
     """Training FLOPs of one token (module docstring; the causal pairs' a token exact)."""
     h, layers, s, heads, d = (model[x] for x in ("hidden", "layers", "seq_len", "heads", "head_dim"))
     linear = 2 * h * heads * d + 2 * h * model["kv_heads"] * d + 3 * h * model["moe_hidden"] * model["top_k"]
     attention = flops.attention(flops.pairs(s), heads, d, d) // s
-    return attention * layers + 6 * layers * linear + 6 * model["vocab_size"] * h
+    return int(attention * layers + 6 * layers * linear + 6 * model["vocab_size"] * h)
 
 
-def flops_per_sample(model: dict) -> int:
-    return flops_per_token(model) * model["seq_len"]
+def flops_per_sample(model: Model) -> int:
+    return flops_per_token(model) * int(model["seq_len"])
 
 
 SPEC = ModelSpec(

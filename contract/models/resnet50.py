@@ -7,20 +7,25 @@ with 1000 classes that is 4,089,184,256 multiply-adds, the "4.1 GFLOPs" usually 
 counts multiply-adds): 8.18 GFLOPs forward, 24.5 GFLOPs per image trained (3 x forward, a
 multiply-add 2 FLOPs).
 """
-from contract.models import IMAGES, ModelSpec
+from collections.abc import Sequence
+from typing import Any
+
+from contract.models import IMAGES, Model, ModelSpec
 
 SHAPE = ("layers", "width", "image_size", "num_classes")
+Conv = tuple[str, int, int, int, int, int]   # (name, k, c_in, c_out, out_h, out_w)
 
 
-def _out(size, kernel, stride, pad) -> int:
+def _out(size: int, kernel: int, stride: int, pad: int) -> int:
     return (size + 2 * pad - kernel) // stride + 1
 
 
-def layers(layers=(3, 4, 6, 3), width=64, image_size=224, num_classes=1000, **_) -> list:
+def layers(layers: Sequence[int] = (3, 4, 6, 3), width: int = 64, image_size: int = 224, num_classes: int = 1000,
+           **_: Any) -> list[Conv]:
     """Every convolution and the classifier of ResNet v1.5 as frameworks/pytorch/models/resnet50.py
     builds it: (name, k, c_in, c_out, out_h, out_w), the classifier as a 1x1 "convolution"
     on a 1x1 output."""
-    out = []
+    out: list[Conv] = []
     n = _out(image_size, 7, 2, 3)
     out.append(("stem", 7, 3, width, n, n))
     n = _out(n, 3, 2, 1)                                   # max pool
@@ -41,12 +46,12 @@ def layers(layers=(3, 4, 6, 3), width=64, image_size=224, num_classes=1000, **_)
     return out
 
 
-def forward_macs(**model) -> int:
+def forward_macs(**model: Any) -> int:
     """Multiply-adds of one image's forward pass (the "4.1 GFLOPs" of ResNet-50 at 224)."""
     return sum(h * w * k * k * cin * cout for _, k, cin, cout, h, w in layers(**model))
 
 
-def flops_per_sample(model: dict) -> int:
+def flops_per_sample(model: Model) -> int:
     """Training FLOPs of one image: 3 x forward, 2 FLOPs a multiply-add."""
     return 3 * 2 * forward_macs(**{k: model[k] for k in SHAPE if k in model})
 

@@ -189,7 +189,8 @@ def batches(ids: list, batch_size: int, seed: int):
     reaches an epoch's end is filled from the next (the loader wraps around)."""
     if not ids:
         raise CorruptFile("this rank's shard is empty: fewer samples than ranks")
-    epoch, pending = 0, []
+    epoch = 0
+    pending: list = []
     while True:
         while len(pending) < batch_size:
             pending += epoch_order(ids, seed, epoch)
@@ -282,9 +283,9 @@ def pil_image(path: str, size: int, rng: random.Random, chw: bool = True):
     with Image.open(path) as im:
         im = im.convert("RGB")
         box = crop_box(im.width, im.height, rng)
-        im = im.resize((size, size), Image.BILINEAR, box=box)
+        im = im.resize((size, size), Image.Resampling.BILINEAR, box=box)
     if rng.random() < 0.5:
-        im = im.transpose(Image.FLIP_LEFT_RIGHT)
+        im = im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     pixels = np.asarray(im, dtype=np.uint8)
     return np.ascontiguousarray(pixels.transpose(2, 0, 1)) if chw else pixels
 

@@ -30,10 +30,10 @@ class Session:
     """What a framework adapter provides: every hook the harness calls, each with a default
     (a CPU one where it is a device's). A hook without a body has nothing to add by default."""
 
-    framework_version = None
+    framework_version: str | None = None
     # The samples this rank counts per step; None: the spec's batch_size. A rank of a layout
     # that splits one model counts its share of the global batch (frameworks/pytorch/).
-    samples_per_step = None
+    samples_per_step: int | None = None
 
     def step(self):
         """One training step on the synthetic batch; returns a loss handle."""

@@ -18,6 +18,7 @@ step. Standard library only here.
 """
 import os
 import time
+from typing import Any
 
 from contract import paths
 from contract.statuses import Cancelled
@@ -59,7 +60,7 @@ def after_window(session, spec, record, rank: int) -> None:
             session.sync()
             done[0] += 1
 
-    info = {"status": "untraced", "steps": STEPS, "error": None}
+    info: dict[str, Any] = {"status": "untraced", "steps": STEPS, "error": None}
     if rank == TRACING_RANK:
         folder = paths.profile_dir(spec.record_dir, rank)
         os.makedirs(folder, exist_ok=True)

@@ -25,7 +25,7 @@ def _recv_line(conn) -> bytes:
     return buf
 
 
-def rendezvous(dist, timeout_s: float, port: int = None) -> list:
+def rendezvous(dist, timeout_s: float, port: int | None = None) -> list:
     """Every rank's address as rank 0 sees it (rank 0's own is MASTER_ADDR)."""
     port = dist.master_port if port is None else port
     where = f"{dist.master_addr}:{port}"

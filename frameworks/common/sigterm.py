@@ -29,7 +29,7 @@ GIVE_UP_S = 3.0
 class _State:
     received = False         # SIGTERM came (the Python handler ran)
     lock = threading.Lock()  # one save at a time; the watcher's is the process's last act
-    pending = None           # (record, path): what the watcher saves if it gives up
+    pending: tuple[dict, str] | None = None  # (record, path): what the watcher saves if it gives up
     saving = False           # the main thread is saving (or has saved) the record
     code = 1                 # the exit status when the watcher ends the process
 

@@ -235,8 +235,10 @@ class JaxSession(harness.Session):
                 out_specs=P(AXIS)))
         sharded = NamedSharding(self.mesh, P(AXIS))
         world = self.dist.world_size
-        stack = lambda a: jax.make_array_from_single_device_arrays(
-            (world,) + a.shape, sharded, [jnp.expand_dims(a, 0)])
+
+        def stack(a):
+            return jax.make_array_from_single_device_arrays((world,) + a.shape, sharded, [jnp.expand_dims(a, 0)])
+
         out = self._reduce_fn(jax.tree_util.tree_map(stack, tree))
         return jax.tree_util.tree_map(lambda a: a.addressable_data(0)[0], out)
 

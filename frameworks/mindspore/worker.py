@@ -193,7 +193,8 @@ class MindSporeSession(harness.Session):
 
     def barrier(self):
         if self.dist.distributed:
-            # The Barrier op has no CPU kernel (2.10), nor has comm_func.all_reduce; the AllReduce primitive of one number, read
+            # The Barrier op has no CPU kernel (2.10), nor has comm_func.all_reduce; the AllReduce primitive
+            # of one number, read
             # back, meets every rank just the same.
             ops.AllReduce()(ms.Tensor(np.ones(1, np.float32))).asnumpy()
 

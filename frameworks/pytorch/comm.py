@@ -19,6 +19,7 @@ sends its buffer split between the ranks by their experts' share of a skewed rou
 expert a training run recorded), so the ranks holding hot experts receive more.
 """
 import time
+from typing import Any
 
 import torch
 import torch.distributed as torch_dist
@@ -43,7 +44,7 @@ class CommCheckFailed(RuntimeError):
 
 def options(spec, world_size: int) -> dict:
     """The bench options of the spec, defaulted and validated (one clear line when bad)."""
-    opts = dict(DEFAULTS)
+    opts: dict[str, Any] = dict(DEFAULTS)
     opts.update({k: v for k, v in spec.bench_options.items() if k != "name"})
     ops = [opts["ops"]] if isinstance(opts["ops"], str) else list(opts["ops"])
     bad = [op for op in ops if op not in busbw.OPS]
@@ -238,7 +239,7 @@ def variants(op, inplace_opts):
 class CommSession(TorchSession):
     """TorchSession's sync, barrier, environment, memory and close; no model."""
 
-    def __init__(self, spec, dist):  # noqa: super().__init__ would build a model
+    def __init__(self, spec, dist):  # no super().__init__: it would build a model
         self.dist = dist
         self.opts = options(spec, dist.world_size)
         # a process group even for one rank: collectives need one

@@ -20,6 +20,7 @@ Standard library + torch only.
 import contextlib
 import statistics
 import time
+from typing import Any
 
 import torch
 import torch.distributed as torch_dist
@@ -43,7 +44,7 @@ def layout_gap(layout: parallel.Layout, amp_dtype):
 
 
 class LMSession(TorchSession):
-    family = None  # the model family module (session_of makes one class per family)
+    family: Any = None  # the model family module (session_of makes one class per family)
     implementation_reason = None   # why this definition ran, not torchtitan's (titan.choose)
 
     def __init__(self, spec, dist):

@@ -9,6 +9,7 @@ Standard library + torch only: this runs in the framework's Python.
 """
 import datetime
 import time
+from typing import Callable
 
 import torch
 # What an optimizer imports on its first use (75 MiB of address space here, 220 MiB where triton
@@ -74,7 +75,7 @@ def setup_device(spec, dist, group=None):
 
 class TorchSession(harness.Session):
     framework_version = torch.__version__
-    recipe = {}  # the model's recipe (contract/modes.py); none without a model (bench=comm)
+    recipe: dict = {}  # the model's recipe (contract/modes.py); none without a model (bench=comm)
 
     def __init__(self, spec, dist):
         self.dist = dist
@@ -197,7 +198,7 @@ class SpecialSession(TorchSession):
     with its own synthetic batch (`host_batch`: fixed random inputs made once, as DLPerf's
     synthetic-data runs)."""
 
-    host_batch = None   # (cfg, batch_size, generator) -> (inputs, labels) on the host
+    host_batch: Callable | None = None   # (cfg, batch_size, generator) -> (inputs, labels) on the host
 
     def synthetic_batch(self, cfg, batch_size, seed):
         inputs, labels = type(self).host_batch(cfg, batch_size, torch.Generator().manual_seed(seed))

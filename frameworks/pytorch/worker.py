@@ -25,7 +25,9 @@ from frameworks.pytorch import session  # noqa: F401  (torch, before the harness
 # found by their specs. The modules of layouts (DTensor, pipelining, FSDP2, torchtitan) are
 # imported with a language model's session only (session_of).
 for _name in models.named(lambda s: "pytorch" in s.frameworks and not s.layouts):
-    importlib.import_module(models.get(_name).pytorch_session.partition(":")[0])
+    _ref = models.get(_name).pytorch_session
+    assert _ref is not None  # a PyTorch model names its session (contract/models/__init__.py checks it)
+    importlib.import_module(_ref.partition(":")[0])
 
 
 def session_of(name: str):

@@ -32,7 +32,7 @@ class Processes(step.Ranks):
 
     def __init__(self, procs: list):
         self.procs = procs
-        self.signalled = set()  # ranks a stop signalled: their ends are not their own
+        self.signalled: set = set()  # ranks a stop signalled: their ends are not their own
 
     def poll(self) -> None:
         for p in self.procs:  # every rank, not just the first

@@ -55,7 +55,7 @@ def exported(points: list):
     """This process's environment with the points' secrets for the while (one sbatch, or the
     local launcher's run of them); ConfigError where two points give one variable two values,
     which one environment cannot carry (slurm/arrays.py submits such points apart)."""
-    wanted = {}
+    wanted: dict = {}
     for point in points:
         for name, value in hidden(point).items():
             if wanted.setdefault(name, value) != value:

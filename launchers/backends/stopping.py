@@ -42,10 +42,10 @@ class Stopped(BaseException):
 
 
 class _State:
-    got = []          # the stop signals received, by name, in order
+    got: list = []          # the stop signals received, by name, in order
     kill = None       # kills the step running now: what a second signal does
     who = "the launcher"
-    ttys = []         # stdout and stderr where they are a terminal
+    ttys: list = []         # stdout and stderr where they are a terminal
     log = print
     what = "stopping"
 
@@ -86,7 +86,7 @@ def _off_the_terminal() -> None:
     os.close(devnull)
 
 
-def install(log=print, who: str = "the launcher", what: str = None) -> dict:
+def install(log=print, who: str = "the launcher", what: str | None = None) -> dict:
     """Handle the stop signals in this process from now on -> the handlers they replace.
     Only the main thread can (Python's rule); elsewhere nothing is installed."""
     if threading.current_thread() is not threading.main_thread():

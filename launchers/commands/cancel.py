@@ -37,7 +37,7 @@ GONE = ("already completing or completed", "Invalid job id specified")
 def owners(sweep: str, pattern: str) -> dict:
     """job id -> the slurm.json files naming it, for the points and searches of the sweep
     whose name matches `pattern`."""
-    jobs = {}
+    jobs: dict = {}
     for x in status.read_points(sweep) + status.read_searches(sweep):
         job = str((x["slurm"] or {}).get("job_id") or "")
         if job and fnmatch.fnmatchcase(x["name"], pattern):

@@ -59,7 +59,8 @@ class Doctor:
     def __init__(self, point, out: str):
         self.point, self.out = point, out
         self.name = f"dlbench-doctor-{secrets.token_hex(4)}"
-        self.lines, self.failed = [], 0
+        self.lines: list = []
+        self.failed = 0
 
     def say(self, status: str, check: str, detail: str) -> None:
         self.failed += status == "FAILED"

@@ -46,7 +46,7 @@ import time
 try:
     from orjson import loads as _loads  # a 1,000-point sweep is read in tenths of a second
 except ImportError:
-    from json import loads as _loads
+    from json import loads as _loads  # type: ignore[assignment]  # json's signature, orjson's differs
 
 from contract import exits, paths, secrets, statuses
 from launchers.backends.slurm import sacct
@@ -261,7 +261,7 @@ def render(rows: list) -> str:
 
 def progress(rows: list, elapsed: float, width: int = 30) -> str:
     done = sum(r["state"] in FINAL for r in rows)
-    counts = {}
+    counts: dict = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
     fill = int(width * done / max(1, len(rows)))

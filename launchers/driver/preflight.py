@@ -73,8 +73,8 @@ def _attempt(point, state: dict, launcher) -> dict:
                               "ok": verdict["ok"], "sick": verdict["sick"],
                               "slow_links": verdict["slow_links"], "exclude": verdict["exclude"],
                               # every link measured, [src, dst, GB/s, slow]: the evidence
-                              "links": [[l["src"], l["dst"], l["gbytes_s"], l["slow"]]
-                                        for l in verdict["links"]],
+                              "links": [[link["src"], link["dst"], link["gbytes_s"], link["slow"]]
+                                        for link in verdict["links"]],
                               "network_flags": verdict.get("network_flags") or [],
                               "ended_unix": time.time()})
     return verdict

@@ -28,8 +28,8 @@ def _rate(link) -> str:
 
 def _links(attempts: list, sick: set):
     """The slow links no sick node explains, and the fast ones, every attempt's."""
-    below = {(a["attempt"], l["src"], l["dst"]): l["below"] for a in attempts
-             for l in a.get("slow_links") or []}
+    below = {(a["attempt"], link["src"], link["dst"]): link["below"] for a in attempts
+             for link in a.get("slow_links") or []}
     slow, fast = [], []
     for a in attempts:
         for src, dst, gbytes_s, is_slow in a.get("links") or []:
@@ -44,13 +44,13 @@ def _links(attempts: list, sick: set):
 
 def left_out(attempts: list) -> dict:
     """node -> why, every node the round's attempts leave out (the rule above)."""
-    out = {}
+    out: dict = {}
     for a in attempts:
         for node, why in (a.get("sick") or {}).items():
             out.setdefault(node, list(why))
     slow, fast = _links(attempts, set(out))
-    sent_fast = {l["src"] for l in fast}
-    received_fast = {l["dst"] for l in fast}
+    sent_fast = {link["src"] for link in fast}
+    received_fast = {link["dst"] for link in fast}
     # each slow link's suspects: an end that did the same at speed elsewhere is cleared
     suspects = []
     for link in slow:
@@ -58,11 +58,11 @@ def left_out(attempts: list) -> dict:
                 if n not in cleared]
         suspects.append((link, ends or [link["src"]]))  # both cleared: the path; its sender
     while suspects:
-        partners = {}
+        partners: dict = {}
         for link, ends in suspects:
             for n in ends:
                 partners.setdefault(n, set()).add(link["dst"] if n == link["src"] else link["src"])
-        first = {}
+        first: dict = {}
         for link, ends in suspects:  # ties: the first suspect of the first link, its sender
             for n in ends:
                 first.setdefault(n, len(first))

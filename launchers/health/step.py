@@ -15,6 +15,7 @@ import os
 import time
 
 from contract import paths, records, typed
+from contract.frozen import Settings
 from contract.point import Framework
 from contract.spec import HealthSpec
 from launchers import sweepdir
@@ -33,7 +34,7 @@ def spec(point, hdir: str) -> HealthSpec:
     """What every rank's checks read: the point's health settings, its devices per node and
     the site's NCCL_* settings (cluster.env)."""
     nccl = {str(k): str(v) for k, v in point.cluster.env.items() if str(k).startswith("NCCL_")}
-    settings = dict(typed.plain(point.health), gpus_per_node=point.gpus_per_node, nccl_env=nccl)
+    settings = Settings(typed.plain(point.health), gpus_per_node=point.gpus_per_node, nccl_env=nccl)
     return HealthSpec(record_dir=hdir, nodes=point.nodes, gpus_per_node=point.gpus_per_node,
                       settings=settings, point=point.name, device=point.device,
                       # the links' collectives give up a little before the step does, so
@@ -61,13 +62,13 @@ def run(point, hdir: str, launcher) -> dict:
     out = step.run(ranks, timeout, GRACE_S, "the health step", launcher.log)
     why = {"timeout": f"the health step passed health.timeout_s={timeout:g}",
            "failure": f"stopped {GRACE_S} s after {out.first}",
-           "cancelled": f"stopped by {stopping.received()}"}.get(out.stop)
+           "cancelled": f"stopped by {stopping.received()}"}.get(out.stop or "")
     verdict = finish(point, hdir, launcher.hosts(), why, ranks.ends(), out.stopped)
     stopping.check()  # the owner was stopped: no verdict acted on
     return verdict
 
 
-def finish(point, hdir: str, hosts: list, ended_by: str = None, rank_ends=None,
+def finish(point, hdir: str, hosts: list, ended_by: str | None = None, rank_ends=None,
            stopped=()) -> dict:
     """Read the ranks' records, judge them (`rank_ends`: how ranks that the step saw end
     badly ended; `stopped`: the ranks the step's stop ended), write the verdict beside them."""

@@ -63,7 +63,7 @@ def node_rows(records: dict, hosts: list, gpus_per_node: int) -> list:
     return rows
 
 
-def _ranks(rows: list, ended_by: str = None, rank_ends=None, stopped=()) -> None:
+def _ranks(rows: list, ended_by: str | None = None, rank_ends=None, stopped=()) -> None:
     """Ranks without a record, or whose record failed. One the step's stop ended, after a
     rank elsewhere died or failed of itself, is not judged: it was waiting on that one."""
     rank_ends = rank_ends or {}
@@ -180,8 +180,8 @@ def _links(rows: list, settings: dict) -> dict:
     names = [row["node"] for row in rows]
     for link in measured:
         link["gbytes_s"] = link["bytes"] / link["seconds"] / 1e9 if link.get("seconds") else 0.0
-    speed = {(l["src"], l["dst"]): l["gbytes_s"] for l in measured}
-    capped = {(l["src"], l["dst"]) for l in measured if l.get("capped")}
+    speed = {(link["src"], link["dst"]): link["gbytes_s"] for link in measured}
+    capped = {(link["src"], link["dst"]) for link in measured if link.get("capped")}
     median = statistics.median(speed.values())
     floors = expected.link_floors(settings)
     found = linktest.judge(len(rows), speed, fraction, floors)
@@ -198,7 +198,7 @@ def _links(rows: list, settings: dict) -> dict:
             reasons = [r for r in ["reference"] + [w for _, w in floors]
                        if any(r in slow[link] for link in mine)]
             row["checks"]["links"] = nodechecks.sick(
-                f"{why}: {', '.join(desc(*l) for l in mine)} "
+                f"{why}: {', '.join(desc(*link) for link in mine)} "
                 f"({_why_slow(reasons, reference, fraction, floors)})")
         else:
             row["checks"]["links"] = nodechecks.ok(f"{sum(i in k for k in speed)} link(s) measured")
@@ -209,10 +209,10 @@ def _links(rows: list, settings: dict) -> dict:
         lines.append({"src": names[src], "dst": names[dst], "gbytes_s": speed[(src, dst)],
                       "median": median, "reference": reference, "capped": (src, dst) in capped,
                       "below": _why_slow(slow[(src, dst)], reference, fraction, floors), "why": why})
-    links = [{"src": names[l["src"]], "dst": names[l["dst"]], "stride": l["stride"], "bytes": l["bytes"],
-              "capped": bool(l.get("capped")), "gbytes_s": l["gbytes_s"],
-              "slow": (l["src"], l["dst"]) in slow} for l in measured]
-    return {"links": sorted(links, key=lambda l: (l["stride"], l["src"])), "slow": lines,
+    links = [{"src": names[link["src"]], "dst": names[link["dst"]], "stride": link["stride"], "bytes": link["bytes"],
+              "capped": bool(link.get("capped")), "gbytes_s": link["gbytes_s"],
+              "slow": (link["src"], link["dst"]) in slow} for link in measured]
+    return {"links": sorted(links, key=lambda link: (link["stride"], link["src"])), "slow": lines,
             "ambiguous": found["ambiguous"], "median": median, "reference": reference}
 
 
@@ -231,7 +231,7 @@ def _network(rows: list, settings: dict) -> list:
     return nccl_net.flags(ranks, len(rows))
 
 
-def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str = None,
+def judge(records: dict, hosts: list, gpus_per_node: int, settings: dict, ended_by: str | None = None,
           rank_ends=None, stopped=()) -> dict:
     """The verdict of one health step (health.json's content but for where it ran)."""
     fraction = float(settings["min_fraction"])
@@ -286,12 +286,12 @@ def render(verdict: dict) -> str:
     for link in verdict["slow_links"]:
         lines.append(f"slow link {link['src']} -> {link['dst']}: {link['gbytes_s']:.3g} GB/s, "
                      f"{link['below']} ({link['why']})")
-    skipped = {}
+    skipped: dict = {}
     for node in verdict["nodes"]:
         for name, c in node["checks"].items():
             if c.get("status") == "skipped":
                 skipped.setdefault((c["reason"], name), set()).add(node["node"])
-    by_reason = {}
+    by_reason: dict = {}
     for (reason, name), where in skipped.items():
         every = len(where) == len(verdict["nodes"])
         by_reason.setdefault((reason, every and "every node" or ", ".join(sorted(where))), []).append(name)
@@ -301,9 +301,9 @@ def render(verdict: dict) -> str:
         names = sorted(names, key=nodechecks.CHECKS.index)
         lines.append(f"{', '.join(names)} skipped on {where}: {reason}")
     if verdict.get("link_median_gbytes_s"):
-        capped = sum(l.get("capped", False) for l in verdict["links"])
+        capped = sum(link.get("capped", False) for link in verdict["links"])
         lines.append(f"links: {len(verdict['links'])} measured in "
-                     f"{len({l['stride'] for l in verdict['links']})} round(s), the fabric's reference "
+                     f"{len({link['stride'] for link in verdict['links']})} round(s), the fabric's reference "
                      f"{verdict['link_reference_gbytes_s']:.3g} GB/s (the median link, slow nodes set "
                      f"aside), median of all {verdict['link_median_gbytes_s']:.3g} GB/s"
                      + (f", {capped} capped (health.link_cap_s)" if capped else ""))

@@ -10,6 +10,7 @@ input in one line (ConfigError):
   made absolute here: ranks run from the checkout.
 """
 import os
+from typing import cast
 
 from omegaconf import OmegaConf
 
@@ -29,7 +30,7 @@ AS_GIVEN = ("nodes", "gpus_per_node", "batch_size", "warmup_steps", "measure_ste
 def validate(cfg) -> dict:
     """Check cfg whole -> the point's fields as the config gives them, checked; ConfigError
     names the first mistake. data.path and checkpoint.dir in cfg are made absolute."""
-    fields = given(OmegaConf.to_container(cfg, resolve=True))
+    fields = given(cast(dict, OmegaConf.to_container(cfg, resolve=True)))
     try:
         typed.check(Point, fields)
     except ValueError as exc:
@@ -159,7 +160,7 @@ def check_checkpoint(cfg) -> None:
             raise ConfigError("checkpoint.every is built for synthetic data, not data=files")
     if bench == "checkpoint":
         try:
-            checkpoint.bench_options(OmegaConf.to_container(cfg.bench, resolve=True))
+            checkpoint.bench_options(cast(dict, OmegaConf.to_container(cfg.bench, resolve=True)))
         except (ValueError, TypeError) as exc:
             raise ConfigError(str(exc).splitlines()[0]) from None
     if s.dir is not None:

@@ -7,6 +7,7 @@ Everything after reads its attributes; the backends write it (launchers/sweepdir
 import copy
 import time
 from pathlib import Path
+from typing import cast
 
 from omegaconf import OmegaConf
 
@@ -23,8 +24,8 @@ from launchers.suite import ConfigError
 def resolve_model(model_cfg) -> dict:
     """The model's chosen size folded into one flat dict (what a worker builds); model_cfg
     is the config's model node or its resolved dict."""
-    m = (OmegaConf.to_container(model_cfg, resolve=True) if OmegaConf.is_config(model_cfg)
-         else copy.deepcopy(model_cfg))
+    m = cast(dict, OmegaConf.to_container(model_cfg, resolve=True) if OmegaConf.is_config(model_cfg)
+             else copy.deepcopy(model_cfg))
     sizes = m.pop("sizes", None)
     # A key set beside `sizes` (`+model.num_classes=10`) wins over the size's own.
     return {**sizes[m["size"]], **m} if sizes is not None else m
@@ -41,7 +42,8 @@ def check_layout(cfg, model: dict):
                                     cfg.get("micro_batch_size"), cfg.get("global_batch_size"))
     except parallel.LayoutError as exc:
         raise ConfigError(str(exc)) from None
-    name, notes = model.get("name"), []
+    name = model.get("name")
+    notes: list = []
     if name not in parallel.layout_models():
         if not lay.is_data_parallel() or bad:
             raise ConfigError(f"parallel layouts ({lay.name() or 'dp=' + str(lay.dp)}) are built for "
@@ -110,7 +112,7 @@ def make_point(cfg, sweep_dir, num: int, overrides=(), commit=COMMIT) -> Point:
     refused, and the search's settings are completed (launchers/plan/search.py)."""
     cfg = batch_size_max(cfg)
     given = checks.validate(cfg)        # the config's values of the point's own fields, checked
-    config = OmegaConf.to_container(cfg, resolve=True)  # resolved once; the point's parts are copies
+    config = cast(dict, OmegaConf.to_container(cfg, resolve=True))  # resolved once; the point's parts are copies
     model = resolve_model(config["model"])
     lay, notes = check_layout(cfg, model)
     name = point_name(cfg, num, lay)

@@ -12,9 +12,10 @@ outside the checkout.
 import os
 import tempfile
 from pathlib import Path
+from typing import cast
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from contract import modes
 from contract.values import is_integer
@@ -106,7 +107,7 @@ def check(argv) -> str:
         known = groups(site, args)
     except Exception as exc:  # a hydra.searchpath entry that is not there, say
         return f"cannot read the config search path: {str(exc).splitlines()[0]}"
-    top = OmegaConf.load(CONF / "config.yaml")
+    top = cast(DictConfig, OmegaConf.load(CONF / "config.yaml"))
     top.pop("defaults")
     output_root = top.output_root
     for ov in overrides:

@@ -14,6 +14,7 @@ line (launchers/plan/exclude.py). The suite's commit is looked up once per sweep
 """
 import sys
 from dataclasses import dataclass
+from typing import NoReturn
 
 import launchers
 from contract import exits, secrets
@@ -23,7 +24,7 @@ from launchers.suite import ConfigError
 
 # (sweep folder, point names) of each sweep `main` handed to its launchers in this process, dry
 # runs aside: Hydra returns nothing of a run to launch.py, which reads its exit status here.
-ran = []
+ran: list[tuple[str, list[str]]] = []
 
 
 @dataclass
@@ -74,7 +75,7 @@ def make_points(jobs) -> list:
 
 def submit(made) -> list:
     """make_points' points handed to their launchers, each launcher's at once -> the names."""
-    groups = {}  # (launcher, dry_run) -> points, in sweep order
+    groups: dict = {}  # (launcher, dry_run) -> points, in sweep order
     for point, dry_run in made:
         groups.setdefault((point.launcher.name, dry_run), []).append(point)
     for (name, dry_run), pts in groups.items():
@@ -91,7 +92,7 @@ def run(jobs) -> list:
     return names
 
 
-def fail(message: str):
+def fail(message: str) -> NoReturn:
     """Bad input in one line, its secrets masked (an override may hold one: contract/secrets.py)."""
     print(f"error: {secrets.mask_text(message)}", file=sys.stderr)
     sys.exit(exits.REFUSED)

@@ -109,12 +109,18 @@ def test_a_missing_interpreter_is_refused_before_any_point_runs(tmp_path, capsys
     assert not sweep.exists()
 
 
-def test_what_builds_a_missing_interpreter_of_the_suites_own_is_named(tmp_path, capsys):
-    code = launch.main([*ARGS, "framework=oneflow", "framework.python=.venvs/no-such-env/bin/python",
-                        f"hydra.run.dir={tmp_path / 's'}"])
+def test_what_builds_a_missing_interpreter_of_the_suites_own_is_named(tmp_path, capsys, monkeypatch):
+    """A checkout whose OneFlow environment is not built (its make target's requirements are
+    there, .venvs/oneflow is not): the line names `make env-oneflow`, as the issue met it."""
+    from launchers.backends import worker
+    checkout = tmp_path / "checkout"
+    (checkout / "frameworks" / "oneflow").mkdir(parents=True)
+    (checkout / "frameworks" / "oneflow" / "requirements.txt").write_text("oneflow\n")
+    monkeypatch.setattr(worker, "ROOT", checkout)
+    code = launch.main([*ARGS, "framework=oneflow", f"hydra.run.dir={tmp_path / 's'}"])
     assert code == exits.REFUSED
     assert capsys.readouterr().err.strip().splitlines() == [
-        "error: oneflow interpreter .venvs/no-such-env/bin/python not found (make env-no-such-env builds it)"]
+        "error: oneflow interpreter .venvs/oneflow/bin/python not found (make env-oneflow builds it)"]
 
 
 def test_a_dry_run_with_a_missing_interpreter_is_one_line_not_a_traceback(tmp_path, capsys):

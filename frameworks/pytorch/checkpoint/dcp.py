@@ -95,7 +95,7 @@ def digest(state) -> dict:
     for name, v in _leaves(state):
         if torch.is_tensor(v):
             h = hashlib.sha256(f"{v.dtype}{tuple(local(v).shape)}".encode())
-            h.update(tensor_bytes(v))
+            h.update(tensor_bytes(v).data)
             out[name] = h.hexdigest()
         else:
             out[name] = repr(v)
@@ -171,7 +171,8 @@ class Checkpointer:
         self.rank = torch_dist.get_rank() if distributed else 0
         self.staging = StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
                                       use_async_staging=False, use_non_blocking_copy=False)
-        self.stager, self.spent = None, []   # spent: single-use stagers, closed at close()
+        self.stager: DefaultStager | None = None
+        self.spent: list = []   # spent: single-use stagers, closed at close()
 
     def together(self, what, fn, reading=False):
         return together(self.group, self.rank, what, fn, reading)

@@ -64,5 +64,5 @@ def apply(model: nn.Module, mesh, layout, seq_len: int, device) -> None:
     cp_i = mesh.get_local_rank()
     model.positions = positions(seq_len, layout, cp_i).to(device)
     keys = torch.cat([positions(seq_len, layout, i) for i in range(layout.cp)])
-    for layer in model.layers.values():
+    for layer in model.layers.values():  # type: ignore[operator]  # nn.Module's __getattr__ says Tensor | Module
         layer.attention.core = AllGatherAttention(mesh, keys, getattr(layer.attention.core, "scale", None))

@@ -23,6 +23,8 @@ stage's ranks; frameworks/pytorch/models/moe.py dispatches the tokens).
   are scaled by edp / (dp x cp) on their way (`Experts.grad_scale`), since FSDP2's own
   divide factor reduces with PREMUL_SUM, which gloo lacks.
 """
+from typing import Any
+
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
@@ -38,7 +40,7 @@ def meshes(mesh, layout, device_type: str) -> dict:
     """{"ep", "edp": the sparse mesh's dims (None without expert parallelism); "tokens": the
     load's group, or None} (module docstring); every rank makes every group (new_group is
     collective). `mesh`: the dense grid's (parallelize.build_mesh), None for one rank."""
-    out = {"ep": None, "edp": None, "tokens": None}
+    out: dict[str, Any] = {"ep": None, "edp": None, "tokens": None}
     if mesh is None:
         return out
     if layout.ep > 1:

@@ -42,7 +42,7 @@ from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleG
                                           ScheduleInterleaved1F1B)
 from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-from torch.distributed.tensor.parallel import ColwiseParallel, SequenceParallel, parallelize_module
+from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, SequenceParallel, parallelize_module
 
 from contract import models
 from frameworks.pytorch.layouts import context_parallel, expert_parallel
@@ -85,7 +85,7 @@ def head_plan(model, norm: str, sequence_parallel: bool) -> dict:
     if model.head is None:
         return {}
     seq = Shard(1) if sequence_parallel else Replicate()
-    plan = {norm: SequenceParallel()} if sequence_parallel else {}
+    plan: dict[str, ParallelStyle] = {norm: SequenceParallel()} if sequence_parallel else {}
     plan["head.output"] = ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1),
                                           use_local_output=False)
     return plan
@@ -208,7 +208,7 @@ def tie_stages(modules, group, tied: dict) -> None:
 
 
 @torch.no_grad()
-def init_parameters(model: nn.Module, family, seed: int, tied: dict = None) -> None:
+def init_parameters(model: nn.Module, family, seed: int, tied: dict | None = None) -> None:
     """Fill every parameter with its single-device value (the family's `full_value`), this
     rank's part of it where the parameter is sharded; a tied pair both by the output layer's
     name (`tied`: {output: embedding}); a routed expert's weights, of the experts its module
@@ -225,7 +225,7 @@ def init_parameters(model: nn.Module, family, seed: int, tied: dict = None) -> N
         target.copy_(part.to(target.dtype))
     for module in model.modules():
         if hasattr(module, "reset_buffers"):
-            module.reset_buffers()
+            module.reset_buffers()  # type: ignore[operator]  # nn.Module's __getattr__ says Tensor | Module
 
 
 def build(family, cfg: dict, layout, mesh, device, seed: int, pp_rank: int, compile=False,

@@ -39,7 +39,7 @@ class LiveTensors(TorchDispatchMode):
         super().__init__()
         self.device_type = device_type
         self.now = self.peak = 0
-        self._sizes = {}    # storage's C++ address -> (its weak reference, bytes counted)
+        self._sizes: dict = {}    # storage's C++ address -> (its weak reference, bytes counted)
         self._lock = threading.RLock()   # frees arrive on other threads too (gloo's)
         self._resize = None
 
@@ -55,7 +55,7 @@ class LiveTensors(TorchDispatchMode):
             if key in self._sizes:
                 return
             n = storage.nbytes()
-            self._sizes[key] = (weakref.ref(storage, lambda _, key=key: self._freed(key)), n)
+            self._sizes[key] = (weakref.ref(storage, lambda _: self._freed(key)), n)
             self._add(n)
 
     def _add(self, n: int) -> None:

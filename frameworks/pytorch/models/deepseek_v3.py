@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import Replicate
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
 
 from frameworks.pytorch import models
 from frameworks.pytorch.layouts import parallelize
@@ -217,7 +217,7 @@ def tp_plan(model, sequence_parallel: bool) -> dict:
     down-projections and their norms replicated; the dense and the shared experts' SwiGLU as
     Llama 3's; embedding and output as Llama 3's. The routed experts and the router are
     expert_parallel.py's. No sequence-parallel plan (contract/parallel.py refuses it)."""
-    plan = {}
+    plan: dict[str, ParallelStyle] = {}
     if model.embed is not None:
         plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
     for i, layer in model.layers.items():

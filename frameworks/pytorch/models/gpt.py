@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import Replicate, Shard
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleOutput, RowwiseParallel,
+from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, PrepareModuleOutput, RowwiseParallel,
                                                SequenceParallel)
 from torch.utils.checkpoint import checkpoint
 
@@ -179,7 +179,7 @@ def tp_plan(model, sequence_parallel: bool) -> dict:
     """Megatron's splits of the GPT, as a parallelize_module plan
     (frameworks/pytorch/layouts/parallelize.py)."""
     seq = Shard(1) if sequence_parallel else Replicate()
-    plan = {}
+    plan: dict[str, ParallelStyle] = {}
     if model.embed is not None:
         plan["embed.word"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
         if sequence_parallel:  # the positions are added whole, then each rank keeps its part

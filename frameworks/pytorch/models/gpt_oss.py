@@ -134,7 +134,7 @@ class Experts(moe.Experts):
     mlp2's bias, added as bias / tp on each rank so that the partial sums add it once, its
     gradient whole (torchtitan's ScaleBiasForward)."""
 
-    SPLIT = {"mlp1_weight": 1, "mlp1_bias": 1, "mlp2_weight": 2, "mlp2_bias": None}
+    SPLIT: dict[str, int | None] = {"mlp1_weight": 1, "mlp1_bias": 1, "mlp2_weight": 2, "mlp2_bias": None}
 
     def __init__(self, experts, hidden, moe_hidden):
         nn.Module.__init__(self)

@@ -16,7 +16,8 @@ no dropout. The output layer is the token embedding only where `tie_embeddings` 
 Llama 3.2); Llama 3 and 3.1 are untied.
 
 As frameworks/pytorch/models/gpt.py, the model knows nothing of parallelism: its parts are named for
-the tensor-parallel plan (`tp_plan`, at the end of this module, with the `session`: `embed`, `layers.<i>.attention.wq|wk|wv|wo`,
+the tensor-parallel plan (`tp_plan`, at the end of this module, with the `session`: `embed`,
+`layers.<i>.attention.wq|wk|wv|wo`,
 `layers.<i>.feed_forward.w1|w2|w3`, `head.output`), head counts are read from the projections'
 outputs (a tensor-parallel rank holds heads / tp of them), a pipeline stage is the model with
 other stages' parts dropped (`keep`), and each layer's attention core is a module of its own
@@ -32,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import Replicate, Shard
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, PrepareModuleInput, RowwiseParallel,
                                                SequenceParallel)
 from torch.utils.checkpoint import checkpoint
 
@@ -220,7 +221,7 @@ def tp_plan(model, sequence_parallel: bool) -> dict:
     rank's part of the sequence and each block's input is gathered once before its
     projections."""
     seq = Shard(1) if sequence_parallel else Replicate()
-    plan = {}
+    plan: dict[str, ParallelStyle] = {}
     if model.embed is not None:
         plan["embed"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
     for i in model.layers:

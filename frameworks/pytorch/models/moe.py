@@ -131,7 +131,7 @@ class Experts(nn.Module):
     `grad_scale`: what the weights' gradients are multiplied by (expert_parallel.py's
     wrap_experts says why)."""
 
-    SPLIT = {"w1": 1, "w2": 2, "w3": 1}
+    SPLIT: dict[str, int | None] = {"w1": 1, "w2": 2, "w3": 1}  # None: a bias tp replicates
 
     def __init__(self, experts, hidden, moe_hidden):
         super().__init__()
@@ -296,7 +296,8 @@ class Balancer:
                        if isinstance(m, MoE)]
         self.group, self.layout, self.warmup = group, layout, warmup
         self.double = 2 if recompute else 1   # recomputed forwards count their tokens again
-        self.steps, self.tokens = [], None
+        self.steps: list = []
+        self.tokens: torch.Tensor | None = None
 
     def step(self) -> None:
         if not self.layers:   # a pipeline stage of dense layers only

@@ -22,7 +22,7 @@ import sys
 import torch
 from torch import nn
 from torch.distributed.tensor import Replicate
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
 
 from frameworks.pytorch import models
 from frameworks.pytorch.layouts import parallelize
@@ -147,7 +147,7 @@ def full_value(name: str, shape, seed: int, rows=None, layers=None) -> torch.Ten
 def tp_plan(model, sequence_parallel: bool) -> dict:
     """torchtitan's plan of Qwen3's attention (wq, wk, wv by columns, wo by rows; the per-head
     norms replicated), embedding and output as Llama 3's; the experts are expert_parallel.py's."""
-    plan = {"embed": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())} \
+    plan: dict[str, ParallelStyle] = {"embed": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())} \
         if model.embed is not None else {}
     for i in model.layers:
         p = f"layers.{i}.attention"

@@ -28,6 +28,7 @@ Not run yet: no GPU was lent to the sessions that built this (docs/moe.md).
 """
 import importlib.util
 import re
+from typing import Any
 
 from frameworks.pytorch.titan import session as titan
 from frameworks.registry import resolve
@@ -107,7 +108,7 @@ class TitanMoESession(titan.TitanSession):
     """One rank of a mixture of experts' point on GPUs (module docstring); `family` its
     model's module (session_of)."""
 
-    family = None
+    family: Any = None
 
     def _gap(self, spec):
         return gap(spec, self.layout)

@@ -348,7 +348,7 @@ RUNTIME_NEEDS = {"experts": ("torch.compiler:_is_non_strict_tracing",
 
 
 @functools.lru_cache(maxsize=None)
-def unavailable(*references) -> str:
+def unavailable(*references) -> str | None:
     """Why torchtitan cannot train here, or None: it is not installed, it does not import with
     this torch (0.3.0 with torch 2.11: "cannot import name 'DataParallelMeshDims'"), or this
     torch lacks what it calls at run time. `references`: the family's torchtitan parts

@@ -16,7 +16,7 @@ def shapes(pts: list) -> list:
     (and the same submitit folder, requeue limit and secrets' values, which ride in the
     sbatch's one environment: secret_env.py), in sweep order. Each group can be one job
     array."""
-    groups = {}
+    groups: dict = {}
     for p in pts:
         params = job.executor_parameters(p)
         del params["job_name"]

@@ -63,8 +63,8 @@ def _usr_sig() -> str:
     return JobEnvironment.USR_SIG
 
 
-def make_executor(point, require_srun: bool = True, array: int = 0, job_name: str = None,
-                  folder: str = None):
+def make_executor(point, require_srun: bool = True, array: int = 0, job_name: str | None = None,
+                  folder: str | None = None):
     """submitit's SlurmExecutor for the point, or for a job array of `array` points shaped
     like it. The batch script `exec`s the driver's Python, so the driver IS the batch shell
     and gets the allocation's signals itself."""
@@ -84,7 +84,7 @@ def make_executor(point, require_srun: bool = True, array: int = 0, job_name: st
     return ex
 
 
-def sbatch_script(point, array: int = 0, job_name: str = None) -> str:
+def sbatch_script(point, array: int = 0, job_name: str | None = None) -> str:
     """The sbatch script exactly as submitit writes it for this point, or for a job array of
     `array` points shaped like it."""
     ex = make_executor(point, require_srun=False, array=array, job_name=job_name)
@@ -155,7 +155,7 @@ def record(point, job, previous=None, time_min=None, **more) -> dict:
     return info
 
 
-def submit_group(group: list, driver, job_name: str = None, exclude=()) -> list:
+def submit_group(group: list, driver, job_name: str | None = None, exclude=()) -> list:
     """One sbatch for the group [(point, its previous slurm.json or None, whether its folder
     is new)]: a job array (a plain job for one point) named `job_name`, each task running
     driver(point's folder), none on the nodes of `exclude`. Each point's job id (`123_4` in an

@@ -37,6 +37,7 @@ import shlex
 import subprocess
 import sys
 import time
+from typing import Optional
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
@@ -61,9 +62,10 @@ NEVER = ("PartitionNodeLimit", "PartitionConfig", "PartitionTimeLimit", "BadCons
 class SlurmLauncher(Launcher):
     name = "slurm"
 
-    def __init__(self, allocation: Allocation = None, search_base=None, log=print):
+    def __init__(self, allocation: Optional[Allocation] = None, search_base=None, log=print):
         super().__init__(log)
-        self.allocation = allocation  # None on the submitting host
+        # None on the submitting host, which reads it nowhere: the methods that do run in an allocation
+        self.allocation: Allocation = allocation  # type: ignore[assignment]
         self.search_base = search_base  # in a search's allocation: the search's base point
 
     # ---- on the submitting host ----------------------------------------------------------

@@ -130,7 +130,7 @@ def step_env(point, master_addr: str, port, base=None) -> dict:
     return containers.environ(point, env) if point.container_image or point.cluster.containers else env
 
 
-def scancel_steps(job_id, signal: str = None, timeout: float = 30) -> None:
+def scancel_steps(job_id, signal: str | None = None, timeout: float = 30) -> None:
     """Signal the job's running srun steps (not the job, not its batch shell): with
     `signal` (TERM: the ranks write their records and end; KILL), else cancel them. A
     signal to a node that does not answer fails after MessageTimeout; a cancel is queued

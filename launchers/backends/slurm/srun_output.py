@@ -22,7 +22,7 @@ CORE_DUMPED = " (core dumped)"
 
 def _signal_names() -> dict:
     """strsignal text -> name, e.g. 'Segmentation fault' -> 'SIGSEGV', for this libc."""
-    names = {}
+    names: dict = {}
     for sig in signal.Signals:
         text = signal.strsignal(sig)
         if text:
@@ -35,7 +35,7 @@ SIGNAL_NAMES = _signal_names()
 
 def task_ids(text: str) -> list:
     """'0,2-3' -> [0, 2, 3]."""
-    out = []
+    out: list = []
     for part in text.split(","):
         first, _, last = part.partition("-")
         if first.isdigit() and (not last or last.isdigit()):
@@ -56,7 +56,7 @@ def describe(how: str) -> dict:
 def task_ends(text: str) -> dict:
     """rank -> {exit_code, signal, node} for every task srun reported ending badly (the
     first report of a task wins: a later one is srun's own kill of what was left)."""
-    ends = {}
+    ends: dict = {}
     for line in text.splitlines():
         m = TASK_END.match(line.strip())
         if not m:

@@ -14,7 +14,7 @@ from launchers.backends.slurm import srun, srun_output
 class StepWatch:
     def __init__(self, rdir: str, world: int):
         self.rdir, self.world = rdir, world
-        self.records = {}  # rank -> status of its record
+        self.records: dict = {}  # rank -> status of its record
         self.text, self._seen = "", 0  # srun.log so far, whole lines; bytes read
 
     def poll(self) -> None:
