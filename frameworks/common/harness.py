@@ -51,6 +51,12 @@ class Session:
     def timer(self):
         return HostTimer()
 
+    def step_syncs(self):
+        """Whether one training step waits on the device, asked once after warm-up: a dict
+        for the record's `step_sync` ({syncs: bool or None, ...}), or None where there is no
+        device apart from the host to wait on (a CPU) or no way to ask (docs/anatomy.md)."""
+        return None
+
     def environment(self) -> dict:
         """Device and library versions: device, device_count, cuda, cudnn, nccl..."""
         return {}
@@ -102,6 +108,8 @@ class Session:
 class HostTimer:
     """Step edges on the host clock; right when a step returns after its work."""
 
+    device_ends = False   # a step's end is the host's (a device timer's: the device's own)
+
     def __init__(self):
         self.edges = []
 
@@ -136,6 +144,9 @@ def run_steps(session, spec, record, origin):
         steps.append({"step": i, "phase": "warmup", "start": t0 - origin,
                       "end": time.perf_counter() - origin, "samples": batch, "loss": None})
     check(handles, 0, "warmup")
+    probe = session.step_syncs()   # untimed: does a step wait on the device? (docs/anatomy.md)
+    if probe is not None:
+        record["step_sync"] = probe
 
     session.sync()
     session.barrier()
@@ -144,20 +155,24 @@ def run_steps(session, spec, record, origin):
         record["memory"]["peak_device_scope"] = "window"
     timer = session.timer()
     first = len(steps)
-    handles = []
+    handles, enqueued = [], []
     w0 = time.perf_counter()
     for i in range(spec.measure_steps):
         timer.begin(i)
         handles.append(session.step())
+        enqueued.append(time.perf_counter_ns())   # the host's end of enqueuing it: no sync
         timer.end(i)
     session.sync()
     w1 = time.perf_counter()
     record["window"] = {"start": w0 - origin, "end": w1 - origin}
     if window_peak:   # read now: after_window's untimed steps (a trace, a bubble) are not in it
         record["memory"]["peak_device_bytes"] = session.peak_device_bytes()
+    device_ends = getattr(timer, "device_ends", False)
     for i, (s, e) in enumerate(timer.read(w0, origin)):
         steps.append({"step": first + i, "phase": "measure", "start": s, "end": e,
                       "samples": batch, "loss": None})
+        if device_ends:   # beside the device's end, the host's: how far one trails the other
+            steps[-1]["enqueued"] = enqueued[i] / 1e9 - origin
     check(handles, first, "measure")
     record_parameter_checksum(session, record)
     session.after_window(record)
