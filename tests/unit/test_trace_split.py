@@ -22,8 +22,8 @@ KERNELS = [("void at::native::vectorized_elementwise_kernel<4>(A)", "kernel", 7,
            ("Memcpy DtoH (Device -> Pinned)", "gpu_memcpy", 7, 400, 420),
            ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", 8, 450, 550)]
 NOT_GPU = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": -40, "dur": 700, "args": {}},
-           {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "ts": -10, "dur": 600,
-            "args": {"stream": 7}},   # a span over the kernels, no work of its own
+           {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7, "ts": -10,
+            "dur": 600, "args": {"External id": 4}},   # a span over the kernels, no work of its own
            {"ph": "f", "cat": "ac2g", "name": "ac2g", "ts": 0, "id": 1}]
 
 
