@@ -6,7 +6,9 @@ The harness runs `warmup_steps` untimed-for-throughput steps, synchronizes the
 device and all ranks, then runs `measure_steps` steps inside the timed window,
 synchronizing again only at the window's far edge. Per-step times come from
 the session's StepTimer (host clock on CPU, device events on a GPU), read
-after the window so that timing never stalls the pipeline. Losses are kept as
+after the window so that timing never stalls the pipeline; beside a device's step ends, the
+host's end of enqueuing each step, and once after warm-up whether a step waits on the device
+(docs/anatomy.md: how far the device trails the host). Losses are kept as
 handles and read after the window for the same reason; a non-finite one fails
 the run. Standard library only: this runs in the framework's Python.
 """
