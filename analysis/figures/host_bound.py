@@ -100,6 +100,6 @@ def point_verdict(device, runs: list) -> dict:
 def where_judged(points):
     """The points table with its host_lag and host_bound columns only where some point is not a
     CPU's (a CPU-only sweep's tables stay as they were before the rule)."""
-    if "host_bound" in points and not any(v not in (CPU, None) for v in points["host_bound"]):
+    if "host_bound" in points and not any(isinstance(v, str) and v != CPU for v in points["host_bound"]):
         points = points.drop(columns=["host_lag", "host_bound"])
     return points

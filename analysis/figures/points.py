@@ -79,7 +79,8 @@ def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.
     row["straggler_host"], row["straggler_host_repeats"] = method.most_named(
         r.get("straggler_host") for r in ok)
     row["drift"] = method.median_of(r["drift"] for r in ok)
-    row.update(host_bound.point_verdict(row["device"], runs))   # host_lag, host_bound
+    if row.get("bench", "train") == "train":   # a comm or checkpoint bench times no training step
+        row.update(host_bound.point_verdict(row["device"], runs))   # host_lag, host_bound
     if s["n"]:  # flags belong to a figure: a point without one has its status instead
         flags = method.point_flags(s["cv"], s["n"], row["drift"], max_cv, max_drift)
     else:
