@@ -24,9 +24,10 @@ MEASURE = method.PHASES.index("measure")   # a timed step's phase code in the st
 
 
 def repeat_figures(ranks: dict, cols: dict):
-    """({throughput, samples, window_s, straggler, straggler_host, drift, host_lag, step_syncs},
-    the durations of every rank's timed steps) of an ok training repeat, from each rank's record (`ranks`:
-    rank -> the record without its steps) and step columns (`cols`: rank -> numpy columns).
+    """({throughput, samples, window_s, straggler, straggler_host, drift, and where recorded
+    host_lag, step_syncs}, the durations of every rank's timed steps) of an ok training repeat,
+    from each rank's record (`ranks`: rank -> the record without its steps) and step columns
+    (`cols`: rank -> numpy columns).
     Raises KeyError/TypeError/ValueError where the records cannot give a throughput."""
     timings, first, second = [], 0.0, 0.0
     order = sorted(ranks)
