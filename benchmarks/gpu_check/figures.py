@@ -3,8 +3,8 @@ the ratio. A training point's figure is its throughput (tokens/s for a language 
 it the published figure for the device (analysis/published/, matched by the analysis's own rule,
 analysis/published/sources.py: the same device, model, precision and devices, at another
 batch where none is at ours, marked) and ours / published; a bare loop's figure is its
-samples/s, beside it the harness's figure of the point it repeats, and harness / bare; the
-traced point's, its trace's split into compute, communication not hidden and idle; the
+samples/s, beside it the harness's figure of the point it repeats, and harness / bare; a
+trace's (profile=true), its split into compute, communication not hidden and idle; the
 health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bandwidth at its
 largest size; the checkpoint's, the seconds training was blocked and until durable.
 """
@@ -117,6 +117,28 @@ def _sweep(stage, ran, ctx, done) -> list:
             row.beside = f"none published for {p.device}" + (" at this layout and shape" if lm else "")
         row.note = "; ".join(notes)
         out.append(row)
+    return out + _traces(stage, results, ctx)
+
+
+def _traces(stage, results, ctx) -> list:
+    """A row per trace profile=true left (`<stage> trace`): its split (analysis/figures/
+    trace_split.py), compute's share its value; a CPU's trace has no GPU kernels: its size,
+    gzip'd, in KiB instead. Its note says where the trace is (in the tarball)."""
+    from analysis.figures import trace_split
+    from analysis.read import trace_file
+    out = []
+    for t in trace_file.splits(results):
+        name, where = f"{stage.name} trace", os.path.relpath(t["path"], ctx.out)
+        if t["error"]:
+            out.append(Row(name, "failed", note=t["error"][:300]))
+        elif t["split"] is None:
+            kib = os.path.getsize(t["path"]) / 1024
+            out.append(Row(name, "ok", f"{kib:,.1f} KiB gzip'd", value=kib,
+                           note=f"{trace_split.text(None)}; {where}"))
+        else:
+            out.append(Row(name, "ok", trace_split.text(t["split"]),
+                           value=trace_split.shares(t["split"])["compute"],
+                           note=f"value: compute's share; {where}"))
     return out
 
 
@@ -135,34 +157,6 @@ def _number(v) -> Optional[float]:
     except (TypeError, ValueError):
         return None
     return v if v == v else None
-
-
-# ---- a traced point -------------------------------------------------------------------------
-def _profile(stage, ran, ctx, done) -> list:
-    """The trace's split (analysis/figures/trace_split.py) as the figure: compute's share its
-    value; a CPU's trace has no GPU kernels: its size, gzip'd, in KiB instead."""
-    import analysis
-    from analysis.figures import trace_split
-    from analysis.read import trace_file
-    folder = os.path.join(ctx.out, stage.name)
-    if not glob.glob(os.path.join(folder, paths.POINTS_DIR, "*")):
-        return []
-    results = analysis.load(folder)
-    p = results.points.iloc[0]
-    traced = trace_file.splits(results)
-    if p.status != "ok" or not traced:
-        why = p.error if isinstance(p.error, str) and p.error else "no trace recorded (profile=true)"
-        return [Row(stage.name, str(p.status) if p.status != "ok" else "failed", note=why[:300])]
-    t = traced[0]
-    where = os.path.relpath(t["path"], ctx.out)
-    if t["error"]:
-        return [Row(stage.name, "failed", note=t["error"][:300])]
-    if t["split"] is None:
-        kib = os.path.getsize(t["path"]) / 1024
-        return [Row(stage.name, "ok", f"trace {kib:,.1f} KiB gzip'd", value=kib,
-                    note=f"{trace_split.text(None)}; {where}")]
-    return [Row(stage.name, "ok", trace_split.text(t["split"]), value=trace_split.shares(t["split"])["compute"],
-                note=f"value: compute's share; {p.device}; {where}")]
 
 
 # ---- bare loops ----------------------------------------------------------------------------
@@ -238,5 +232,4 @@ def _checkpoint(stage, ran, ctx, done) -> list:
                                             f"in {ck['load_s']:.2f} s, equal: {ck['equal']}")]
 
 
-READERS = {"sweep": _sweep, "bare": _bare, "profile": _profile, "health": _health, "comm": _comm,
-           "checkpoint": _checkpoint}
+READERS = {"sweep": _sweep, "bare": _bare, "health": _health, "comm": _comm, "checkpoint": _checkpoint}

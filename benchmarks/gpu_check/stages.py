@@ -4,8 +4,8 @@ long compile last), each a command and a time limit, at a device's sizes.
 On a GPU (one H100 or H200: all of it within 8 minutes): ResNet-50 AMP at batch 256,
 channels_last, bf16 and fp16 with its loss scaling; the same step as bare loops (the suite's
 model without the harness, and torchvision's ResNet-50, an idiomatic loop no one here wrote);
-BERT-base AMP and its bare loop; BERT traced (profile=true: its trace, gzip'd, split into compute,
-communication and idle); Llama 3 1B (bf16, a sequence of 8192); the tiny mixtures of
+BERT-base AMP, traced after its timed window (profile=true: its trace gzip'd, split into compute,
+communication and idle), and its bare loop; Llama 3 1B (bf16, a sequence of 8192); the tiny mixtures of
 experts; DLPerf's 1-GPU GPT case; a pipeline of two stages where two GPUs exist; `launch health`
 with its NVML checks; NCCL's all_reduce; an async DCP checkpoint (pinned host memory);
 ResNet-50 compiled. One repeat each. On a CPU (`--device cpu`): every stage at tiny sizes, a
@@ -25,7 +25,7 @@ from contract import paths   # the standard library's only
 @dataclass(frozen=True)
 class Stage:
     name: str
-    kind: str                     # sweep | bare | profile | health | comm | checkpoint (figures.py reads each)
+    kind: str                     # sweep | bare | health | comm | checkpoint (figures.py reads each)
     limit_s: dict                 # device -> seconds
     argv: Callable                # Context -> [args after the interpreter] | why it cannot run
     of: Optional[str] = None      # the stage whose sweep a bare loop repeats
@@ -66,8 +66,6 @@ COMM = {"cuda": ["bench.min_bytes=1M", "bench.max_bytes=1G", "bench.factor=4", "
         "cpu": ["bench.min_bytes=64K", "bench.max_bytes=4M", "bench.factor=4", "bench.iters=5"]}
 CHECKPOINT = {"cuda": ["batch_size=32", "warmup_steps=1"],       # ResNet-50's state: 200 MB
               "cpu": ["model.size=tiny", "batch_size=2", "warmup_steps=1"]}
-PROFILE = {"cuda": ["batch_size=64", "warmup_steps=5", "measure_steps=10"],   # + 5 traced steps
-           "cpu": ["model.size=tiny", "batch_size=2", "warmup_steps=1", "measure_steps=3"]}
 BARE_REPEATS = {"cuda": 2, "cpu": 1}
 
 
@@ -119,12 +117,11 @@ STAGES = [
     _bare("rn50-bare-bf16", "rn50", "suite", 0),
     _bare("rn50-bare-fp16", "rn50", "suite", 1),
     _bare("rn50-bare-torchvision", "rn50", "torchvision", 0),
+    # profile=true: after its timed window, 5 steps traced (gzip'd, in the tarball), split as HTA
+    # splits a trace: a row of its own (figures.py); no extra process, no step of the window
     Stage("bert", "sweep", {"cuda": 90, "cpu": 45},
-          _sweep("bert", "model=bert_base", "precision=amp", sizes=BERT)),
+          _sweep("bert", "model=bert_base", "precision=amp", "profile=true", sizes=BERT)),
     _bare("bert-bare", "bert", "suite"),
-    # profile=true: a trace of the suite's own (gzip'd, in the tarball), split as HTA splits it
-    Stage("bert-profile", "profile", {"cuda": 60, "cpu": 45},
-          _sweep("bert-profile", "model=bert_base", "precision=amp", "profile=true", sizes=PROFILE)),
     Stage("llama3", "sweep", {"cuda": 120, "cpu": 45},
           _sweep("llama3", "model=llama3", "precision=amp", sizes=LLAMA)),
     Stage("moe", "sweep", {"cuda": 90, "cpu": 60},
