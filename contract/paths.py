@@ -87,7 +87,8 @@ CHECKPOINTS_DIR = "checkpoints"         # bench=checkpoint, checkpoint.every (do
 PARTIAL_SUFFIX = ".partial"             # a checkpoint still being written: never loaded
 DCP_METADATA = ".metadata"              # torch.distributed.checkpoint's index, written last
 PROFILE_DIR = "profile"                 # traces of profile=true, in the traced repeat's folder
-TORCH_TRACE = "trace.json"              # torch.profiler's Chrome trace, in a rank's profile folder
+TORCH_TRACE = "trace.json.gz"           # torch.profiler's Chrome trace, gzip'd (a GPU's is megabytes),
+                                        # in a rank's profile folder
 JAX_PERFETTO_TRACE = "perfetto_trace.json.gz"  # jax.profiler's own name for its Perfetto trace
 
 # A dataset folder (`python -m launch dataset OUT`, read with data=files; docs/data.md):

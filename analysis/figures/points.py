@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import tables
-from analysis.figures import flops, method
+from analysis.figures import flops, host_bound, method
 from contract import energy, models, statuses
 
 # What a point is of: its configuration (the points table's first columns, analysis/read/
@@ -29,10 +29,10 @@ MEASURE = method.PHASES.index("measure")   # a timed step's phase code in the st
 
 
 def repeat_figures(ranks: dict, cols: dict):
-    """({throughput, samples, window_s, straggler, straggler_host, drift, and the window's
-    energy: RUN_ENERGY_COLUMNS}, the durations of every rank's timed steps) of an ok training
-    repeat, from each rank's record (`ranks`:
-    rank -> the record without its steps) and step columns (`cols`: rank -> numpy columns).
+    """({throughput, samples, window_s, straggler, straggler_host, drift, the window's energy:
+    RUN_ENERGY_COLUMNS, and where recorded host_lag, step_syncs}, the durations of every rank's
+    timed steps) of an ok training repeat, from each rank's record (`ranks`: rank -> the record
+    without its steps) and step columns (`cols`: rank -> numpy columns).
     Raises KeyError/TypeError/ValueError where the records cannot give a throughput."""
     timings, first, second = [], 0.0, 0.0
     order = sorted(ranks)
@@ -53,7 +53,8 @@ def repeat_figures(ranks: dict, cols: dict):
              "straggler": method.straggler_ratio(windows),
              "straggler_host": method.straggler_host(windows, hosts),
              "drift": method.drift(first, second),
-             **energy.repeat_energy((ranks[r].get("energy"), s) for r, (s, _) in zip(order, timings))},
+             **energy.repeat_energy((ranks[r].get("energy"), s) for r, (s, _) in zip(order, timings)),
+             **host_bound.repeat_lag(ranks, cols, measure)},   # how far the device trails the host
             timed if order else None)
 
 
@@ -86,6 +87,8 @@ def summarize_point(row: dict, runs: list, durations=(), max_cv: float = method.
         r.get("straggler_host") for r in ok)
     row["drift"] = method.median_of(r["drift"] for r in ok)
     row.update(energy.point_energy(ok))   # joules per sample, power per device: their medians
+    if row.get("bench", "train") == "train":   # a comm or checkpoint bench times no training step
+        row.update(host_bound.point_verdict(row["device"], runs))   # host_lag, host_bound
     if s["n"]:  # flags belong to a figure: a point without one has its status instead
         flags = method.point_flags(s["cv"], s["n"], row["drift"], max_cv, max_drift)
     else:

@@ -33,7 +33,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis.figures import method
+from analysis.figures import host_bound, method
 from analysis.figures.points import (FLOP_COLUMNS, RUN_ENERGY_COLUMNS, add_energy_per_token,
                                      add_flops, add_speedup, repeat_figures, summarize_point)
 from analysis.read import ahead as read_ahead
@@ -260,7 +260,8 @@ class _Reader:
             columns=[c for c in POINT_COLUMNS if c not in added])
         runs = pd.DataFrame(self.run_rows) if self.run_rows else pd.DataFrame(columns=RUN_COLUMNS)
         comm = pd.DataFrame(self.comm, columns=COMM_COLUMNS) if self.comm else None
-        points = add_energy_per_token(add_flops(add_speedup(points), self.manifests), self.manifests)
+        points = host_bound.where_judged(
+            add_energy_per_token(add_flops(add_speedup(points), self.manifests), self.manifests))
         points = points[[c for c in POINT_COLUMNS if c in points]
                         + [c for c in points if c not in POINT_COLUMNS]]
         return Results(points, runs, root=self.root, comm=comm,

@@ -184,6 +184,8 @@ def rank_columns(rec: dict):
     except TypeError:  # a step whose loss was never read (null): NaN
         cols["loss"] = np.array([s["loss"] for s in steps], np.float64)
     slim = {k: v for k, v in rec.items() if k != "steps"}
+    if n and "enqueued" in steps[-1]:   # beside a device's step ends, the host's (docs/anatomy.md)
+        slim["enqueued"] = np.array([s.get("enqueued") for s in steps], np.float64)
     return slim, cols
 
 

@@ -18,7 +18,8 @@ from analysis.figures.points import (CONFIG_COLUMNS, FLOP_COLUMNS, POINT_ENERGY_
 # host, when past method.STRAGGLER_LIMIT, in how many ok repeats) and drift, the flags.
 STAT_COLUMNS = ["ci_lo", "ci_hi", "ci_coverage", "step_p50", "step_p90", "step_p99",
                 "straggler", "straggler_host", "straggler_host_repeats", "drift", "marks",
-                "flag_spread", "flag_few_repeats", "flag_drift"]
+                "flag_spread", "flag_few_repeats", "flag_drift",
+                "host_lag", "host_bound"]   # where a point is a GPU's (analysis/figures/host_bound.py)
 POINT_COLUMNS = ["sweep", "point", *CONFIG_COLUMNS, "repeats", "mode", "throughput", "tp_min", "tp_max",
                  "tp_cv", "n_ok", "n_recorded", "status", "error", "peak_device_bytes", "device",
                  *STAT_COLUMNS, "speedup", "efficiency", "flag_baseline", "speedup_marks",

@@ -9,8 +9,8 @@ in analysis/sections/; a new one is one line in AFTER_TABLES or AFTER_DETAILS.
 from typing import NamedTuple
 
 from analysis.figures.training import training_points
-from analysis.sections import (certification, checkpoint, comm, environment, failures, health,
-                               input_pipeline, network, published, special, summary, traces)
+from analysis.sections import (anatomy, certification, checkpoint, comm, environment, failures,
+                               health, input_pipeline, network, published, special, summary, traces)
 from analysis.sections.main_tables import detail_tables, limits_of, main_tables
 
 
@@ -33,7 +33,8 @@ AFTER_TABLES = (("network", False, network.section),  # NCCL's network; flags so
                 ("special", False, special.render_special),
                 ("input", False, input_pipeline.section),   # data=files, bench=input (docs/data.md)
                 ("checkpoint", False, checkpoint.section),  # bench=checkpoint, checkpoint.every
-                ("published", False, published.section))
+                ("published", False, published.section),
+                ("anatomy", False, anatomy.section))   # host-bound or not; a trace's split
 AFTER_DETAILS = (("traces", True, traces.section),
                  ("environment", True, environment.environment_block),
                  ("health", False, health.section),   # preflight=true: the nodes left out, and why

@@ -4,7 +4,8 @@ it the published figure for the device (analysis/published/, matched by the anal
 analysis/published/sources.py: the same device, model, precision and devices, at another
 batch where none is at ours, marked) and ours / published, its note the window's energy per
 sample (per token) and mean power per GPU (`energy_note`); a bare loop's figure is its
-samples/s, beside it the harness's figure of the point it repeats, and harness / bare; the
+samples/s, beside it the harness's figure of the point it repeats, and harness / bare; a
+trace's (profile=true), its split into compute, communication not hidden and idle; the
 health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bus bandwidth at
 its largest size (none of one rank, which moves nothing); the checkpoint's, the seconds
 training was blocked and until durable.
@@ -102,6 +103,9 @@ def _sweep(stage, ran, ctx, done) -> list:
             if load is not None:
                 notes.append(f"expert load {load:.2f} (max/mean)")
         notes.append(energy_note(m))
+        if isinstance(getattr(p, "host_bound", None), str) and p.host_bound != "cpu":   # docs/anatomy.md
+            lag = _number(p.host_lag)
+            notes.append(p.host_bound + ("" if lag is None else f" (device {lag:.2f} steps behind the host)"))
         if isinstance(p.error, str) and p.error:
             notes.append(p.error[:300])
         if lm:   # published layouts: tokens/s per GPU of the same layout and shape on the device
@@ -122,6 +126,28 @@ def _sweep(stage, ran, ctx, done) -> list:
             row.beside = f"none published for {p.device}" + (" at this layout and shape" if lm else "")
         row.note = "; ".join(notes)
         out.append(row)
+    return out + _traces(stage, results, ctx)
+
+
+def _traces(stage, results, ctx) -> list:
+    """A row per trace profile=true left (`<stage> trace`): its split (analysis/figures/
+    trace_split.py), compute's share its value; a CPU's trace has no GPU kernels: its size,
+    gzip'd, in KiB instead. Its note says where the trace is (in the tarball)."""
+    from analysis.figures import trace_split
+    from analysis.read import trace_file
+    out = []
+    for t in trace_file.splits(results):
+        name, where = f"{stage.name} trace", os.path.relpath(t["path"], ctx.out)
+        if t["error"]:
+            out.append(Row(name, "failed", note=t["error"][:300]))
+        elif t["split"] is None:
+            kib = os.path.getsize(t["path"]) / 1024
+            out.append(Row(name, "ok", f"{kib:,.1f} KiB gzip'd", value=kib,
+                           note=f"{trace_split.text(None)}; {where}"))
+        else:
+            out.append(Row(name, "ok", trace_split.text(t["split"]),
+                           value=trace_split.shares(t["split"])["compute"],
+                           note=f"value: compute's share; {where}"))
     return out
 
 

@@ -4,7 +4,8 @@ long compile last), each a command and a time limit, at a device's sizes.
 On a GPU (one H100 or H200: all of it within 8 minutes): ResNet-50 AMP at batch 256,
 channels_last, bf16 and fp16 with its loss scaling; the same step as bare loops (the suite's
 model without the harness, and torchvision's ResNet-50, an idiomatic loop no one here wrote);
-BERT-base AMP and its bare loop; Llama 3 1B (bf16, a sequence of 8192); the mixtures of experts
+BERT-base AMP, traced after its timed window (profile=true: its trace gzip'd, split into compute,
+communication and idle), and its bare loop; Llama 3 1B (bf16, a sequence of 8192); the mixtures of experts
 at their gpu1 sizes (each family's widths, 1.7-2.8B parameters); DLPerf's 1-GPU GPT case; a
 pipeline of two stages where two GPUs exist; `launch health` with its NVML checks; NCCL's
 all_reduce over every GPU where two exist; an async DCP checkpoint (pinned host memory);
@@ -123,8 +124,10 @@ STAGES = [
     _bare("rn50-bare-bf16", "rn50", "suite", 0),
     _bare("rn50-bare-fp16", "rn50", "suite", 1),
     _bare("rn50-bare-torchvision", "rn50", "torchvision", 0),
+    # profile=true: after its timed window, 5 steps traced (gzip'd, in the tarball), split as HTA
+    # splits a trace: a row of its own (figures.py); no extra process, no step of the window
     Stage("bert", "sweep", {"cuda": 90, "cpu": 45},
-          _sweep("bert", "model=bert_base", "precision=amp", sizes=BERT)),
+          _sweep("bert", "model=bert_base", "precision=amp", "profile=true", sizes=BERT)),
     _bare("bert-bare", "bert", "suite"),
     Stage("llama3", "sweep", {"cuda": 120, "cpu": 45},
           _sweep("llama3", "model=llama3", "precision=amp", sizes=LLAMA)),

@@ -6,7 +6,9 @@ The harness runs `warmup_steps` untimed-for-throughput steps, synchronizes the
 device and all ranks, then runs `measure_steps` steps inside the timed window,
 synchronizing again only at the window's far edge. Per-step times come from
 the session's StepTimer (host clock on CPU, device events on a GPU), read
-after the window so that timing never stalls the pipeline. Losses are kept as
+after the window so that timing never stalls the pipeline; beside a device's step ends, the
+host's end of enqueuing each step, and once after warm-up whether a step waits on the device
+(docs/anatomy.md: how far the device trails the host). Losses are kept as
 handles and read after the window for the same reason; a non-finite one fails
 the run. Standard library only: this runs in the framework's Python.
 """
@@ -50,6 +52,12 @@ class Session:
 
     def timer(self):
         return HostTimer()
+
+    def step_syncs(self):
+        """Whether one training step waits on the device, asked once after warm-up: a dict
+        for the record's `step_sync` ({syncs: bool or None, ...}), or None where there is no
+        device apart from the host to wait on (a CPU) or no way to ask (docs/anatomy.md)."""
+        return None
 
     def environment(self) -> dict:
         """Device and library versions: device, device_count, cuda, cudnn, nccl..."""
@@ -108,6 +116,8 @@ class Session:
 class HostTimer:
     """Step edges on the host clock; right when a step returns after its work."""
 
+    device_ends = False   # a step's end is the host's (a device timer's: the device's own)
+
     def __init__(self):
         self.edges = []
 
@@ -142,6 +152,9 @@ def run_steps(session, spec, record, origin):
         steps.append({"step": i, "phase": "warmup", "start": t0 - origin,
                       "end": time.perf_counter() - origin, "samples": batch, "loss": None})
     check(handles, 0, "warmup")
+    probe = session.step_syncs()   # untimed: does a step wait on the device? (docs/anatomy.md)
+    if probe is not None:
+        record["step_sync"] = probe
 
     meter = nvml_energy.Meter(session)  # NVML opened before the window; read at its edges
     session.sync()
@@ -152,11 +165,12 @@ def run_steps(session, spec, record, origin):
     meter.begin()  # the counter, before the timer's anchor: its read is in no step
     timer = session.timer()
     first = len(steps)
-    handles = []
+    handles, enqueued = [], []
     w0 = time.perf_counter()
     for i in range(spec.measure_steps):
         timer.begin(i)
         handles.append(session.step())
+        enqueued.append(time.perf_counter_ns())   # the host's end of enqueuing it: no sync
         timer.end(i)
     session.sync()
     w1 = time.perf_counter()
@@ -164,9 +178,12 @@ def run_steps(session, spec, record, origin):
     record["window"] = {"start": w0 - origin, "end": w1 - origin}
     if window_peak:   # read now: after_window's untimed steps (a trace, a bubble) are not in it
         record["memory"]["peak_device_bytes"] = session.peak_device_bytes()
+    device_ends = getattr(timer, "device_ends", False)
     for i, (s, e) in enumerate(timer.read(w0, origin)):
         steps.append({"step": first + i, "phase": "measure", "start": s, "end": e,
                       "samples": batch, "loss": None})
+        if device_ends:   # beside the device's end, the host's: how far one trails the other
+            steps[-1]["enqueued"] = enqueued[i] / 1e9 - origin
     check(handles, first, "measure")
     record_parameter_checksum(session, record)
     session.after_window(record)

@@ -194,6 +194,18 @@ class LMSession(TorchSession):
             out["expert_coords"] = parallel.expert_coords(self.dist.rank, self.layout)
         return out
 
+    def step_syncs(self):
+        """TorchSession's probe, its two steps left out of the experts' per-step figures (the
+        balancer counts every step after the warm-up as timed)."""
+        if self.balancer is None:
+            return super().step_syncs()
+        kept, tokens = len(self.balancer.steps), self.balancer.tokens
+        try:
+            return super().step_syncs()
+        finally:
+            del self.balancer.steps[kept:]
+            self.balancer.tokens = tokens
+
     def after_window(self, record) -> None:
         """Figures measured after the timed window: a mixture of experts' load and all-to-all
         seconds per step (before the untimed iterations below add steps of their own), a CPU

@@ -30,6 +30,8 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, None: torch.bfloat16}
 class CudaTimer:
     """Step edges as CUDA events, converted to seconds only after the window's sync."""
 
+    device_ends = True   # the harness keeps the host's end of enqueuing each step beside
+
     def __init__(self):
         self.anchor = torch.cuda.Event(enable_timing=True)
         self.anchor.record()
@@ -142,6 +144,13 @@ class TorchSession(harness.Session):
 
     def timer(self):
         return CudaTimer() if self.cuda else harness.HostTimer()
+
+    def step_syncs(self):
+        """On a GPU, whether a step waits on the device (frameworks/pytorch/sync_probe.py)."""
+        if not self.cuda:
+            return None
+        from frameworks.pytorch import sync_probe
+        return sync_probe.probe(self.step, self.device)
 
     def environment(self):
         env = {"device": "cpu", "device_count": 1, "torch_threads": torch.get_num_threads(),

@@ -1,6 +1,8 @@
 """profile=true's trace (frameworks/common/profile.py: when, which rank): torch.profiler, CPU
 (and CUDA) activities; its first step warms the profiler up (schedule warmup=1) and is left
-out; a Chrome trace JSON (chrome://tracing, Perfetto)."""
+out; a Chrome trace JSON, gzip'd (torch.profiler writes gzip where the name ends .gz; Perfetto and
+HTA read it so), which the report splits into compute, communication and idle
+(analysis/figures/trace_split.py)."""
 import os
 
 from contract import paths
@@ -17,5 +19,5 @@ def trace(folder, steps, session) -> dict:
         for _ in range(STEPS):
             steps(1)
             prof.step()
-    return {"tool": "torch.profiler", "format": "Chrome trace JSON (chrome://tracing, "
-            "ui.perfetto.dev)", "path": path, "traced_steps": STEPS - 1}
+    return {"tool": "torch.profiler", "format": "Chrome trace JSON, gzip'd (ui.perfetto.dev, "
+            "HTA)", "path": path, "traced_steps": STEPS - 1}

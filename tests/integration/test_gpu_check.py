@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 BUDGET_S = 240      # the rehearsal's own (benchmarks/gpu_check/__main__.py): 4 minutes on 2 cores
 # the stage rows of a CPU's rehearsal: the sweeps' points, and what cannot run on this machine
 ROWS = {"rn50 bf16", "rn50 fp16", "rn50-bare-bf16", "rn50-bare-fp16", "rn50-bare-torchvision", "bert",
-        "bert-bare", "llama3", "moe deepseek_v3", "moe qwen3_moe", "moe gpt_oss", "gpt", "llama3-pp2", "health", "nccl",
+        "bert-bare", "bert trace", "llama3", "moe deepseek_v3", "moe qwen3_moe", "moe gpt_oss", "gpt", "llama3-pp2", "health", "nccl",
         "checkpoint-async", "rn50-compile"}
 # what torch 2.11's environment (torch and numpy) lacks that a lent machine's python3 has
 LENT_MACHINE_HAS = ("packaging==26.4", "python-dateutil==2.9.0.post0", "six==1.17.0", "pillow==13.0.0")
@@ -82,6 +82,11 @@ def test_the_rehearsal_runs_every_stage_and_prints_the_table(tmp_path):
     assert "wheels: not needed" in res.stdout
     print(f"the rehearsal: {seconds:.0f} s")
     assert rows["nccl"]["note"].startswith("1 rank(s), gloo")
+    # the traced point: its trace gzip'd in the tarball; a CPU's has no GPU kernels to split
+    trace = "bert/points/000-pytorch-bert_base-amp-1x1-bs8/repeat-00/profile/rank-00000/trace.json.gz"
+    assert rows["bert trace"]["note"].endswith(trace) and "no GPU kernels" in rows["bert trace"]["note"]
+    with tarfile.open(tmp_path / "check.tar.gz") as tar:
+        assert f"check/{trace}" in tar.getnames()
 
 
 def test_the_rehearsal_as_a_lent_machine_runs_it(tmp_path):

@@ -213,3 +213,30 @@ def test_deepeps_dispatchers_have_their_buffer_sizes_and_need_expert_parallelism
     assert titan_moe.gap(spec, lay) == (f"model.dispatch={dispatch} (DeepEP's kernels) dispatches to experts "
                                         "on other ranks: it needs expert parallelism, parallel.ep > 1")
 
+
+
+def test_the_step_sync_probes_steps_are_not_the_experts_timed_ones(monkeypatch):
+    """On a GPU the harness asks after warm-up whether a step waits on the device, by two
+    extra steps (frameworks/pytorch/sync_probe.py): the experts' per-step figures leave them
+    out, or the record's timed steps would count two too many. (A stand-in probe here: the
+    CPU has no device to sleep.)"""
+    from contract import parallel
+    from frameworks.common.distenv import DistEnv
+    from frameworks.pytorch import session as torch_session
+    from frameworks.pytorch import worker
+    from tests.runspecs import run_spec
+
+    def probe(self):
+        self.step(), self.step()
+        return {"syncs": False}
+    monkeypatch.setattr(torch_session.TorchSession, "step_syncs", probe)
+    layout, bad = parallel.resolve({}, 1, 2)
+    spec = run_spec(model=model_cfg("deepseek_v3", "tiny"), precision="fp32", amp_dtype=None,
+                    compile=False, batch_size=2, seed=0, device="cpu", rendezvous_timeout_s=30,
+                    parallel=layout.as_dict(), warmup_steps=1)
+    session = worker.model_session(spec, DistEnv(0, 1, 0, 1, "127.0.0.1", 1))
+    session.step()                                    # the warm-up
+    assert session.step_syncs() == {"syncs": False}
+    assert len(session.balancer.steps) == 1 and session.balancer.tokens is None
+    session.step()                                    # the first timed step counts
+    assert len(session.balancer.steps) == 2 and session.balancer.tokens is not None

@@ -176,3 +176,26 @@ def test_the_record_names_the_image_its_spec_gives():
                       DistEnv(0, 1, 0, 1, "h", 1))[0]
     assert rec["container"] == image and rec["framework"]["version"] == "0"
     assert run()["container"] is None  # no image: the suite's own interpreters
+
+
+class DeviceTimed(Counting):
+    """A session whose timer stands in for a device's (its step ends are not the host's)."""
+
+    def timer(self):
+        timer = harness.HostTimer()
+        timer.device_ends = True
+        return timer
+
+    def step_syncs(self):
+        return {"syncs": False, "sleep_s": 0.02, "host_s": 0.001}
+
+
+def test_beside_a_devices_step_ends_the_host_s_end_of_enqueuing_each():
+    rec = harness.run(stand_in(DeviceTimed), run_spec(SPEC), DistEnv(0, 1, 0, 1, "h", 1))[0]
+    timed = [s for s in rec["steps"] if s["phase"] == "measure"]
+    assert all(s["start"] <= s["enqueued"] <= s["end"] for s in timed)   # read before end()
+    assert [s["enqueued"] for s in timed] == sorted(s["enqueued"] for s in timed)
+    assert not any("enqueued" in s for s in rec["steps"] if s["phase"] == "warmup")
+    assert rec["step_sync"] == {"syncs": False, "sleep_s": 0.02, "host_s": 0.001}
+    plain = run()   # host-timed steps: their end is the host's already; no probe either
+    assert not any("enqueued" in s for s in plain["steps"]) and "step_sync" not in plain
