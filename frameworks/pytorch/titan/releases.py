@@ -18,7 +18,7 @@ from contract import versions
 TORCH = "torch"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # hashed by identity: one entry per release
 class TitanRelease:
     version: str
     needs: tuple          # versions.Release(...) of torch, when=TORCHTITAN
@@ -44,7 +44,8 @@ class TitanRelease:
             return ()
         if self.parallelize is None:
             return (family.TITAN_PARALLELIZE, family.TITAN_SHARDING) + self.runtime
-        return (self.parallelize[_name(family)],) + self.runtime
+        own = self.parallelize.get(_name(family))   # None: a family it does not build (builds_not)
+        return ((own,) + self.runtime) if own else ()
 
 
 def _name(family) -> str:
@@ -56,7 +57,7 @@ V030 = TitanRelease(
     needs=(versions.Release(TORCH, "2.13.0", "torchtitan 0.3.0 imports torch.distributed.fsdp's "
                                     "DataParallelMeshDims, new in 2.13", when=versions.TORCHTITAN),),
     imports=("torchtitan.components.loss:CrossEntropyLoss", "torchtitan.config:DebugConfig",
-             "torchtitan.distributed:ParallelDims", "torchtitan.distributed:utils",
+             "torchtitan.distributed:ParallelDims", "torchtitan.distributed.utils:clip_grad_norm_",
              "torchtitan.distributed.pipeline_parallel:pipeline_llm",
              "torchtitan.models.llama3:parallelize_llama",
              "torchtitan.models.llama3.sharding:set_llama3_sharding_config"),
@@ -70,7 +71,7 @@ V022 = TitanRelease(
     needs=(versions.Release(TORCH, "2.11.0", "the oldest torch torchtitan 0.2.2 was run with here "
                                     "(tests/versions/torch-2.11)", when=versions.TORCHTITAN),),
     imports=("torchtitan.components.loss:build_cross_entropy_loss", "torchtitan.config:JobConfig",
-             "torchtitan.distributed:ParallelDims", "torchtitan.distributed:utils",
+             "torchtitan.distributed:ParallelDims", "torchtitan.distributed.utils:clip_grad_norm_",
              "torchtitan.distributed.pipeline_parallel:pipeline_llm",
              "torchtitan.models.llama3:Transformer",
              "torchtitan.components.optimizer:build_optimizers_with_moe_load_balancing"),

@@ -402,9 +402,11 @@ def choose(spec, family=None):
     too_old = versions.gaps(ADAPTER.releases, found, {versions.TORCHTITAN}) + ([needs] if needs else [])
     if too_old:
         return False, f"{'; '.join(too_old)}: {own}"
-    why = unavailable(family) or release.builds_not(spec, family)
+    why = unavailable(family)
+    if why is None and release.builds_not(spec, family):
+        why = f"torchtitan {_version()} {release.builds_not(spec, family)}"
     if why:
-        return False, (why if why.startswith("torchtitan") else f"torchtitan {_version()} {why}") + f": {own}"
+        return False, f"{why}: {own}"
     return True, f"torchtitan {_version()} loads with torch {torch.__version__}"
 
 
