@@ -52,3 +52,26 @@ def test_the_suites_environment_drives_0_3_0():
     assert releases.current() is releases.V030
     assert titan.for_release(titan.TitanSession, releases.V030) is titan.TitanSession
     assert titan.unavailable() is None and titan.unavailable(deepseek_v3) is None
+
+
+def _pins(path) -> dict:
+    import re
+    out = {}
+    for line in open(path):
+        m = re.match(r"\s*([A-Za-z0-9_.\-]+)==([^\s#]+)", line)
+        if m:
+            out[m[1].lower().replace("_", "-")] = m[2]
+    return out
+
+
+def test_the_gpu_wheels_carry_the_release_the_lent_machines_torch_loads():
+    """`make gpu-wheels` (benchmarks/gpu_check/wheels.txt) is for the lent machines' torch, the
+    one tests/versions/torch-2.11 pins: its torchtitan is the release that torch loads, and
+    every package both files pin has one version."""
+    from tests.frameworks_env import ROOT
+    wheels = _pins(ROOT / "benchmarks" / "gpu_check" / "wheels.txt")
+    lent = _pins(ROOT / "tests" / "versions" / "torch-2.11" / "requirements.txt")
+    release = releases.of(wheels["torchtitan"])
+    assert release is releases.V022 and releases.torch_gap(release, lent["torch"]) is None
+    assert releases.torch_gap(releases.V030, lent["torch"]) is not None   # 0.3.0 would not load there
+    assert {k: v for k, v in wheels.items() if k in lent} == {k: lent[k] for k in wheels if k in lent}
