@@ -1,4 +1,6 @@
-"""Llama 3 on GPUs through torchtitan 0.3.0: its model, its parallelize_llama (tensor and
+"""Llama 3 on GPUs through torchtitan 0.3.0 (0.2.2 under torch 2.11, which cannot load 0.3.0:
+releases.py says which is installed and what each needs, v022.py makes 0.2.2's calls where this
+module makes 0.3.0's): its model, its parallelize_llama (tensor and
 context parallelism, activation checkpointing, torch.compile, FSDP2 or replicate) and its
 pipeline_llm, its initialisation and its loss; the suite's harness times the step
 (`TitanSession.step`: one iteration of the global batch, as torchtitan's Trainer.train_step
