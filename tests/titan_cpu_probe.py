@@ -74,7 +74,8 @@ def main(settings: dict, global_batch: int, model: str = "llama3", precision: st
         cls = titan.TitanSession
     session = titan.for_release(cls, releases.current())(spec, dist)   # 0.3.0's calls, or 0.2.2's
     out = {"rank": rank, "record": session.parallel_record(), "samples": session.samples_per_step,
-           "checksum": session.parameter_checksum()}
+           "checksum": session.parameter_checksum(),
+           "optimizer_hooks": len(session.optimizer._optimizer_step_pre_hooks)}   # MoE: load balancing
     if lay.pp == 1:   # the forward of the first micro-batch: its share of the global batch's loss
         try:
             with torch.no_grad():

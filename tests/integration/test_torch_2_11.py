@@ -106,6 +106,7 @@ def test_torchtitan_0_2_2_builds_tiny_llama3_and_deepseek_v3_on_two_cpu_ranks():
     two CPU ranks over gloo, both models at once: each rank holds half the parameters, which
     total 0.3.0's; Llama 3's forward gives each rank its part of the global batch's mean loss
     (so the two add up to about ln(vocabulary) at initialisation, not twice it); DeepSeek-V3's
+    optimizer gets 0.2.2's load-balancing hook;
     stops at 0.2.2's router (torch.histc of the expert indices, which the CPU has not for
     integers), and both steps at FlexAttention's backward, which torch has only on GPUs."""
     python = require_torch_211()
@@ -125,6 +126,7 @@ def test_torchtitan_0_2_2_builds_tiny_llama3_and_deepseek_v3_on_two_cpu_ranks():
             assert r["record"]["implementation"] == f"torchtitan 0.2.2 ({parallelize})"
             assert r["record"]["parameters"] == {"model": total, "held": total // 2}
             assert FLEX_CPU in r["step"], r["step"]
+            assert r["optimizer_hooks"] == (model == "deepseek_v3")   # its expert-bias update, before each step
         if model == "llama3":
             chance = math.log(model_cfg(model, "tiny")["vocab_size"])
             assert 0.5 * chance < sum(r["forward_loss"] for r in ranks) < 1.5 * chance, ranks

@@ -31,7 +31,7 @@ from frameworks.pytorch.titan import releases
 from frameworks.registry import resolve
 
 
-def llama3_args(cfg: dict, seq_len: int):
+def llama3_args(cfg: dict):
     """torchtitan 0.2.2's TransformerModelArgs of a Llama 3 shape (module docstring)."""
     from torchtitan.models.llama3.model.args import RoPEScalingArgs, TransformerModelArgs
     dim, hidden = cfg["hidden"], cfg["ffn_hidden"]
@@ -46,7 +46,7 @@ def llama3_args(cfg: dict, seq_len: int):
         vocab_size=cfg["vocab_size"], multiple_of=hidden,
         ffn_dim_multiplier=None if base <= hidden else hidden / base,
         norm_eps=cfg.get("norm_eps", 1e-5), rope_theta=cfg["rope_theta"], rope_scaling_args=rope,
-        max_seq_len=seq_len, attn_type="flex", attn_mask_type="causal")
+        max_seq_len=cfg["seq_len"], attn_type="flex", attn_mask_type="causal")
 
 
 def deepseek_v3_args(cfg: dict, cp: int):
@@ -74,7 +74,7 @@ def deepseek_v3_args(cfg: dict, cp: int):
 
 
 # family name -> (its arguments of a point, its model class)
-MODELS = {"llama3": (lambda cfg, layout: llama3_args(cfg, cfg["seq_len"]), "torchtitan.models.llama3:Transformer"),
+MODELS = {"llama3": (lambda cfg, layout: llama3_args(cfg), "torchtitan.models.llama3:Transformer"),
           "deepseek_v3": (lambda cfg, layout: deepseek_v3_args(cfg, layout.cp),
                           "torchtitan.models.deepseek_v3:DeepSeekV3Model")}
 
