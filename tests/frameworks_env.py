@@ -39,8 +39,9 @@ def require_env(name: str) -> str:
 
 
 # torch 2.11, as the lent GPU machines carry (the PyPI wheel with its CUDA libraries; it runs
-# on a CPU): built by `make env-torch-2.11` from tests/versions/torch-2.11/requirements.txt.
-TORCH_211 = ROOT / ".venvs" / "torch-2.11" / "bin" / "python"
+# on a CPU): built by `make env-torch-2.11` from tests/versions/torch-2.11/requirements.txt;
+# DLBENCH_TORCH_211 names another interpreter of the same requirements (one built elsewhere).
+TORCH_211 = Path(os.environ.get("DLBENCH_TORCH_211") or ROOT / ".venvs" / "torch-2.11" / "bin" / "python")
 
 
 def require_torch_211() -> str:

@@ -67,11 +67,15 @@ def _torch() -> str:
 
 def _torchtitan() -> str:
     from frameworks.pytorch.models import deepseek_v3
+    from frameworks.pytorch.titan import releases
     from frameworks.pytorch.titan import session as titan
     llama = titan.unavailable()
-    moe = titan.unavailable(deepseek_v3.TITAN_PARALLELIZE, deepseek_v3.TITAN_SHARDING, *titan.RUNTIME_NEEDS["experts"])
+    moe = titan.unavailable(deepseek_v3)
     if llama is None and moe is None:
-        return f"{titan._version()} loads: Llama 3 and the MoE models train through it on GPUs"
+        release = releases.current()
+        which = ("Llama 3 and the MoE models" if not release.families else
+                 f"{' and '.join(release.families)} (the others: the suite's own definitions)")
+        return f"{titan._version()} loads: {which} train through it on GPUs"
     return f"{llama or moe}: Llama 3 and the MoE models train the suite's own definitions on GPUs"
 
 

@@ -17,10 +17,9 @@ ADAPTER = Adapter(
     import_name="torch",
     releases=(Release("torch", "2.11.0", "the oldest run here (tests/versions/torch-2.11: ResNet-50 "
                                  "and BERT; the lent GPU machines carry it)"),
-              Release("torch", "2.13.0", "torchtitan 0.3.0 imports torch.distributed.fsdp's "
-                                 "DataParallelMeshDims, new in 2.13", when=TORCHTITAN),
-              Release("torchtitan", "0.3.0", "its Llama3Model.Config and layer builders, as "
-                                    "frameworks/pytorch/titan/ calls them", when=TORCHTITAN)),
+              Release("torchtitan", "0.2.2", "the older of the two releases frameworks/pytorch/titan/ "
+                                    "drives (releases.py): 0.3.0 with torch 2.13 or newer, 0.2.2 "
+                                    "with torch 2.11", when=TORCHTITAN)),
     modes=Modes("eager", "torch.compile", auto=False),
     precision=Precision(),
     tracer=".tracer:trace",

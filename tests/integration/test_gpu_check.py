@@ -90,7 +90,8 @@ def test_the_rehearsal_runs_every_stage_and_prints_the_table(tmp_path):
 
 
 def test_the_rehearsal_as_a_lent_machine_runs_it(tmp_path):
-    """torch 2.11's interpreter, which has only torch and numpy: the check installs the wheels
+    """torch 2.11's interpreter, which has torch, numpy and torchtitan 0.2.2's requirements, not the
+    suite's: the check installs the wheels
     of `make gpu-wheels` (for this Python; plus what a lent machine's python3 has that this
     one lacks) into a folder of its own and runs every stage from there."""
     python = require_torch_211()
@@ -106,5 +107,6 @@ def test_the_rehearsal_as_a_lent_machine_runs_it(tmp_path):
     rows = check(res, seconds, out, tmp_path, "2.11", LENT_STAGES)
     assert rows["rn50-bare-torchvision"]["status"] == "ok"   # torchvision from the wheels
     assert f"wheels: {len(list(wheels.glob('*.whl')))} from {wheels}" in res.stdout
-    assert "does not load" in res.stdout.split("torchtitan: ")[1].splitlines()[0]
+    # the wheels' torchtitan 0.2.2 loads with torch 2.11 (its datasets and tokenizers the environment's)
+    assert res.stdout.split("torchtitan: ")[1].splitlines()[0].startswith("0.2.2 loads: llama3 and deepseek_v3")
     print(f"the rehearsal in torch 2.11 from wheels: {seconds:.0f} s")

@@ -163,6 +163,8 @@ def test_the_path_of_a_point_is_chosen_and_said():
     """torchtitan where the ranks have GPUs and it loads (torch 2.13 here, torchtitan 0.3.0),
     the suite's own definition otherwise, with the reason (torch 2.11, where torchtitan 0.3.0
     does not load: tests/integration/test_torch_2_11.py)."""
+    import types
+
     import torch
     from frameworks.pytorch.models import llama3
     spec, _ = _spec({}, 1, 1, 1)
@@ -170,7 +172,9 @@ def test_the_path_of_a_point_is_chosen_and_said():
         (False, "a CPU rank: torchtitan's path is the GPU's (its FlexAttention has no CPU backward)")
     assert titan.choose(spec.replace(device="cuda"), llama3) == \
         (True, f"torchtitan 0.3.0 loads with torch {torch.__version__}")
-    assert titan.unavailable("torchtitan.no_such_module:f") == (
+    family = types.ModuleType("frameworks.pytorch.models.no_such_family")   # a family torchtitan lacks
+    family.TITAN_PARALLELIZE, family.TITAN_SHARDING = "torchtitan.no_such_module:f", "torchtitan.no_such_module:g"
+    assert titan.unavailable(family) == (
         f"torchtitan 0.3.0 with torch {torch.__version__} does not load "
         "(ModuleNotFoundError: No module named 'torchtitan.no_such_module')")
 

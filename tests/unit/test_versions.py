@@ -53,10 +53,12 @@ def test_fp16_asks_keras_3_and_bf16_does_not():
 
 def test_torchtitans_releases_are_asked_only_on_its_path():
     torch = registry.get("pytorch").releases
-    found = {"torch": "2.11.0", "torchtitan": "0.3.0"}
+    found = {"torch": "2.11.0", "torchtitan": "0.2.1"}
     assert versions.check(torch, run_spec(), 4, found) == found
-    with pytest.raises(Unsupported, match="torch 2.11.0 is older than 2.13.0"):
+    with pytest.raises(Unsupported, match="torchtitan 0.2.1 is older than 0.2.2"):
         versions.require(torch, {versions.ALWAYS, versions.TORCHTITAN}, found)
+    found["torchtitan"] = "0.2.2"
+    assert versions.require(torch, {versions.ALWAYS, versions.TORCHTITAN}, found) == found
 
 
 def test_found_reads_the_installed_metadata_without_importing():

@@ -1,4 +1,6 @@
-"""Llama 3 on GPUs through torchtitan 0.3.0: its model, its parallelize_llama (tensor and
+"""Llama 3 on GPUs through torchtitan 0.3.0 (0.2.2 under torch 2.11, which cannot load 0.3.0:
+releases.py says which is installed and what each needs, v022.py makes 0.2.2's calls where this
+module makes 0.3.0's): its model, its parallelize_llama (tensor and
 context parallelism, activation checkpointing, torch.compile, FSDP2 or replicate) and its
 pipeline_llm, its initialisation and its loss; the suite's harness times the step
 (`TitanSession.step`: one iteration of the global batch, as torchtitan's Trainer.train_step
@@ -37,6 +39,7 @@ import inspect
 import shutil
 import tempfile
 import types
+from typing import Any
 
 import torch
 
@@ -46,6 +49,7 @@ from frameworks.pytorch import ADAPTER, models
 from frameworks.pytorch.layouts import parallelize
 from frameworks.pytorch.models import gpt
 from frameworks.pytorch.session import TorchSession, setup_device
+from frameworks.pytorch.titan import releases
 from frameworks.registry import resolve
 
 FLAVOURS = {"1b": "1B", "8b": "8B", "70b": "70B", "405b": "405B"}  # our size -> torchtitan's flavour
@@ -156,7 +160,7 @@ class TitanSession(TorchSession):
         why = self._gap(spec)
         if why:
             raise capability.Unsupported(why)
-        self.titan = _torchtitan()
+        self.titan = self._titan()
         self.titan_configs = self._configs(spec)
         self._mesh(spec)
         model = self._model(spec)
@@ -165,7 +169,7 @@ class TitanSession(TorchSession):
         self._after_optimizer()
         self.coords = parallel.coords(dist.rank, self.layout)   # torchtitan's order too: pp, dp, cp, tp
         self._batches(spec.model, self.layout, spec.seed)
-        self.counts = {"model": parameters_and_flops(self.config, spec.model.seq_len)[0],
+        self.counts = {"model": self._parameters(spec.model.seq_len),
                        "held": sum(parallelize.local(p).numel() for p in self.params)}
 
     # ---- construction, in order ---------------------------------------------------------
@@ -180,7 +184,11 @@ class TitanSession(TorchSession):
         dist_utils.set_determinism(self.dims, self.device, self.titan.DebugConfig(seed=spec.seed),
                                    distinct_seed_mesh_dims=["pp"])
 
-    # ---- what a model family changes (frameworks/pytorch/titan/moe_session.py: DeepSeek-V3) -------
+    # ---- what a model family changes (frameworks/pytorch/titan/moe_session.py: DeepSeek-V3), ----
+    # ---- and what torchtitan 0.2.2 calls otherwise (v022.py) --------------------------------------
+    def _titan(self):
+        return _torchtitan()
+
     def _gap(self, spec):
         return gap(spec, self.layout)
 
@@ -199,6 +207,20 @@ class TitanSession(TorchSession):
 
     def _parallelize_fn(self):
         return self.titan.parallelize_llama
+
+    def _parameters(self, seq_len: int) -> int:
+        return parameters_and_flops(self.config, seq_len)[0]
+
+    def _loss(self, pred, labels, extra):
+        """This micro-batch's loss: its tokens' part of the global batch's mean."""
+        return self.loss_fn(pred, labels, self.tokens, positions=extra["positions"])[0]
+
+    def _pipeline_loss_kwargs(self) -> dict:
+        return {"global_valid_tokens": self.tokens}
+
+    def _pipeline_loss(self, losses):
+        """The last stage's loss of its micro-batches' (each already its part of the mean)."""
+        return torch.sum(torch.stack([parallelize.local(x).float() for x in losses])).to(self.device)
 
     def _after_optimizer(self):
         """What torchtitan's trainer hangs on the optimizer (nothing for Llama 3)."""
@@ -271,8 +293,7 @@ class TitanSession(TorchSession):
             for input_dict, labels in self.micro:
                 inputs, labels, extra = self._prepare(input_dict, labels)
                 with self.context():
-                    out, _ = self.loss_fn(self.parts[0](inputs, **extra), labels, self.tokens,
-                                          positions=extra["positions"])
+                    out = self._loss(self.parts[0](inputs, **extra), labels, extra)
                     out.backward()
                 loss = loss + parallelize.local(out.detach()).float()
         self.dist_utils.clip_grad_norm_(self.params, self.max_norm, foreach=True,
@@ -293,10 +314,10 @@ class TitanSession(TorchSession):
             microbatches(self.schedule, arg_mbs=[(i,) for i, _, _ in prepared] if self.first else None,
                          kwarg_mbs=[e for _, _, e in prepared],
                          target_mbs=[y for _, y, _ in prepared] if self.last else None,
-                         losses=losses, loss_kwargs={"global_valid_tokens": self.tokens},
+                         losses=losses, loss_kwargs=self._pipeline_loss_kwargs(),
                          return_outputs=False)
         if self.last:
-            return torch.sum(torch.stack([parallelize.local(x).float() for x in losses])).to(self.device)
+            return self._pipeline_loss(losses)
         return torch.zeros((), device=self.device)
 
     implementation_reason = None   # why this path ran (`choose`)
@@ -339,62 +360,76 @@ def _import_torchtitan():
         set_llama3_sharding_config=set_llama3_sharding_config)
 
 
-# What torchtitan 0.3.0 calls of torch at run time, beyond what its imports check (torch 2.11
-# lacks both; its imports already stop at DataParallelMeshDims): its MoE token dispatcher's
-# tracing check (models/common/token_dispatcher.py) and its FSDP of experts over ep
-# (distributed/fsdp.py).
-RUNTIME_NEEDS = {"experts": ("torch.compiler:_is_non_strict_tracing",
-                             "torch.distributed.fsdp._fully_shard._fsdp_common:ShardPlacementResult")}
-
-
-@functools.lru_cache(maxsize=None)
-def unavailable(*references) -> str | None:
-    """Why torchtitan cannot train here, or None: it is not installed, it does not import with
-    this torch (0.3.0 with torch 2.11: "cannot import name 'DataParallelMeshDims'"), or this
-    torch lacks what it calls at run time. `references`: the family's torchtitan parts
-    ("module:attribute", a mixture of experts' parallelize and sharding functions) and
-    RUNTIME_NEEDS's, besides Llama 3's."""
+def unavailable(family: Any = None) -> str | None:
+    """Why torchtitan cannot train here, or None: it is not installed, it is older than any
+    release driven here, this torch is older than its release needs (0.3.0 with torch 2.11), or
+    what its path imports does not load (releases.py: the release's imports, and a mixture of
+    experts' parallelize function; `family`: its module (frameworks/pytorch/models/), None for
+    Llama 3)."""
     try:
         version = _version()
     except Exception:  # noqa: BLE001 (importlib.metadata's PackageNotFoundError)
         return "torchtitan is not installed (requirements-torchtitan.txt)"
     where = f"torchtitan {version} with torch {torch.__version__}"
+    release = releases.of(version)
+    if release is None:
+        return f"{where}: it is older than {releases.RELEASES[-1].version}, the oldest driven here"
+    too_old = releases.torch_gap(release, torch.__version__)
+    if too_old:
+        return f"{where} does not load ({too_old})"
+    return _loads(release, family)
+
+
+@functools.lru_cache(maxsize=None)
+def _loads(release, family):
     try:
-        _import_torchtitan()
-        for ref in references:
+        for ref in release.imports + release.references(family):
             resolve(ref)
     except Exception as exc:  # noqa: BLE001 (an import that fails, whatever it raises)
-        return f"{where} does not load ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        return (f"torchtitan {_version()} with torch {torch.__version__} does not load "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0]})")
     return None
 
 
 def choose(spec, family=None):
     """(whether a point trains through torchtitan, the reason, for its record): torchtitan where
     its ranks have GPUs (device cuda, or auto with a GPU), the adapter's releases `when=TORCHTITAN`
-    are installed (contract/versions.py) and it loads (`unavailable`), else
-    the family's own definition with torch's FSDP2, TP, PP, CP and EP
-    (frameworks/pytorch/lm_session.py), on the GPU or the CPU."""
+    hold (contract/versions.py) and the torch the installed release needs (releases.py), it
+    loads (`unavailable`) and builds the family, else the family's own definition with torch's
+    FSDP2, TP, PP, CP and EP (frameworks/pytorch/lm_session.py), on the GPU or the CPU."""
     if not (spec.device == "cuda" or (spec.device == "auto" and torch.cuda.is_available())):
         return False, "a CPU rank: torchtitan's path is the GPU's (its FlexAttention has no CPU backward)"
     own = "the suite's own definition on the GPU, with torch's FSDP2, TP, PP, CP and EP"
-    too_old = versions.gaps(ADAPTER.releases, versions.found(ADAPTER.releases), {versions.TORCHTITAN})
+    found = versions.found(ADAPTER.releases)
+    release = releases.of(found["torchtitan"]) if found.get("torchtitan") else None
+    needs = releases.torch_gap(release, found["torch"]) if release and found.get("torch") else None
+    too_old = versions.gaps(ADAPTER.releases, found, {versions.TORCHTITAN}) + ([needs] if needs else [])
     if too_old:
         return False, f"{'; '.join(too_old)}: {own}"
-    refs = ((family.TITAN_PARALLELIZE, family.TITAN_SHARDING) + RUNTIME_NEEDS["experts"]
-            if hasattr(family, "TITAN_PARALLELIZE") else ())
-    why = unavailable(*refs)
+    why = unavailable(family)
+    if why is None and release.builds_not(spec, family):
+        why = f"torchtitan {_version()} {release.builds_not(spec, family)}"
     if why:
         return False, f"{why}: {own}"
     return True, f"torchtitan {_version()} loads with torch {torch.__version__}"
 
 
 def session(family, spec, dist, titan_class):
-    """A language model's session: `titan_class` (torchtitan's) or the family's own
-    (lm_session), as `choose` decides; the session's record gives the reason."""
+    """A language model's session: `titan_class` (torchtitan's, through v022.py's calls where
+    0.2.2 is installed) or the family's own (lm_session), as `choose` decides; the session's
+    record gives the reason."""
     from frameworks.pytorch import lm_session
     use, why = choose(spec, family)
-    cls = titan_class if use else lm_session.session_of(family)
+    cls = for_release(titan_class, releases.current()) if use else lm_session.session_of(family)
     return type(cls.__name__, (cls,), {"implementation_reason": why})(spec, dist)
+
+
+def for_release(titan_class, release):
+    """`titan_class` as the installed release is driven: 0.3.0's calls, or 0.2.2's (v022.py)."""
+    if release is releases.V022:
+        from frameworks.pytorch.titan import v022
+        return type(titan_class.__name__, (v022.Titan022, titan_class), {})
+    return titan_class
 
 
 def microbatches(schedule, loss_kwargs=None, **microbatched) -> None:
