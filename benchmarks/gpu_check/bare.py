@@ -7,16 +7,20 @@
 with the spec's batch, the AMP dtype the harness runs (frameworks/common/accelerator.py's
 rule: a CPU runs bf16 where fp16 is asked; fp16 with a GradScaler), channels_last where the
 harness converts (a GPU), warm-up and timed steps, the loss read after the timed steps; timed
-by the host clock around a device sync, as a script would time it. Each round is the spec's
-warm-up then its timed steps. `--gated`: each round waits for a line on stdin (pair.py
-alternates these rounds with the harness's). Prints `ROUND {json}` per round and, last,
-`BARE {json}` (samples/s of each round, the dtype, the threads, the device, its peak memory).
+by the host clock around a device sync, as a script would time it. Each round builds the model,
+batch and optimizer afresh from the seed, then runs the spec's warm-up and timed steps.
+`--gated`: each round waits for a line on stdin (pair.py alternates them with the harness's).
+Prints `ROUND {json}` per round and, last, `BARE {json}` (samples/s of each round, the dtype,
+the threads, the device, its peak memory).
 The process's environment is its caller's: pair.py gives it the rank's.
 """
 import json
 import os
 import sys
 import time
+
+if "torchvision" in sys.argv[2:3]:   # where it is missing, say so before torch's seconds of import
+    import torchvision  # noqa: F401
 
 import torch
 
@@ -58,15 +62,8 @@ class _Spec:
         self.precision, self.amp_dtype = spec["precision"], spec.get("amp_dtype")
 
 
-def main(path: str, kind: str, rounds: int = 2, gated: bool = False) -> dict:
-    spec = json.load(open(path))
-    cuda = spec["device"] != "cpu" and torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    if cuda:   # as the suite's setup_device
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-        torch.backends.cudnn.benchmark = True
-    amp = accelerator.amp_dtype(_Spec(spec), cuda)   # the harness's rule (session.py)
-    dtype = DTYPES[amp or "bf16"]
+def _step(spec: dict, kind: str, device, amp, dtype, cuda):
+    """The plain training step, on a model, batch and optimizer built afresh from the seed."""
     torch.manual_seed(spec["seed"])
     model, inputs, labels, loss_fn, opt, clip = build(spec, kind, device)
     if cuda and spec["model"].get("channels_last"):   # where the session converts (a GPU)
@@ -86,12 +83,26 @@ def main(path: str, kind: str, rounds: int = 2, gated: bool = False) -> dict:
         scaler.step(opt)
         scaler.update()
         return loss.detach()
+    return step
 
+
+def main(path: str, kind: str, rounds: int = 2, gated: bool = False) -> dict:
+    spec = json.load(open(path))
+    cuda = spec["device"] != "cpu" and torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if cuda:   # as the suite's setup_device
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+    amp = accelerator.amp_dtype(_Spec(spec), cuda)   # the harness's rule (session.py)
+    dtype = DTYPES[amp or "bf16"]
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     rates, batch = [], spec["batch_size"]
     for r in range(rounds):
         if gated and not sys.stdin.readline():   # the caller is gone
             break
+        # each round from the seed, as each harness round's fresh rank: the same weights at the
+        # same steps (benchmarks/harness_overhead.md: trained on across rounds, it read faster)
+        step = _step(spec, kind, device, amp, dtype, cuda)
         for _ in range(spec["warmup_steps"]):
             step()
         sync()
@@ -101,7 +112,8 @@ def main(path: str, kind: str, rounds: int = 2, gated: bool = False) -> dict:
         rates.append(spec["measure_steps"] * batch / (time.perf_counter() - t0))
         if not all(torch.isfinite(x) for x in losses):
             raise FloatingPointError(f"bare {kind}: a non-finite loss in round {r}")
-        if cuda:   # idle while the harness's round runs: hold no more than the model's state
+        del step, losses
+        if cuda:   # idle while the harness's round runs: hold nothing of this round
             torch.cuda.empty_cache()
         print("ROUND " + json.dumps({"round": r, "samples_per_s": rates[-1]}), flush=True)
     return {"kind": kind, "samples_per_s": rates, "amp_dtype": amp, "torch_threads": torch.get_num_threads(),
