@@ -58,8 +58,13 @@ def main(argv=None) -> int:
     p.add_argument("--precision", choices=("fp32", "amp"), default="fp32")
     p.add_argument("--out", default=None, help="its folder (default: a temporary one)")
     args = p.parse_args(argv)
+    chosen = [m.strip() for m in (args.models or "").split(",") if m.strip()]
+    if any(m not in models.names() for m in chosen):   # said before torch's import
+        print(f"harness_overhead: unknown model {', '.join(m for m in chosen if m not in models.names())} "
+              f"(the models: {', '.join(models.names())})", file=sys.stderr)
+        return 2
     known = bare_models()
-    chosen = [m.strip() for m in (args.models or ",".join(known)).split(",") if m.strip()]
+    chosen = chosen or list(known)
     unknown = [m for m in chosen if m not in known]
     if unknown or not chosen or min(args.rounds, args.batch, args.steps) < 1 or args.warmup < 0:
         print(f"harness_overhead: no bare loop for {', '.join(unknown) or repr(args.models)} (the models with "

@@ -7,8 +7,9 @@ POINT_DIR: a point of a sweep the suite ran (its point.json and first repeat's s
 KIND: bare.py's (suite, torchvision). Each round: the harness's round, the suite's real rank
 (the worker entry and environment the local launcher gives rank 0: launchers/backends/local.py,
 worker.py), in a fresh process that writes its record to OUT_DIR/harness-NN/; then each
-kind's bare round, in one process per kind that waits between its rounds (bare.py --gated),
-started at its first round so that nothing else runs beside a round. Both sides run the same
+kind's bare round, in one process per kind that waits between its rounds (bare.py --gated;
+each round rebuilt from the seed, as a fresh rank is), started at its first round so that
+nothing else runs beside a round. Both sides run the same
 spec (model, batch, dtype, warm-up and timed steps) under the same interpreter, working
 folder and environment (threads included). A harness round's rate is its record's timed
 samples over its window (analysis/figures/method.py), a bare round's the same steps over the
