@@ -15,6 +15,9 @@ rehearses every stage at tiny sizes on a CPU (tests/integration/test_gpu_check.p
   beside it (analysis/published/) and the ratio, or the harness's figure beside a bare loop;
 - bare.py: the training step as a bare loop (the suite's model with no harness, and
   torchvision's ResNet-50), for the harness/bare ratio;
+- pair.py: a point's harness (its real rank) and its bare loops, rounds alternated in one
+  stage, in the rank's environment; ratio.py: their ratio, its spread, and whether the spread
+  includes 1.0 (within noise);
 - __main__.py: the order of all that, the table, and one tarball of every sweep and log.
 Standard library only until the environment is known (environment.py), then the suite's.
 """

@@ -4,7 +4,8 @@ it the published figure for the device (analysis/published/, matched by the anal
 analysis/published/sources.py: the same device, model, precision and devices, at another
 batch where none is at ours, marked) and ours / published, its note the window's energy per
 sample (per token) and mean power per GPU (`energy_note`); a bare loop's figure is its
-samples/s, beside it the harness's figure of the point it repeats, and harness / bare; a
+samples/s over rounds alternated with the harness's, beside it the harness's over the same
+rounds, and harness / bare with its spread (ratio.py); a
 trace's (profile=true), its split into compute, communication not hidden and idle; the
 health check's, the matrix multiply and NVML's verdicts; NCCL's, all_reduce's bus bandwidth at
 its largest size (none of one rank, which moves nothing); the checkpoint's, the seconds
@@ -17,6 +18,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+from benchmarks.gpu_check.ratio import spread as ratio_spread
 from contract import busbw, paths
 
 
@@ -29,16 +31,33 @@ class Row:
     ratio: Optional[float] = None
     note: str = ""
     value: Optional[float] = None       # the figure as a number (table.json)
+    spread: Optional[list] = None       # a bare loop's: the rounds' ratios' [min, max] (ratio.py)
+    within_noise: Optional[bool] = None  # whether that spread includes 1.0
 
     def cells(self) -> list:
-        return [self.stage, self.status, self.figure, self.beside,
-                "" if self.ratio is None else f"{self.ratio:.2f}", self.note]
+        ratio = "" if self.ratio is None else f"{self.ratio:.2f}"
+        if self.spread:
+            ratio += f" ({self.spread[0]:.2f}-{self.spread[1]:.2f})"
+        return [self.stage, self.status, self.figure, self.beside, ratio, self.note]
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 HEADERS = ["stage", "status", "figure", "beside it", "ratio", "note"]
+
+
+def noise_line(table) -> str:
+    """Under the table: which harness / bare ratios are within noise (their rounds' spread
+    includes 1.0) and which are not; "" without a bare loop's ratio."""
+    rows = [r for r in table if r.within_noise is not None]
+    if not rows:
+        return ""
+    within = [r.stage for r in rows if r.within_noise]
+    outside = [f"{r.stage} {r.ratio:.2f} ({r.spread[0]:.2f}-{r.spread[1]:.2f})" for r in rows if not r.within_noise]
+    return ("harness / bare, rounds alternated: "
+            + (f"within noise (the spread includes 1.0): {', '.join(within)}" if within else "none within noise")
+            + (f"; outside the noise: {', '.join(outside)}" if outside else ""))
 
 
 def rows(stage, ran, ctx, done: dict) -> list:
@@ -187,26 +206,39 @@ def _number(v) -> Optional[float]:
 
 # ---- bare loops ----------------------------------------------------------------------------
 def _bare(stage, ran, ctx, done) -> list:
+    """A row per bare kind of a pair.py stage: the bare loop's median samples/s, beside it the
+    harness's median over the same alternated rounds, and the ratio with its spread (ratio.py)."""
     with open(ran.log) as f:
-        found = [json.loads(x[len("BARE "):]) for x in f if x.startswith("BARE ")]
+        found = [json.loads(x[len("PAIR "):]) for x in f if x.startswith("PAIR ")]
     if not found:
-        why = last_line(ran.log)
-        return [Row(stage.name, "skipped" if "No module named 'torchvision'" in why else "failed", note=why)]
-    bare = found[-1]
+        return [Row(name, "failed", note=last_line(ran.log)) for _, name in stage.bare]
+    pair = found[-1]
+    harness = [h for h in pair["harness"] if h]
+    return [_bare_row(name, pair, pair["bare"][kind], harness) for kind, name in stage.bare]
+
+
+def _bare_row(name: str, pair: dict, bare: dict, harness: list) -> Row:
+    if bare["error"]:
+        skipped = "No module named 'torchvision'" in bare["error"]
+        return Row(name, "skipped" if skipped else "failed", note=f"bare loop ({bare['kind']}): {bare['error']}")
+    if pair["harness_error"]:
+        return Row(name, "failed", note=pair["harness_error"])
     rate = statistics.median(bare["samples_per_s"])
-    row = Row(stage.name, "ok", f"{rate:,.1f} samples/s", value=rate,
-              note=f"bare loop ({bare['kind']}), median of {len(bare['samples_per_s'])}; {bare['device']}")
-    harness = _harness_row(stage, done)
-    if harness is not None and harness.value:
-        row.beside, row.ratio = f"{harness.figure} (harness, {harness.stage})", harness.value / rate
-        row.note += "; ratio: harness / bare"
-    return [row]
-
-
-def _harness_row(stage, done):
-    """The harness's row of the point a bare loop repeats."""
-    of = done.get(stage.of) or []
-    return of[stage.point] if len(of) > stage.point else None
+    row = Row(name, "ok", f"{rate:,.1f} samples/s", value=rate)
+    found = ratio_spread(pair["harness"], bare["samples_per_s"])
+    row.beside = f"{statistics.median(harness):,.1f} samples/s (harness, its rank, same rounds)"
+    row.ratio, row.spread, row.within_noise = found.median, [found.low, found.high], found.within_noise
+    same = {"dtype": (pair["harness_amp_dtype"], bare["amp_dtype"]),
+            "threads": (pair["harness_threads"], bare["torch_threads"])}
+    differ = [f"{k} {h} (harness) vs {b} (bare)" for k, (h, b) in same.items() if h is not None and h != b]
+    if differ:   # not the same work or environment: no ratio to believe
+        row.status = "failed"
+    row.note = "; ".join(
+        [f"bare loop ({bare['kind']}), {found.rounds} rounds alternated with the harness",
+         found.verdict(), "per round " + ", ".join(f"{x:.2f}" for x in found.ratios)]
+        + (["NOT the same: " + ", ".join(differ)] if differ else
+           [f"both {bare['amp_dtype'] or 'fp32'}, {bare['torch_threads']} threads"]) + [bare["device"]])
+    return row
 
 
 # ---- health, NCCL, checkpoint --------------------------------------------------------------

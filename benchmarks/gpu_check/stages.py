@@ -3,17 +3,19 @@ long compile last), each a command and a time limit, at a device's sizes.
 
 On a GPU (one H100 or H200: all of it within 8 minutes): ResNet-50 AMP at batch 256,
 channels_last, bf16 and fp16 with its loss scaling; the same step as bare loops (the suite's
-model without the harness, and torchvision's ResNet-50, an idiomatic loop no one here wrote);
+model without the harness, and torchvision's ResNet-50, an idiomatic loop no one here wrote),
+each alternated with the harness's rank, ROUNDS rounds each (pair.py);
 BERT-base AMP, traced after its timed window (profile=true: its trace gzip'd, split into compute,
-communication and idle), and its bare loop; Llama 3 1B (bf16, a sequence of 8192); the mixtures of experts
-at their gpu1 sizes (each family's widths, 1.7-2.8B parameters); DLPerf's 1-GPU GPT case; a
-pipeline of two stages where two GPUs exist; `launch health` with its NVML checks; NCCL's
-all_reduce over every GPU where two exist; an async DCP checkpoint (pinned host memory);
-ResNet-50 compiled. One repeat each. On a CPU (`--device cpu`): every stage at tiny sizes, a
+communication and idle), and its bare loop, alternated the same way; Llama 3 1B (bf16, a sequence
+of 8192); the mixtures of experts at their gpu1 sizes (each family's widths, 1.7-2.8B
+parameters); DLPerf's 1-GPU GPT case; a pipeline of two stages where two GPUs exist; `launch
+health` with its NVML checks; NCCL's all_reduce over every GPU where two exist; an async DCP
+checkpoint (pinned host memory); ResNet-50 compiled. One repeat each. On a CPU (`--device cpu`): every stage at tiny sizes, a
 few steps; the pipeline and the all_reduce on two processes.
 
-A stage's command is `python -m launch ...` (its sweep in OUT/<stage>/) or the bare loop on a
-point's spec.json; `argv(ctx)` returns it, or a string: why the stage cannot run here.
+A stage's command is `python -m launch ...` (its sweep in OUT/<stage>/) or, for a bare loop,
+pair.py on a point of a sweep (the harness's rounds' records in OUT/<stage>/); `argv(ctx)` returns
+it, or a string: why the stage cannot run here.
 """
 import glob
 import os
@@ -31,6 +33,7 @@ class Stage:
     argv: Callable                # Context -> [args after the interpreter] | why it cannot run
     of: Optional[str] = None      # the stage whose sweep a bare loop repeats
     point: int = 0                # which of its points
+    bare: tuple = ()              # a bare stage's (bare.py kind, its row's name), one row each
 
     def limit(self, device: str) -> int:
         return self.limit_s[device]
@@ -69,7 +72,7 @@ COMM = {"cuda": ["bench.min_bytes=1M", "bench.max_bytes=1G", "bench.factor=4", "
         "cpu": ["bench.min_bytes=64K", "bench.max_bytes=4M", "bench.factor=4", "bench.iters=5"]}
 CHECKPOINT = {"cuda": ["batch_size=32", "warmup_steps=1"],       # ResNet-50's state: 200 MB
               "cpu": ["model.size=tiny", "batch_size=2", "warmup_steps=1"]}
-BARE_REPEATS = {"cuda": 2, "cpu": 1}
+ROUNDS = {"cuda": 3, "cpu": 3}   # harness and bare rounds alternated in a bare loop's stage (pair.py)
 
 
 def _sweep(name: str, *args, sizes=None):
@@ -82,19 +85,23 @@ def _sweep(name: str, *args, sizes=None):
     return argv
 
 
-def _specs(ctx, stage: str) -> list:
-    """The spec.json of each point of a stage's sweep (its first repeat), in point order."""
-    return sorted(glob.glob(os.path.join(ctx.out, stage, paths.POINTS_DIR, "*", paths.repeat_name(0), paths.SPEC_FILE)))
+def _points(ctx, stage: str) -> list:
+    """The folder of each point of a stage's sweep that has its first repeat's spec.json, in
+    point order."""
+    specs = glob.glob(os.path.join(ctx.out, stage, paths.POINTS_DIR, "*", paths.repeat_name(0), paths.SPEC_FILE))
+    return sorted(os.path.dirname(os.path.dirname(s)) for s in specs)
 
 
-def _bare(name: str, of: str, kind: str, point: int = 0) -> Stage:
-    """A bare loop of point `point` of stage `of`'s sweep (its spec.json)."""
+def _bare(name: str, of: str, kinds, point: int = 0, limit=None) -> Stage:
+    """Point `point` of stage `of`'s sweep, its harness (the rank) and its bare loops of
+    `kinds` ((bare.py kind, row name)) alternated, ROUNDS each (pair.py)."""
     def argv(ctx):
-        specs = _specs(ctx, of)
-        if len(specs) <= point:
+        points = _points(ctx, of)
+        if len(points) <= point:
             return f"no point of stage {of} to repeat (it did not run)"
-        return ["-m", "benchmarks.gpu_check.bare", specs[point], kind, str(BARE_REPEATS[ctx.device])]
-    return Stage(name, "bare", {"cuda": 45, "cpu": 30}, argv, of=of, point=point)
+        return ["-m", "benchmarks.gpu_check.pair", points[point], os.path.join(ctx.out, name),
+                str(ROUNDS[ctx.device]), ",".join(k for k, _ in kinds)]
+    return Stage(name, "bare", limit or {"cuda": 100, "cpu": 75}, argv, of=of, point=point, bare=tuple(kinds))
 
 
 def _pipeline(ctx):
@@ -121,14 +128,15 @@ def _comm(ctx):
 STAGES = [
     Stage("rn50", "sweep", {"cuda": 150, "cpu": 60},
           _sweep("rn50", "model=resnet50", "precision=amp", "precision.amp_dtype=bf16,fp16", sizes=RN50)),
-    _bare("rn50-bare-bf16", "rn50", "suite", 0),
-    _bare("rn50-bare-fp16", "rn50", "suite", 1),
-    _bare("rn50-bare-torchvision", "rn50", "torchvision", 0),
+    # torchvision's loop shares the bf16 point's harness rounds (one rank start less a round)
+    _bare("rn50-bare-bf16", "rn50", [("suite", "rn50-bare-bf16"), ("torchvision", "rn50-bare-torchvision")], 0,
+          limit={"cuda": 130, "cpu": 90}),
+    _bare("rn50-bare-fp16", "rn50", [("suite", "rn50-bare-fp16")], 1),
     # profile=true: after its timed window, 5 steps traced (gzip'd, in the tarball), split as HTA
     # splits a trace: a row of its own (figures.py); no extra process, no step of the window
     Stage("bert", "sweep", {"cuda": 90, "cpu": 45},
           _sweep("bert", "model=bert_base", "precision=amp", "profile=true", sizes=BERT)),
-    _bare("bert-bare", "bert", "suite"),
+    _bare("bert-bare", "bert", [("suite", "bert-bare")]),
     Stage("llama3", "sweep", {"cuda": 120, "cpu": 45},
           _sweep("llama3", "model=llama3", "precision=amp", sizes=LLAMA)),
     Stage("moe", "sweep", {"cuda": 150, "cpu": 60},

@@ -78,6 +78,7 @@ def setup_device(spec, dist, group=None):
 class TorchSession(harness.Session):
     framework_version = torch.__version__
     recipe: dict = {}  # the model's recipe (contract/modes.py); none without a model (bench=comm)
+    amp_name: str | None = None  # the AMP dtype autocast runs ('bf16' where a CPU was asked fp16), None: fp32
 
     def __init__(self, spec, dist):
         self.dist = dist
@@ -97,6 +98,7 @@ class TorchSession(harness.Session):
         self.model = torch.compile(model) if spec.compile else model
         dtype = accelerator.amp_dtype(spec, self.cuda)
         self.amp, self.amp_dtype = dtype is not None, DTYPES[dtype]
+        self.amp_name = dtype
         self.scaler = torch.amp.GradScaler("cuda", enabled=dtype == "fp16")
 
     # ---- what a model family builds ----------------------------------------------------
@@ -154,7 +156,7 @@ class TorchSession(harness.Session):
 
     def environment(self):
         env = {"device": "cpu", "device_count": 1, "torch_threads": torch.get_num_threads(),
-               **self.recipe}
+               "autocast_dtype": self.amp_name, **self.recipe}
         if self.cuda:
             env.update(device=torch.cuda.get_device_name(self.device),
                        device_count=torch.cuda.device_count(), cuda=torch.version.cuda,
