@@ -10,8 +10,8 @@ communication and idle), and its bare loop, alternated the same way; Llama 3 1B 
 of 8192); the mixtures of experts at their gpu1 sizes (each family's widths, 1.7-2.8B
 parameters); DLPerf's 1-GPU GPT case; a pipeline of two stages where two GPUs exist; `launch
 health` with its NVML checks; NCCL's all_reduce over every GPU where two exist; an async DCP
-checkpoint (pinned host memory); ResNet-50 compiled. One repeat each. On a CPU (`--device cpu`): every stage at tiny sizes, a
-few steps; the pipeline and the all_reduce on two processes.
+checkpoint (pinned host memory); ResNet-50 compiled. One repeat each. On a CPU (`--device cpu`):
+every stage at tiny sizes, a few steps; the pipeline and the all_reduce on two processes.
 
 A stage's command is `python -m launch ...` (its sweep in OUT/<stage>/) or, for a bare loop,
 pair.py on a point of a sweep (the harness's rounds' records in OUT/<stage>/); `argv(ctx)` returns
