@@ -4,7 +4,8 @@ and every side reads it here (`get`, `names`): what a framework runs and how, it
 in one place. The harness reads its benches (train, input, comm, checkpoint) and the
 session of each, its out-of-memory rule, its data=files loaders; the capability check its
 precision rules; profile=true its tracer; the planner its modes and what layouts and
-checkpoints it supports; `launch doctor` the name its module imports by and, with the
+checkpoints it supports, and the models it trains (`frameworks_of`); the report's plots its
+colour (`colour`); `launch doctor` the name its module imports by and, with the
 worker's first check, the oldest releases it supports (contract/versions.py).
 
 An adapter names its code by lazy references, "module:attribute" as entry points do
@@ -16,9 +17,11 @@ this runs in every framework's Python, and on the submitting side in the suite's
 import importlib
 import os
 import pkgutil
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from contract import models
 from contract.modes import Modes as Modes  # re-exported: what an adapter declares
 from contract.statuses import Unsupported
 from contract.versions import FP16 as FP16, RANKS as RANKS, TORCHTITAN as TORCHTITAN  # re-exported
@@ -74,6 +77,9 @@ class Adapter:
     tracer: object = None            # profile=true: trace(folder, steps, session) -> dict
     layouts: bool = False            # splits a model beyond data parallelism (tp, pp, fsdp,
                                      # cp, ep: contract/parallel.py)
+    models: tuple[str, ...] = ()     # the models it trains (contract/models/<name>.py):
+                                     # `frameworks_of` answers the planner and the tests
+    colour: Optional[str] = None     # its colour in the report's plots (None: PALETTE's, by name)
     package: Optional[str] = field(default=None, repr=False)  # of relative references
 
     def __post_init__(self) -> None:
@@ -102,6 +108,10 @@ class Adapter:
         return None if self.oom is None else self.load(self.oom)
 
 
+# The colours of frameworks that declare none (matplotlib's tab10 but the declared ones' hues)
+PALETTE = ("#1f77b4", "#bcbd22", "#e377c2", "#7f7f7f", "#17becf", "#9467bd")
+
+
 def get(name: str) -> Adapter:
     """The adapter framework `name` declares (frameworks/<name>/__init__.py); importing it
     imports no framework. ModuleNotFoundError where the suite has no such framework."""
@@ -118,3 +128,24 @@ def names() -> list[str]:
 def which(fact: str) -> list[str]:
     """The frameworks whose adapters have `fact` (an attribute, true), as refusals name them."""
     return [name for name in names() if getattr(get(name), fact)]
+
+
+def frameworks_of(model: str) -> list[str]:
+    """The frameworks that train `model` (their adapters' `models`), sorted."""
+    return [name for name in names() if model in get(name).models]
+
+
+def check_model(model: str, framework: str) -> None:
+    """The planner's question: is there such a model, and does `framework` train it?
+    UnknownModel or ValueError, in one line."""
+    models.get(model)
+    trains = frameworks_of(model)
+    if framework not in trains:
+        raise ValueError(f"model={model} is built for framework={', '.join(trains)} only, "
+                         f"not {framework}")
+
+
+def colour(adapter: Adapter) -> str:
+    """The adapter's colour, or one of PALETTE's chosen by its name (the same in every run:
+    crc32, not Python's salted hash)."""
+    return adapter.colour or PALETTE[zlib.crc32(adapter.name.encode()) % len(PALETTE)]

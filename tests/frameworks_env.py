@@ -146,6 +146,10 @@ class Framework:
     # data=files: the loader backend its records name (`files` in cases runs it); None: no
     # pipeline yet, so data=files is `unsupported` (frameworks/common/datafiles.py: require)
     files: Optional[str] = None
+    # its modes' names at compile=false, compile=true and compile=auto: its official benchmark
+    # or example scripts' way to train for throughput (docs/frameworks/<name>.md;
+    # tests/unit/test_modes.py holds its adapter to them)
+    modes: tuple = ()
 
     def expected_env(self, spec: dict, world: int) -> dict:
         """The environment values a trained record of this spec must carry: the framework's,
@@ -177,9 +181,11 @@ FRAMEWORKS = {fw.name: fw for fw in [
     Framework(
         # PyTorch's own sweeps are tests/integration/test_local_e2e.py; here its ranks' checksums.
         name="pytorch", version="2.13.0+cpu", env={}, compile_key=None, cases=("two_ranks", "auto"),
+        modes=("eager", "torch.compile", "eager"),
         files="torch"),  # its data=files sweeps: tests/integration/test_data_files.py
     Framework(
         name="tensorflow", version="2.21.0", env={"keras": "3.15.1"},
+        modes=("tf.function", "xla", "tf.function"),
         compile_key="jit_compile", compile_modes=(False, True), compile_env={"jit_scope": "step"},
         amp_key="policy", amp_labels={None: "float32", "bf16": "mixed_bfloat16"},
         # XLA with bf16 AMP, the combination most likely to break (fp32 + XLA is the same
@@ -190,6 +196,7 @@ FRAMEWORKS = {fw.name: fw for fw in [
         checksum_rel=1e-9, cases=CASES + ("files",), files="tf.data"),
     Framework(
         name="jax", version="0.10.2",
+        modes=("eager", "jit", "jit"),
         env={"jax_backend": "cpu", "jaxlib": "0.10.2", "flax": "0.12.8", "optax": "0.2.8"},
         compile_key="jit", compile_modes=(False, True),
         amp_key="amp_dtype", amp_labels={None: None, "bf16": "bf16"},
@@ -199,6 +206,7 @@ FRAMEWORKS = {fw.name: fw for fw in [
         cases=CASES + ("files",), files="grain"),
     Framework(
         name="paddle", version="3.3.1", env={},
+        modes=("eager", "to_static", "eager"),
         compile_key="compile", compile_modes=("eager", "paddle.jit.to_static"),
         amp_key="amp", amp_labels={None: None, "bf16": "auto_cast O1 bfloat16"},
         # paddle.amp.auto_cast is a no-op on a CPU place in dygraph: refused, not faked;
@@ -208,12 +216,14 @@ FRAMEWORKS = {fw.name: fw for fw in [
         cases=CASES + ("files",), files="paddle.io"),
     Framework(
         name="mxnet", version="1.9.1", env={},
+        modes=("imperative", "hybridize", "hybridize"),
         compile_key="compile", compile_modes=("imperative", "hybridize"),
         amp_key="amp", amp_labels={None: None, "bf16": "contrib.amp bfloat16"},
         amp="capability", amp_compiled="capability",
         two_ranks_env={"kvstore": "dist_sync"}, cases=CASES + ("files",), files="gluon"),
     Framework(
         name="mindspore", version="2.10.0", env={},
+        modes=("pynative", "graph", "graph"),
         compile_key="mode", compile_modes=("PYNATIVE_MODE", "GRAPH_MODE+jit"),
         amp_key="amp", amp_labels={None: None, "fp16": "O2 fp16"},
         # precision=amp's default dtype is bf16: no CPU kernels for it; fp16 (O2 + loss
@@ -225,6 +235,7 @@ FRAMEWORKS = {fw.name: fw for fw in [
         files="mindspore.dataset"),
     Framework(
         name="oneflow", version="0.9.0", env={},
+        modes=("eager", "graph", "graph"),
         compile_key="mode", compile_modes=("eager", "nn.Graph"),
         amp="unsupported", amp_error="OneFlow 0.9 has no CPU autocast",  # no CPU autocast in 0.9
         compile_sweep=(),  # fp32

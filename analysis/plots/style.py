@@ -1,5 +1,5 @@
-"""How every plot of the report looks, in one place: sizes, fonts, a colour per framework,
-a marker, line and hatch per precision, a colour per collective, and PNG output.
+"""How every plot of the report looks, in one place: sizes, fonts, a colour per framework (its
+adapter's), a marker, line and hatch per precision, a colour per collective, and PNG output.
 
 analysis/plots/draw.py draws; it takes every visual choice from here, so that a framework has
 the same colour in each figure and a figure restyled is restyled everywhere.
@@ -10,6 +10,8 @@ import matplotlib
 from matplotlib import colors
 from matplotlib.figure import Figure  # not pyplot: no display, no global figure registry
 
+from frameworks import registry       # the adapters only: no framework is imported
+
 FIGSIZE = (7.0, 4.4)          # one panel
 PANEL = (4.6, 4.2)            # each of several panels side by side
 DPI = 110
@@ -18,11 +20,7 @@ RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsiz
       "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False,
       "savefig.bbox": "tight"}
 
-# Each framework keeps its colour in every figure (close to its own logo's where it has one).
-FRAMEWORK_COLOURS = {"pytorch": "#e4572e", "tensorflow": "#f29e1f", "jax": "#6a4c93",
-                     "paddle": "#2d5dd7", "mxnet": "#17a589", "mindspore": "#2e86ab",
-                     "oneflow": "#8c564b"}
-OTHER_COLOUR = "#555555"
+OTHER_COLOUR = "#555555"      # a name no framework's adapter declares
 PRECISION_MARKERS = {"fp32": "o", "amp": "s"}
 PRECISION_LINES = {"fp32": "-", "amp": "--"}
 PRECISION_HATCHES = {"fp32": "", "amp": "///"}
@@ -34,9 +32,12 @@ WHISKER = {"capsize": 3, "elinewidth": 1, "ecolor": "#333333"}
 
 
 def framework_colour(framework, shade: int = 0) -> str:
-    """The framework's colour; `shade` 1, 2, ... lightens it for further series of the same
-    framework and precision (other batch sizes or modes)."""
-    base = colors.to_rgb(FRAMEWORK_COLOURS.get(str(framework), OTHER_COLOUR))
+    """The framework's colour, the same in every figure: its adapter's (frameworks/registry.py,
+    close to its own logo's), or the registry's palette's for one that declares none;
+    `shade` 1, 2, ... lightens it for further series of the same framework and precision
+    (other batch sizes or modes)."""
+    name = str(framework)
+    base = colors.to_rgb(registry.colour(registry.get(name)) if name in registry.names() else OTHER_COLOUR)
     mix = min(0.6, 0.25 * shade)
     r, g, b = (c + (1 - c) * mix for c in base)
     return colors.to_hex((r, g, b))

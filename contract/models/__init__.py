@@ -4,7 +4,9 @@ only, so that launchers, analysis and every framework's worker read the same fac
 (torchtitan's TrainSpec is the model). `get(name)` finds a model by its module: adding a model
 adds a file here (docs/architecture.md, "How to add a model") and edits no table.
 
-A spec says which frameworks implement the model and where PyTorch's session of it is; its
+A spec says where PyTorch's session of it is (which frameworks train it is theirs to say: each
+adapter's `models`, asked as frameworks.registry.frameworks_of, since contract/ imports no
+framework); its
 layouts and relations (the parallel axes it is built for, what tp must divide); its FLOP count
 of one sample (a function of the point's model settings, by contract/flops.py's one convention,
 tested against hand figures in tests/unit/test_flops.py) and, where its published figures count
@@ -31,7 +33,6 @@ class UnknownModel(ValueError):
 @dataclass(frozen=True)
 class ModelSpec:
     name: str                              # its module's name, and conf/model/<name>.yaml's
-    frameworks: tuple[str, ...]            # the frameworks that implement it (frameworks/<name>/)
     pytorch_session: Optional[str] = None  # PyTorch's session of it, "module:attr" (imported where used)
     flops: Optional[Callable[[Model], int]] = None  # training FLOPs of one sample (image, sequence) of the settings
     flops_keys: tuple[str, ...] = ()       # the settings the count needs: no count where one is unset
@@ -55,8 +56,6 @@ class ModelSpec:
         if unknown:
             raise ValueError(f"model {self.name}: unknown parallel axes {', '.join(unknown)} "
                              f"(valid: {', '.join(AXES)})")
-        if (self.pytorch_session is None) == ("pytorch" in self.frameworks):
-            raise ValueError(f"model {self.name}: a PyTorch session exactly where pytorch implements it")
 
     def flops_per_sample(self, model: Model) -> Optional[int]:
         """Training FLOPs of one sample of `model` (a point's settings), None where the model
@@ -101,12 +100,3 @@ def named(where: Callable[[ModelSpec], object]) -> tuple[str, ...]:
 def published(key: object) -> Optional[ModelSpec]:
     """The model of a published row's `model` (analysis/published/), or None."""
     return next((get(n) for n in names() if key in get(n).published), None)
-
-
-def check(name: str, framework: str) -> None:
-    """The planner's question: is there such a model, and does `framework` implement it?
-    UnknownModel or ValueError, in one line."""
-    spec = get(name)
-    if framework not in spec.frameworks:
-        raise ValueError(f"model={name} is built for framework={', '.join(spec.frameworks)} only, "
-                         f"not {framework}")

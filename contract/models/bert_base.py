@@ -48,7 +48,6 @@ def flops_per_sample(model: Model, gathered: bool = True) -> int:
 
 SPEC = ModelSpec(
     name="bert_base",
-    frameworks=("pytorch", "tensorflow", "jax", "paddle", "mxnet", "mindspore", "oneflow"),
     pytorch_session="frameworks.pytorch.models.bert_base:session",
     flops=flops_per_sample, flops_keys=SHAPE,
     inputs=MASKED_TOKENS, files=True, checkpoint=True)

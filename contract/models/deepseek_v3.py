@@ -99,7 +99,7 @@ def nemo_flops_per_sample(model: Model) -> int:
 
 
 SPEC = ModelSpec(
-    name="deepseek_v3", frameworks=("pytorch",),
+    name="deepseek_v3",
     pytorch_session="frameworks.pytorch.models.deepseek_v3:session",
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_lora_rank", "qk_nope_head_dim",

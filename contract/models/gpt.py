@@ -48,7 +48,7 @@ def megatron_flops_per_sample(model: Model) -> int:
 
 
 SPEC = ModelSpec(
-    name="gpt", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.gpt:session",
+    name="gpt", pytorch_session="frameworks.pytorch.models.gpt:session",
     flops=flops_per_sample, flops_keys=SHAPE, language_model=True,
     published_flops=megatron_flops_per_sample,
     layouts=("tp", "pp", "fsdp", "sp"), tp_divides=("heads",),

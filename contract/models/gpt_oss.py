@@ -60,7 +60,7 @@ def flops_per_sample(model: Model) -> int:
 
 
 SPEC = ModelSpec(
-    name="gpt_oss", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.gpt_oss:session",
+    name="gpt_oss", pytorch_session="frameworks.pytorch.models.gpt_oss:session",
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_heads", "head_dim", "moe_hidden", "experts",
                 "top_k", "sliding_window", "vocab_size"),

@@ -4,6 +4,6 @@ conf/model/insightface.yaml, docs/special.md): its figure the largest num_classe
 from contract.models import IMAGES, ModelSpec
 
 SPEC = ModelSpec(
-    name="insightface", frameworks=("pytorch",),
+    name="insightface",
     pytorch_session="frameworks.pytorch.models.insightface:session",
     report="insightface", tables=False, compare_keys=("num_classes",), inputs=IMAGES)

@@ -49,7 +49,7 @@ def palm_flops_per_sample(model: Model) -> int:
 
 
 SPEC = ModelSpec(
-    name="llama3", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.llama3:session",
+    name="llama3", pytorch_session="frameworks.pytorch.models.llama3:session",
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab_size"),
     published_flops=palm_flops_per_sample,

@@ -38,7 +38,7 @@ def flops_per_sample(model: Model) -> int:
 
 
 SPEC = ModelSpec(
-    name="qwen3_moe", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.qwen3_moe:session",
+    name="qwen3_moe", pytorch_session="frameworks.pytorch.models.qwen3_moe:session",
     flops=flops_per_sample,
     flops_keys=("seq_len", "layers", "hidden", "heads", "kv_heads", "head_dim", "moe_hidden", "experts",
                 "top_k", "vocab_size"),

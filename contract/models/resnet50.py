@@ -58,7 +58,6 @@ def flops_per_sample(model: Model) -> int:
 
 SPEC = ModelSpec(
     name="resnet50",
-    frameworks=("pytorch", "tensorflow", "jax", "paddle", "mxnet", "mindspore", "oneflow"),
     pytorch_session="frameworks.pytorch.models.resnet50:session",
     flops=flops_per_sample, flops_keys=SHAPE,
     inputs=IMAGES, files=True, checkpoint=True)

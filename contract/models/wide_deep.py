@@ -4,6 +4,6 @@ deep vocabulary size (its own report section, not the per-model throughput table
 from contract.models import CLICKS, ModelSpec
 
 SPEC = ModelSpec(
-    name="wide_deep", frameworks=("pytorch",), pytorch_session="frameworks.pytorch.models.wide_deep:session",
+    name="wide_deep", pytorch_session="frameworks.pytorch.models.wide_deep:session",
     report="wide_deep", tables=False, metric="latency_ms", compare_keys=("deep_vocab_size", "embedding"),
     inputs=CLICKS)

@@ -22,4 +22,6 @@ ADAPTER = Adapter(
                                      "JAX nor Optax provides"}),
     tracer=".tracer:trace",
     layouts=False,
+    models=("resnet50", "bert_base"),
+    colour="#6a4c93",
     package=__name__)

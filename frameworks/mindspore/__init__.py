@@ -15,4 +15,6 @@ ADAPTER = Adapter(
                                      "amp_dtype=fp16 runs"}),
     tracer=None,
     layouts=False,
+    models=("resnet50", "bert_base"),
+    colour="#2e86ab",
     package=__name__)

@@ -17,4 +17,6 @@ ADAPTER = Adapter(
                         onednn_bf16=True),
     tracer=None,
     layouts=False,
+    models=("resnet50", "bert_base"),
+    colour="#17a589",
     package=__name__)

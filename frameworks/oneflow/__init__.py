@@ -17,4 +17,6 @@ ADAPTER = Adapter(
                                 "device"}),
     tracer=None,
     layouts=False,
+    models=("resnet50", "bert_base"),
+    colour="#8c564b",
     package=__name__)

@@ -18,4 +18,6 @@ ADAPTER = Adapter(
                         onednn_bf16=True),
     tracer=None,
     layouts=False,
+    models=("resnet50", "bert_base"),
+    colour="#2d5dd7",
     package=__name__)

@@ -24,4 +24,7 @@ ADAPTER = Adapter(
     precision=Precision(),
     tracer=".tracer:trace",
     layouts=True,
+    models=("bert_base", "deepseek_v3", "gpt", "gpt_oss", "insightface", "llama3", "qwen3_moe", "resnet50",
+            "wide_deep"),
+    colour="#e4572e",
     package=__name__)

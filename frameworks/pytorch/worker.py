@@ -16,17 +16,18 @@ data=files trains from the files through a DataLoader (frameworks/pytorch/loader
 import importlib
 
 from contract import models
+from frameworks import registry
 from frameworks.registry import resolve
 from frameworks.pytorch import session  # noqa: F401  (torch, before the harness's memory cap)
 
 
 # Imported with the worker, before the harness caps the rank's memory (memory_limit_mb counts
-# from what the rank had imported then): torch and the sessions of the models without layouts,
-# found by their specs. The modules of layouts (DTensor, pipelining, FSDP2, torchtitan) are
-# imported with a language model's session only (session_of).
-for _name in models.named(lambda s: "pytorch" in s.frameworks and not s.layouts):
+# from what the rank had imported then): torch and the sessions of the models without layouts
+# that PyTorch's adapter trains, found by their specs. The modules of layouts (DTensor,
+# pipelining, FSDP2, torchtitan) are imported with a language model's session only (session_of).
+for _name in models.named(lambda s: s.name in registry.get("pytorch").models and not s.layouts):
     _ref = models.get(_name).pytorch_session
-    assert _ref is not None  # a PyTorch model names its session (contract/models/__init__.py checks it)
+    assert _ref is not None  # a PyTorch model names its session (tests/unit/test_model_specs.py checks it)
     importlib.import_module(_ref.partition(":")[0])
 
 

@@ -21,4 +21,6 @@ ADAPTER = Adapter(
     precision=Precision(),
     tracer=".tracer:trace",
     layouts=False,
+    models=("resnet50", "bert_base"),
+    colour="#f29e1f",
     package=__name__)

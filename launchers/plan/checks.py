@@ -39,10 +39,10 @@ def validate(cfg) -> dict:
     if cfg.model.get("sizes") is not None and cfg.model.size not in sizes:
         raise ConfigError(f"unknown model.size {cfg.model.size!r} for {cfg.model.name} "
                           f"(valid: {', '.join(sizes)})")
-    if cfg.bench.name != "comm":   # the model's spec (contract/models/): the framework implements it
+    if cfg.bench.name != "comm":   # the model's spec (contract/models/), which the framework's adapter trains
         adapter(cfg)                # (a framework without an adapter: that line first)
         try:
-            models.check(cfg.model.name, cfg.framework.name)
+            registry.check_model(cfg.model.name, cfg.framework.name)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     compile_setting(cfg)

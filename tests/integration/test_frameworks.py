@@ -199,8 +199,7 @@ def test_a_trace_on_demand(fw, sweeps):
     import glob
     for name, point in two_ranks_sweep(sweeps, fw.name).items():
         r0, r1 = (r["profile"] for r in point.ranks)
-        traced = fw.name in ("pytorch", "tensorflow", "jax")
-        assert traced == (registry.get(fw.name).tracer is not None)   # the adapter says so too
+        traced = registry.get(fw.name).tracer is not None   # its adapter names a tracer
         if not traced:
             assert r0["status"] == r1["status"] == "unsupported", r0
             assert f"no profiler hook for {fw.name}" in r0["error"]

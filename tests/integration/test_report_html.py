@@ -66,7 +66,7 @@ def test_the_first_screen_shows_the_summary_and_the_plots(tmp_path):
     image = Image.open(shot).convert("RGB")
     assert image.size == (1280, 800)
     pixels = np.asarray(image).astype(int)
-    colour = [int(plot_style.FRAMEWORK_COLOURS["pytorch"][i:i + 2], 16) for i in (1, 3, 5)]
+    colour = [int(plot_style.framework_colour("pytorch")[i:i + 2], 16) for i in (1, 3, 5)]
     near = (np.abs(pixels - colour) < 24).all(axis=2).sum()
     assert near > 20000, near     # three plots' bars and lines, not a page of tables
     box = (pixels[40:140] == [244, 246, 250]).all(axis=2).mean()

@@ -2,6 +2,7 @@
 this machine's CPU has."""
 import pytest
 
+from frameworks import registry
 from frameworks.common import capability
 from tests.runspecs import run_spec
 
@@ -26,7 +27,12 @@ def test_onednn_bf16_on_a_cpu_needs_the_flags(framework, compile, flags, gap):
     assert capability.precision_gap(framework, AMP.replace(compile=compile), flags=flags) == gap
 
 
-@pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "jax"])
+def _no_cpu_gap(name: str) -> bool:
+    precision = registry.get(name).precision
+    return not (precision.cpu or precision.cpu_eager or precision.onednn_bf16)
+
+
+@pytest.mark.parametrize("framework", [n for n in registry.names() if _no_cpu_gap(n)])
 def test_frameworks_with_their_own_bf16_kernels_run_on_any_cpu(framework):
     assert capability.precision_gap(framework, AMP, flags=NO_BF16) is None
 
@@ -41,7 +47,7 @@ def test_framework_gaps_on_a_cpu_whatever_the_flags(framework, spec, words):
 
 def test_mindspore_fp16_and_fp32_everywhere_are_fine():
     assert capability.precision_gap("mindspore", AMP.replace(amp_dtype="fp16"), flags=NO_BF16) is None
-    for fw in ("mxnet", "paddle", "oneflow", "mindspore"):
+    for fw in registry.names():
         assert capability.precision_gap(fw, run_spec(precision="fp32"), flags=NO_BF16) is None
 
 

@@ -1,5 +1,5 @@
 """One spec per model (contract/models/): the lookup, each spec against the rest of the tree
-(its config, the frameworks that implement it, the report's sections, the gate's metrics),
+(its config, the frameworks whose adapters train it, the report's sections, the gate's metrics),
 and each FLOP count against the figures worked by hand in test_flops.py, test_llama3.py,
 test_deepseek_v3.py, test_qwen3_moe.py and test_gpt_oss.py."""
 import ast
@@ -11,6 +11,7 @@ from analysis.gate import compare
 from analysis.figures import flops
 from analysis.sections import special
 from contract import models
+from frameworks import registry
 from frameworks.registry import resolve
 from tests.frameworks_env import model_cfg
 
@@ -31,19 +32,17 @@ def test_a_model_is_found_by_its_module_and_an_unknown_one_is_one_line():
     assert models.published("llama3.1") is models.get("llama3") and models.published("x") is None
 
 
-def test_the_planner_asks_the_spec_which_frameworks_implement_a_model():
-    models.check("resnet50", "mindspore")
+def test_the_planner_asks_the_registry_which_frameworks_train_a_model():
+    registry.check_model("resnet50", "mindspore")
     with pytest.raises(ValueError, match="^model=llama3 is built for framework=pytorch only, not jax$"):
-        models.check("llama3", "jax")
+        registry.check_model("llama3", "jax")
     with pytest.raises(models.UnknownModel):
-        models.check("nomodel", "pytorch")
+        registry.check_model("nomodel", "pytorch")
 
 
 def test_a_spec_that_contradicts_itself_is_refused():
     with pytest.raises(ValueError, match="unknown parallel axes xp"):
-        models.ModelSpec(name="m", frameworks=("pytorch",), pytorch_session="x:y", layouts=("xp",))
-    with pytest.raises(ValueError, match="a PyTorch session exactly where pytorch implements it"):
-        models.ModelSpec(name="m", frameworks=("jax",), pytorch_session="x:y")
+        models.ModelSpec(name="m", pytorch_session="x:y", layouts=("xp",))
 
 
 def test_every_model_config_has_a_spec_and_every_spec_a_config():
@@ -66,10 +65,12 @@ def _framework_models(framework: str) -> set:
 @pytest.mark.parametrize("name", models.names())
 def test_a_spec_agrees_with_the_tree(name):
     spec = models.get(name)
-    for framework in spec.frameworks:
-        assert os.path.isfile(os.path.join(ROOT, "frameworks", framework, "__init__.py")), framework
+    assert registry.frameworks_of(name), name   # some framework trains it
+    for framework in registry.frameworks_of(name):
         if framework != "pytorch":   # the others: their own table builds it
             assert name in _framework_models(framework), framework
+    # a PyTorch session exactly where PyTorch's adapter trains it
+    assert (spec.pytorch_session is not None) == ("pytorch" in registry.frameworks_of(name))
     if spec.pytorch_session:
         assert callable(resolve(spec.pytorch_session))   # imports the PyTorch module it names
         # beside its definition: frameworks/pytorch/models/<name>.py, or a package of that name
@@ -82,11 +83,11 @@ def test_a_spec_agrees_with_the_tree(name):
     assert not set(spec.published) & {k for n in others for k in models.get(n).published}
 
 
-def test_every_framework_table_model_has_a_spec_naming_that_framework():
-    for framework in os.listdir(os.path.join(ROOT, "frameworks")):
+def test_every_framework_table_model_is_a_model_its_adapter_trains():
+    for framework in registry.names():
+        assert set(registry.get(framework).models) <= set(models.names()), framework
         if os.path.isfile(os.path.join(ROOT, "frameworks", framework, "models.py")):
-            for name in _framework_models(framework):
-                assert framework in models.get(name).frameworks, (framework, name)
+            assert _framework_models(framework) == set(registry.get(framework).models), framework
 
 
 def _a_size(name):
@@ -127,7 +128,7 @@ def test_every_model_with_a_count_has_a_hand_figure_and_the_others_none():
     assert flops.flops_per_sample({"name": "gpt9", "layers": 2}) is None
 
 
-@pytest.mark.parametrize("name", models.named(lambda s: "pytorch" in s.frameworks))
+@pytest.mark.parametrize("name", registry.get("pytorch").models)
 def test_every_pytorch_model_trains_a_step_through_the_session_its_spec_names(name):
     """One rank, the tiny size: PyTorch's worker finds the session by the spec alone."""
     import torch

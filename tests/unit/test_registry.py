@@ -17,8 +17,9 @@ FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "paddle", "mxnet", "mindspore
 
 
 def test_every_framework_declares_an_adapter_and_its_benches():
-    assert registry.names() == ["jax", "mindspore", "mxnet", "oneflow", "paddle", "pytorch",
-                                "tensorflow"]
+    folders = sorted(p.name for p in (ROOT / "frameworks").iterdir()
+                     if (p / "__init__.py").is_file() and p.name != "common")
+    assert registry.names() == folders and "pytorch" in folders   # a framework is its folder
     for name in registry.names():
         adapter = registry.get(name)
         assert adapter.name == name and adapter.package == f"frameworks.{name}"
@@ -59,16 +60,39 @@ def test_every_adapter_declares_every_field_in_the_same_order():
 
 def test_the_facts_each_adapter_declares():
     get = registry.get
-    assert {n: get(n).import_name for n in registry.names()} == {
-        "jax": "jax", "mindspore": "mindspore", "mxnet": "mxnet", "oneflow": "oneflow",
-        "paddle": "paddle", "pytorch": "torch", "tensorflow": "tensorflow"}
+    # each imports as its name, but PyTorch
+    assert {n: get(n).import_name for n in registry.names() if get(n).import_name != n} == {
+        "pytorch": "torch"}
     assert registry.which("layouts") == registry.which("checkpoints") == ["pytorch"]
     assert [n for n in registry.names() if get(n).tracer] == ["jax", "pytorch", "tensorflow"]
     assert [n for n in registry.names() if get(n).precision.onednn_bf16] == ["mxnet", "paddle"]
     # a site's own adapter: its name is its module, eager under auto, no gaps, no layouts
     site = registry.Adapter("caffe", {})
     assert (site.import_name, site.modes.recommended, site.precision, site.tracer, site.layouts,
-            site.checkpoints) == ("caffe", "eager", registry.Precision(), None, False, False)
+            site.checkpoints, site.models, site.colour) == (
+        "caffe", "eager", registry.Precision(), None, False, False, (), None)
+
+
+def test_which_frameworks_train_a_model_is_theirs_to_say():
+    from contract import models
+    assert registry.frameworks_of("llama3") == ["pytorch"]
+    assert registry.frameworks_of("resnet50") == registry.names()   # every framework trains it
+    assert registry.frameworks_of("no_such_model") == []
+    for name in registry.names():
+        assert set(registry.get(name).models) <= set(models.names()), name
+    with pytest.raises(ValueError, match="^model=gpt is built for framework=pytorch only, not jax$"):
+        registry.check_model("gpt", "jax")
+
+
+def test_a_colour_per_framework_from_its_adapter_or_the_palette():
+    colours = [registry.colour(registry.get(n)) for n in registry.names()]
+    assert len(set(colours)) == len(colours)            # no two frameworks alike in a plot
+    assert registry.colour(registry.get("pytorch")) == registry.get("pytorch").colour == "#e4572e"
+    # one that declares none: PALETTE[crc32(name) % 6], the same in every process
+    # (crc32(b"caffe") % 6 == 2, crc32(b"chainer") % 6 == 1)
+    assert registry.colour(registry.Adapter("caffe", {})) == registry.PALETTE[2] == "#e377c2"
+    assert registry.colour(registry.Adapter("chainer", {})) == registry.PALETTE[1]
+    assert not set(registry.PALETTE) & set(colours)     # nor one like a declared framework
 
 
 def _defines(path, dotted: str) -> bool:
