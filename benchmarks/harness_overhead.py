@@ -34,7 +34,7 @@ def bare_models() -> tuple:
     loop builds them), as their modules declare (frameworks/pytorch/models/<name>.py)."""
     from frameworks.pytorch.session import TorchSession
     from frameworks.registry import resolve
-    return models.named(lambda s: "pytorch" in s.frameworks and not s.layouts
+    return models.named(lambda s: s.pytorch_session is not None and not s.layouts
                         and resolve(s.pytorch_session) is TorchSession)
 
 
