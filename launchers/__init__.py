@@ -9,8 +9,9 @@ started (docs/architecture.md).
                 repeat loop, a repeat's run spec, the search loop and its ledger
     suite.py    the checkout, its commit, ConfigError; sweepdir.py, the sweep folder's files;
     auto.py     which backend launcher=auto picks: what plan/ and the executing side share
-    health/     the node checks: `launch health`, the health step, the verdict
-    commands/   `launch status`, `launch cancel`, `launch dataset`, `launch doctor`
+    health/     the health step, its verdict, the site's figures, the health.* settings
+    commands/   `launch status`, `launch cancel`, `launch dataset`, `launch doctor`,
+                `launch health`
 
 plan/ imports neither backends/ nor driver/, and they do not import plan/
 (tests/unit/test_import_circles.py): the planner names a backend to `get`, below.
