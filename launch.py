@@ -112,8 +112,8 @@ def command(argv) -> int:
         from launchers.commands import dataset
         return dataset.main(argv[1:])
     if argv[:1] == ["health"]:
-        from launchers.health import command
-        return command.main(argv[1:])
+        from launchers.commands import health
+        return health.main(argv[1:])
     if argv[:1] == ["certify"]:
         from certify import command as certify
         return certify.main(argv[1:])

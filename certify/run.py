@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from contract import paths
 from launchers import auto
 from launchers.backends.base import NoVerdict
+from launchers.commands import health as health_command
 from launchers.commands import status
-from launchers.health import command as health_command
 from launchers.plan import one_point, precheck, sweep
 from launchers.suite import ConfigError
 

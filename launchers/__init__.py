@@ -9,11 +9,15 @@ started (docs/architecture.md).
                 repeat loop, a repeat's run spec, the search loop and its ledger
     suite.py    the checkout, its commit, ConfigError; sweepdir.py, the sweep folder's files;
     auto.py     which backend launcher=auto picks: what plan/ and the executing side share
-    health/     the node checks: `launch health`, the health step, the verdict
-    commands/   `launch status`, `launch cancel`, `launch dataset`, `launch doctor`
+    health/     the health step, its verdict, the site's figures, the health.* settings
+    commands/   `launch status`, `launch cancel`, `launch dataset`, `launch doctor`,
+                `launch health`
 
 plan/ imports neither backends/ nor driver/, and they do not import plan/
-(tests/unit/test_import_circles.py): the planner names a backend to `get`, below.
+(tests/unit/test_import_circles.py): the planner names a backend to `get`, below. Inside,
+the imports run down one order of layers (tests/import_graph.py's LAUNCHERS_LAYERS): this
+registry, suite.py, sweepdir.py, auto.py < the backends' primitives (stopping.py, worker.py,
+then step.py) < health/ < driver/ < the launcher objects, beside plan/ < commands/.
 
 `get(name)` is the backend's launcher object (launchers/backends/base.py says its surface):
 `check(point)` for every point before any runs, `submit(points, dry_run)` with all of a

@@ -185,12 +185,30 @@ ANALYSIS_LAYERS = (
 )
 
 
+# launchers/'s layers, lowest first, by the same rule. A name holds its package's modules but
+# those a lower layer names (the backends' primitives, which the health step and the driver
+# run, sit below the launcher objects that run the driver). The registry (`launchers`, its
+# __init__) names the backends by string and imports one only when asked: it sits at the
+# bottom with what every side reads.
+LAUNCHERS_LAYERS = (
+    ("launchers", "launchers.suite", "launchers.sweepdir", "launchers.auto",
+     "launchers.callbacks"),                       # the registry, the checkout, the sweep's files
+    ("launchers.backends.stopping", "launchers.backends.worker"),  # the owner stopped; a rank's Python
+    ("launchers.backends.step",),                  # how a step's ranks end
+    ("launchers.health",),                         # the health step, its verdict, its settings
+    ("launchers.driver",),                         # in an allocation: preflight, repeats, search
+    ("launchers.backends", "launchers.plan"),      # the launcher objects; the planner, apart
+    ("launchers.commands",),                       # launch status, cancel, dataset, doctor, health
+)
+
+
 def layer_of(module: str, layers=ANALYSIS_LAYERS):
-    """(layer index, the package or module of that layer) a module belongs to, or None."""
+    """(layer index, the package or module of that layer) a module belongs to, or None. A
+    top-level package (`analysis`, `launchers`) names its __init__ alone."""
     best = None
     for i, names in enumerate(layers):
         for name in names:
-            inside = module == name or (module.startswith(name + ".") and name != "analysis")
+            inside = module == name or ("." in name and module.startswith(name + "."))
             if inside and (best is None or len(name) > len(best[1])):
                 best = (i, name)
     return best

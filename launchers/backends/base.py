@@ -6,7 +6,7 @@ The sweep (launchers/plan/sweep.py) gets the object from `launchers.get(name)` a
 allocation (here, or the Slurm driver's), the driver (launchers/driver/: the repeat loop,
 the preflight, the search) is handed the object and calls `start_repeat`, `health_step`,
 `where` and `resubmit_without`;
-`launch health` (launchers/health/command.py) calls `health`. Nothing outside a backend
+`launch health` (launchers/commands/health.py) calls `health`. Nothing outside a backend
 asks which backend it holds.
 """
 import abc

@@ -4,7 +4,7 @@ Slurm, processes here) and to its end by the step runner (launchers/backends/ste
 the verdict (launchers/health/verdict.py).
 
     run(point, hdir, launcher)     the driver's preflight (launchers/driver/preflight.py) and
-                                   `launch health` (launchers/health/command.py)
+                                   `launch health` (launchers/commands/health.py)
 
 Each rank runs healthchecks/rank.py in the PyTorch framework's Python: the
 suite's own here (it has torch), the site's PyTorch container where cluster.containers
