@@ -72,11 +72,13 @@ def test_the_sites_figures_judge_this_one_machine(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def sweep(tmp_path, *overrides):
+def sweep(tmp_path, *overrides, code=0):
+    """The sweep's (result, folder, point folder, preflight record); `code`: its exit status
+    (docs/statuses.md: 1 where its point did not pass)."""
     sdir = tmp_path / "sweep"
     r = launch("-m", "preset=smoke", "repeats=1", "preflight=true", "launcher=local",
                f"hydra.sweep.dir={sdir}", *overrides)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == code, r.stdout + r.stderr
     (pdir,) = (sdir / paths.POINTS_DIR).iterdir()
     return r, sdir, pdir, json.loads((pdir / paths.PREFLIGHT_FILE).read_text())
 
@@ -91,7 +93,7 @@ def test_preflight_here_checks_then_runs_the_repeats(tmp_path):
 
 def test_a_sick_machine_ends_the_point_unhealthy_without_a_training_run(tmp_path):
     script = failing_check(tmp_path)
-    _, sdir, pdir, pre = sweep(tmp_path, f"health.site_checks=[{script}]")
+    _, sdir, pdir, pre = sweep(tmp_path, f"health.site_checks=[{script}]", code=1)
     assert pre["outcome"] == "unhealthy" and "the local launcher has no other node" in pre["error"]
     assert not (pdir / paths.repeat_name(0)).exists()
     status = launch("status", str(sdir))

@@ -50,6 +50,7 @@ from frameworks.pytorch.layouts import parallelize
 from frameworks.pytorch.models import gpt
 from frameworks.pytorch.session import TorchSession, setup_device
 from frameworks.pytorch.titan import releases
+from frameworks.pytorch.titan.settings import SPMD_BACKEND, batch_settings, parallelism_settings
 from frameworks.registry import resolve
 
 FLAVOURS = {"1b": "1B", "8b": "8B", "70b": "70B", "405b": "405B"}  # our size -> torchtitan's flavour
@@ -92,33 +93,7 @@ def parameters_and_flops(config, seq_len: int) -> tuple:
     return config.get_nparams_and_flops(model, seq_len)
 
 
-# torchtitan 0.3.0's default backend, spmd_types, hands FSDP2 parameters annotated for a
-# fully_shard newer than torch 2.13's ("When dp_mesh_dims is provided, all parameters must be
-# DTensors", seen here on the CPU); partial_dtensor is its DTensor path (parallelize_module's
-# plans, FSDP2 on the data-parallel mesh), which torch 2.13 has.
-SPMD_BACKEND = "partial_dtensor"
 FLEX_BLOCK = 128   # FlexAttention's block: its context parallelism splits the sequence by it
-SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B"}
-
-
-def batch_settings(layout) -> dict:
-    """TrainingConfig's batch of a layout (module docstring)."""
-    local = layout.micro_batch_size * (layout.accumulation if layout.pp > 1 else 1)
-    return {"local_batch_size": local, "global_batch_size": layout.global_batch_size}
-
-
-def parallelism_settings(layout) -> dict:
-    """torchtitan's ParallelismConfig fields of a layout (module docstring)."""
-    return {"data_parallel_replicate_degree": 1 if layout.fsdp else layout.dp,
-            "data_parallel_shard_degree": layout.dp if layout.fsdp else 1,
-            "tensor_parallel_degree": layout.tp, "enable_sequence_parallel": layout.sequence_parallel,
-            "pipeline_parallel_degree": layout.pp,
-            "pipeline_parallel_schedule": SCHEDULES[layout.schedule],
-            "pipeline_parallel_microbatch_size": layout.micro_batch_size,
-            "context_parallel_degree": layout.cp, "expert_parallel_degree": layout.ep,
-            "spmd_backend": SPMD_BACKEND}
-
-
 def configs(spec, layout) -> dict:
     """torchtitan's configs of a point (module docstring): parallelism, training (its batch,
     sequence and mixed precision), compile and activation checkpointing, as parallelize_llama

@@ -27,7 +27,7 @@ import types
 
 import torch
 
-from frameworks.pytorch.titan import releases
+from frameworks.pytorch.titan import releases, settings
 from frameworks.registry import resolve
 
 
@@ -84,14 +84,13 @@ def job_config(spec, layout, dump: str):
     from torchtitan.config import JobConfig
     from torchtitan.config.job_config import ActivationCheckpoint, Compile, Debug, Parallelism, Training
 
-    from frameworks.pytorch.titan import session as titan
     cfg, amp = spec.model, spec.precision == "amp"
     job = JobConfig()
-    parallelism = titan.parallelism_settings(layout)
+    parallelism = settings.parallelism_settings(layout)
     for name in ("enable_sequence_parallel", "spmd_backend"):   # 0.3.0's only
         del parallelism[name]
     job.parallelism = Parallelism(**parallelism)
-    job.training = Training(**titan.batch_settings(layout), seq_len=cfg["seq_len"], max_norm=1.0,
+    job.training = Training(**settings.batch_settings(layout), seq_len=cfg["seq_len"], max_norm=1.0,
                             mixed_precision_param="bfloat16" if amp else "float32",
                             mixed_precision_reduce="float32")
     job.compile = Compile(enable=bool(spec.compile), components=["model", "loss"])
