@@ -2,7 +2,7 @@
 
 The loop only bumps an int (`beat.done += 1`, tens of nanoseconds); a daemon thread of rank 0
 wakes every BEAT_S, reads it and writes the file whole. No file I/O in the loop, inside the
-timed window or out (the cost, measured: docs/statuses.md "A running point"). Other ranks
+timed window or out (its cost, measured nil: benchmarks/heartbeat_cost.md). Other ranks
 bump the same int and start no thread, so every rank's loop is the same.
 """
 import os

@@ -170,7 +170,7 @@ def running(p: dict, now=None):
     """'running: repeat 4/7, step 52/120' where rank 0's heartbeat is live for a repeat not yet
     recorded, else None."""
     hb = p.get("heartbeat")
-    if not heartbeat.live(hb, now) or hb["repeat"] in p["runs"]:
+    if hb is None or not heartbeat.live(hb, now) or hb["repeat"] in p["runs"]:
         return None
     return heartbeat.running_line(hb, p["expected"])
 
