@@ -42,11 +42,14 @@ def read(point_dir: str) -> dict[str, Any] | None:
     return hb
 
 
+def fresh(hb: dict[str, Any] | None, now: float | None = None) -> bool:
+    """Whether rank 0 wrote the heartbeat within STALE_S (its loop may have ended since)."""
+    return hb is not None and (time.time() if now is None else now) - float(hb["updated_unix"]) <= STALE_S
+
+
 def live(hb: dict[str, Any] | None, now: float | None = None) -> bool:
-    """Whether the heartbeat says a repeat is training now: written within STALE_S, not done."""
-    if hb is None or hb.get("phase") == "done":
-        return False
-    return (time.time() if now is None else now) - float(hb["updated_unix"]) <= STALE_S
+    """Whether the heartbeat says a repeat is training now: fresh, and not done."""
+    return hb is not None and hb.get("phase") != "done" and fresh(hb, now)
 
 
 def eta_s(hb: dict[str, Any], repeats: int) -> float | None:

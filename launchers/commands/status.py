@@ -168,11 +168,15 @@ def point_state(p: dict, slurm_state, reason=None):
 
 def running(p: dict, now=None):
     """'running: repeat 4/7, step 52/120' where rank 0's heartbeat is live for a repeat not yet
-    recorded, else None."""
+    recorded; 'running: repeat 5/7, starting' where it is fresh and a later repeat has begun
+    (its ranks start: within STALE_S of the last beat); else None."""
     hb = p.get("heartbeat")
-    if hb is None or not heartbeat.live(hb, now) or hb["repeat"] in p["runs"]:
+    if hb is None or not heartbeat.fresh(hb, now):
         return None
-    return heartbeat.running_line(hb, p["expected"])
+    if heartbeat.live(hb, now) and hb["repeat"] not in p["runs"]:
+        return heartbeat.running_line(hb, p["expected"])
+    later = [r for r in p["running"] if r > hb["repeat"]]
+    return f"running: repeat {later[-1] + 1}/{p['expected']}, starting" if later else None
 
 
 def _point_state(p: dict, slurm_state, reason=None):

@@ -84,6 +84,16 @@ def test_a_stale_or_recorded_heartbeat_is_not_running(tmp_path):
     assert status.point_state(p, None) == ("INCOMPLETE", "3 repeat(s) not recorded")
 
 
+def test_between_two_repeats_the_next_one_is_starting(tmp_path):
+    # repeat 4 (index 3) ended a moment ago and repeat 5's folder is there: its ranks start
+    p = running_point(tmp_path, recorded=3, phase="done", step=120)
+    sweepfiles.write_repeat(sweepfiles.write_point(tmp_path, "000-a", repeats=7), 3, [1.0])
+    os.makedirs(paths.repeat_dir(p["dir"], 4))
+    p = {q["name"]: q for q in status.read_points(str(tmp_path))}["000-a"]
+    assert status.point_state(p, None) == ("RUNNING", "running: repeat 5/7, starting")
+    assert status.running(p, now=time.time() + heartbeat.STALE_S + 1) is None   # never started
+
+
 class Spec:
     warmup_steps, measure_steps, repeat = 2, 3, 4
 
