@@ -11,6 +11,10 @@
     SWEEP/points/<point>/repeat-NN.interrupted-T/     an attempt cut short: kept, never read
     SWEEP/points/<point>/repeat-00/profile/rank-00000/ a trace on demand (profile=true:
                                                       frameworks/common/profile.py)
+    SWEEP/points/<point>/heartbeat.json               rank 0's progress while a repeat runs: its
+                                                      repeat, steps done of total, times
+                                                      (frameworks/common/heartbeat.py writes it whole
+                                                      every ~2 s; contract/heartbeat.py reads it)
     SWEEP/points/<point>/preflight.json               preflight=true: each health attempt, the nodes
                                                       left out and why, the outcome (launchers/driver/preflight.py)
     SWEEP/points/<point>/health/attempt-NN/           one attempt's health step: spec.json, its ranks'
@@ -63,6 +67,7 @@ PREFLIGHT_SCHEMA = "dlbench.preflight"      # a point's preflight attempts (laun
 ARCHIVE_SCHEMA = "dlbench.archive"          # an archive's manifest (analysis/read/archive.py)
 STORE_SCHEMA = "dlbench.store"              # the store's meta table (analysis/store/schema.py)
 CERTIFICATION_SCHEMA = "dlbench.certification"  # a certification's verdict.json (certify/)
+HEARTBEAT_SCHEMA = "dlbench.heartbeat"      # rank 0's progress in a point (contract/heartbeat.py)
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"
@@ -76,6 +81,7 @@ STEP_FILE = "step.json"
 SRUN_LOG = "srun.log"
 HEALTH_FILE = "health.json"
 PREFLIGHT_FILE = "preflight.json"
+HEARTBEAT_FILE = "heartbeat.json"
 ARCHIVE_SUFFIX = ".tar.zst"             # `python -m analysis archive SWEEP`: SWEEP.tar.zst
 ARCHIVE_MANIFEST = "archive.json"       # in it, NAME/archive.json: each file's sha256
 HEALTH_DIR = "health"
@@ -157,6 +163,11 @@ def point_dir(sweep: StrPath, point: str) -> str:
 
 def repeat_dir(point_dir_: StrPath, repeat: int) -> str:
     return os.path.join(str(point_dir_), repeat_name(repeat))
+
+
+def heartbeat_file(record_dir: StrPath) -> str:
+    """A point's heartbeat, from one of its repeats' folders: SWEEP/points/<point>/heartbeat.json."""
+    return os.path.join(os.path.dirname(os.path.normpath(str(record_dir))), HEARTBEAT_FILE)
 
 
 def interrupted_dir(rdir: StrPath, when: float | None = None) -> str:

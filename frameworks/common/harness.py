@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 
-from . import capability, datafiles, distenv, environment, memory, nvml_energy, sigterm
+from . import capability, datafiles, distenv, environment, heartbeat, memory, nvml_energy, sigterm
 from frameworks import registry
 from contract import nccl_net, paths, records, versions
 from contract import spec as run_spec
@@ -145,10 +145,12 @@ def run_steps(session, spec, record, origin):
                 raise FloatingPointError(f"non-finite loss {loss} at {phase} step {first + i}")
 
     handles = []
+    beat = heartbeat.start(spec, record["rank"])  # rank 0's progress file (common/heartbeat.py)
     for i in range(spec.warmup_steps):
         t0 = time.perf_counter()
         handles.append(session.step())
         session.sync()  # warm-up is not in the window; per-step sync is harmless here
+        beat.done += 1
         steps.append({"step": i, "phase": "warmup", "start": t0 - origin,
                       "end": time.perf_counter() - origin, "samples": batch, "loss": None})
     check(handles, 0, "warmup")
@@ -163,6 +165,7 @@ def run_steps(session, spec, record, origin):
     if window_peak:
         record["memory"]["peak_device_scope"] = "window"
     meter.begin()  # the counter, before the timer's anchor: its read is in no step
+    beat.phase = "timed"
     timer = session.timer()
     first = len(steps)
     handles, enqueued = [], []
@@ -172,8 +175,10 @@ def run_steps(session, spec, record, origin):
         handles.append(session.step())
         enqueued.append(time.perf_counter_ns())   # the host's end of enqueuing it: no sync
         timer.end(i)
+        beat.done += 1  # an int; the heartbeat's thread reads it
     session.sync()
     w1 = time.perf_counter()
+    beat.stop()
     record["energy"] = meter.end(w1 - w0)
     record["window"] = {"start": w0 - origin, "end": w1 - origin}
     if window_peak:   # read now: after_window's untimed steps (a trace, a bubble) are not in it

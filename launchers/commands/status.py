@@ -15,8 +15,11 @@ in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
     UNSUPPORTED                       recorded; else the allocation's end (a cancelled job,
                                       a driver that died: FAILED)
     UNHEALTHY                         preflight=true found too few healthy nodes: no repeat ran
-    INCOMPLETE                        a local-launcher point with repeats missing (the local
-                                      launcher runs synchronously: nothing more will come)
+    RUNNING                           also a local-launcher point whose rank 0 beats now; the
+                                      detail of a running point, local or Slurm: `running:
+                                      repeat 4/7, step 52/120` (its heartbeat, contract/heartbeat.py)
+    INCOMPLETE                        a local-launcher point with repeats missing and no live
+                                      heartbeat (nothing more will come)
 
 The records' reading is statuses.point_status's (contract/statuses.py), mapped to
 Slurm's words here. A point with preflight=true says which nodes its preflight left out and
@@ -48,7 +51,7 @@ try:
 except ImportError:
     from json import loads as _loads  # type: ignore[assignment]  # json's signature, orjson's differs
 
-from contract import exits, paths, secrets, statuses
+from contract import exits, heartbeat, paths, secrets, statuses
 from launchers.backends.slurm import sacct
 
 # A point's status (statuses.point_status) in Slurm's words.
@@ -95,6 +98,7 @@ def read_points(sweep: str) -> list:
                     "preflight": _json(os.path.join(pdir, paths.PREFLIGHT_FILE))
                     if paths.PREFLIGHT_FILE in names else None,
                     "running": sorted(begun - set(runs)),
+                    "heartbeat": heartbeat.read(pdir) if paths.HEARTBEAT_FILE in names else None,
                     "try_of": search.get("base") if isinstance(search, dict) else None,
                     "try_value": search.get("value") if isinstance(search, dict) else None})
     return out
@@ -162,8 +166,22 @@ def point_state(p: dict, slurm_state, reason=None):
                                           if state != "UNHEALTHY" else ""]))
 
 
+def running(p: dict, now=None):
+    """'running: repeat 4/7, step 52/120' where rank 0's heartbeat is live for a repeat not yet
+    recorded; 'running: repeat 5/7, starting' where it is fresh and a later repeat has begun
+    (its ranks start: within STALE_S of the last beat); else None."""
+    hb = p.get("heartbeat")
+    if hb is None or not heartbeat.fresh(hb, now):
+        return None
+    if heartbeat.live(hb, now) and hb["repeat"] not in p["runs"]:
+        return heartbeat.running_line(hb, p["expected"])
+    later = [r for r in p["running"] if r > hb["repeat"]]
+    return f"running: repeat {later[-1] + 1}/{p['expected']}, starting" if later else None
+
+
 def _point_state(p: dict, slurm_state, reason=None):
     runs, expected = p["runs"], p["expected"]
+    beating = running(p)
     pre = p.get("preflight") or {}
     ended = [run.get("status") for run in runs.values()]
     status = statuses.point_status(ended, expected, pre.get("outcome"))
@@ -172,7 +190,7 @@ def _point_state(p: dict, slurm_state, reason=None):
     # A search's try once recorded is final: the search's job runs on, the try is not rerun.
     settled = p.get("try_of") and len(runs) == expected
     if p["slurm"] and slurm_state in ("PENDING", "RUNNING") and not settled:
-        detail = first_error or (f"repeat {p['running'][-1]} running"
+        detail = first_error or (beating or f"repeat {p['running'][-1]} running"
                                  if slurm_state == "RUNNING" and p["running"] else "")
         if slurm_state == "PENDING" and reason:  # why it waits: BeginTime after a requeue, ...
             detail = "; ".join(filter(None, [f"waiting: {reason}", detail]))
@@ -186,6 +204,8 @@ def _point_state(p: dict, slurm_state, reason=None):
     missing = expected - len(runs)
     gone = f"{missing} repeat(s) not recorded"
     if not p["slurm"]:
+        if beating:  # the local launcher runs it now
+            return "RUNNING", "; ".join(filter(None, [beating, first_error]))
         return "INCOMPLETE", first_error or gone
     if slurm_state is None and p["slurm"].get("cancelled_unix"):  # Slurm forgot; `cancel` did not
         return "CANCELLED", first_error or f"cancelled with {gone}"

@@ -18,7 +18,7 @@ from contract import paths, records, statuses
 from launchers import sweepdir
 from launchers.backends import stopping
 from launchers.backends.worker import WorkerUnavailable
-from launchers.driver import preflight, run_spec
+from launchers.driver import preflight, progress, run_spec
 
 
 def set_aside(rdir: str) -> None:
@@ -123,7 +123,8 @@ def run_point(point_dir: str, launcher, log=print):
             if run is not None:
                 log(f"{point.name} repeat {repeat}: {run['status']} before ({run['error']}); "
                     "running it again")
-            run = run_repeat(point, repeat, launcher)
+            with progress.shown(point, repeat, log):  # rank 0's heartbeat, as it comes
+                run = run_repeat(point, repeat, launcher)
             detail = f" ({run['error']})" if run["error"] else ""
             log(f"{point.name} repeat {repeat}: {run['status']}{detail}")
             stopping.check()

@@ -19,7 +19,7 @@ from typing import NoReturn
 import launchers
 from contract import exits, secrets
 from launchers import auto, suite
-from launchers.plan import exclude, points
+from launchers.plan import cpu_estimate, exclude, points
 from launchers.suite import ConfigError
 
 # (sweep folder, point names) of each sweep `main` handed to its launchers in this process, dry
@@ -70,6 +70,8 @@ def make_points(jobs) -> list:
             f"{len(jobs)} points refused, none was run)")
     if skipped and not made:
         raise ConfigError(f"every point of the sweep is excluded ({skipped} of {len(jobs)})")
+    for line in dict.fromkeys(filter(None, (cpu_estimate.warning(p) for p, _ in made))):
+        print(f"note: {line}")   # a GPU-sized point about to train on this CPU, and for how long
     return made
 
 

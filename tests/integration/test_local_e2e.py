@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,9 @@ def launch(*args, env=None, timeout=600):
                           text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
 
 
+OUTPUT = {}  # the shared sweep's launcher output (stdout, stderr)
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     """8 points; the site's secrets set as a team sets them (tests/secret_search.py: tokens in
@@ -32,7 +36,17 @@ def sweep(tmp_path_factory):
                  *secret_search.overrides("postgresql+psycopg://bench:{password}@127.0.0.1:1/dlbench"))
     assert res.returncode == 0, res.stderr[-3000:]
     assert secret_search.found(texts=[res.stdout, res.stderr]) == []
+    OUTPUT.update(stdout=res.stdout, stderr=res.stderr)
     return out
+
+
+def test_the_launcher_shows_a_running_repeats_progress(sweep):
+    """Not a terminal: rank 0's heartbeat as lines in the launcher's log (issue 52, item 4)."""
+    seen = re.findall(r"^\d{3}-\S+ repeat (\d+)/(\d+), step (\d+)/(\d+) \((?:warmup|timed)\)",
+                      OUTPUT["stdout"], re.M)
+    assert seen, OUTPUT["stdout"][-2000:]
+    # preset=smoke: 2 repeats of 2 warm-up and 5 timed steps
+    assert all(1 <= int(r) <= 2 == int(n) and 0 <= int(s) <= 7 == int(t) for r, n, s, t in seen)
 
 
 def test_every_rank_of_every_repeat_recorded(sweep):
