@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
+from contract import paths  # noqa: E402
 from frameworks.common import heartbeat  # noqa: E402
 
 
@@ -61,7 +62,7 @@ def main() -> None:
         opt.step()
 
     window(step, 500, None)  # warm-up
-    rdir = os.path.join(tempfile.mkdtemp(), "points", "000-a", "repeat-00")
+    rdir = os.path.join(tempfile.mkdtemp(), paths.POINTS_DIR, "000-a", paths.repeat_name(0))
     os.makedirs(rdir)
     bare, beating = [], []
     for r in range(args.rounds):
