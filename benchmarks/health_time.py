@@ -1,5 +1,7 @@
 """How long `python -m launch health` takes on the test cluster's 3 nodes, and where the
 time goes: submission and queue, the health step (ranks start, checks, links), the verdict.
+It needs the suite's test cluster (tests/slurm_cluster, `make slurm-up`), up and named by
+SLURM_CONF; --throttle runs that cluster's own `throttle` command, never imports the tests.
 
     eval "$(.venv/bin/python -m tests.slurm_cluster env)"     # the shared test cluster
     .venv/bin/python benchmarks/health_time.py [--runs 5] [-- extra overrides]
@@ -60,6 +62,18 @@ def one(extra: list, out_root: str) -> dict:
             "slow_links": len(verdict["slow_links"])}
 
 
+def throttle(command: str, node: str) -> None:
+    """The test cluster's own command (`python -m tests.slurm_cluster throttle NODE=RATE`,
+    `unthrottle NODE`) on the cluster SLURM_CONF points at: a process, not an import, so
+    that no script imports the tests."""
+    where = os.path.dirname(os.path.dirname(os.environ.get("SLURM_CONF", "")))
+    done = subprocess.run([sys.executable, "-m", "tests.slurm_cluster", command, node, "--dir", where],
+                          cwd=ROOT, check=False)
+    if done.returncode:
+        sys.exit(f"error: --throttle: the test cluster under {where or '(no SLURM_CONF)'} "
+                 f"could not {command} {node}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -67,23 +81,16 @@ def main(argv=None) -> int:
                         help="rate-limit NODE's port both ways for the runs (tc), e.g. node3=40mbit")
     parser.add_argument("extra", nargs="*", help="more overrides, e.g. health.link_mb=8")
     args = parser.parse_args(argv)
-    cluster = None
     if args.throttle:
-        from tests.slurm_cluster import LocalSlurmCluster
-        node, _, rate = args.throttle.partition("=")
-        where = os.path.dirname(os.path.dirname(os.environ["SLURM_CONF"]))
-        cluster = LocalSlurmCluster.load(where)
-        if cluster is None:
-            sys.exit(f"error: --throttle: no test cluster recorded under {where}")
-        cluster.limit_rate(node, rate or "40mbit", both=True)
+        throttle("throttle", args.throttle)
     rows = []
     try:
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory() as out:
                 rows.append(one(args.extra, out))
     finally:
-        if cluster:
-            cluster.unlimit(node)
+        if args.throttle:
+            throttle("unthrottle", args.throttle.partition("=")[0])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"python {platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M %Z')}; "
           f"load average {os.getloadavg()[0]:.1f}")

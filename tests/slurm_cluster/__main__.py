@@ -1,4 +1,5 @@
-"""python -m tests.slurm_cluster up|down|status|env [--dir DIR] (see docs/slurm-test-cluster.md)."""
+"""python -m tests.slurm_cluster up|down|status|env|throttle|unthrottle [--dir DIR]
+(see docs/slurm-test-cluster.md)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,9 @@ from .cluster import CLIENT_PREFIXES, ClusterError, LocalSlurmCluster, default_d
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.slurm_cluster",
                                 description="A local multi-node Slurm cluster for tests.")
-    p.add_argument("command", choices=["up", "down", "status", "env"])
+    p.add_argument("command", choices=["up", "down", "status", "env", "throttle", "unthrottle"])
+    p.add_argument("node", nargs="?", metavar="NODE[=RATE]", help="throttle: rate-limit NODE's port "
+                   "both ways (tc; RATE default 40mbit); unthrottle: lift it")
     p.add_argument("--dir", default=None, help="cluster files (default: $DLBENCH_SLURM_DIR "
                    "or /tmp/dlbench-slurm)")
     p.add_argument("--nodes", type=int, default=3, help="up: number of nodes (default 3)")
@@ -67,6 +70,17 @@ def run(a: argparse.Namespace) -> int:
         r = subprocess.run(["sinfo", "-N", "-o", "%N %t %c %m %G %P"], env=running.client_env(),
                            capture_output=True, text=True, timeout=30)
         print(r.stdout + r.stderr, end="")
+        return 0
+
+    if a.command in ("throttle", "unthrottle"):
+        if running is None or not running.is_up() or not a.node:
+            print(f"{a.command}: needs NODE and a cluster up under {dir}", file=sys.stderr)
+            return 2
+        node, _, rate = a.node.partition("=")
+        if a.command == "throttle":
+            running.limit_rate(node, rate or "40mbit", both=True)
+        else:
+            running.unlimit(node)
         return 0
 
     # env: lines a shell can eval; also drops an outer job's variables.
