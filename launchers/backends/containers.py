@@ -18,6 +18,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 
 from contract import values
@@ -25,6 +26,7 @@ from contract.point import CONTAINER_RUNTIMES
 from launchers.suite import ROOT, ConfigError
 
 HASH_CHUNK = 1 << 20
+MOUNTPOINT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ch_mountpoint.py")
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,21 @@ class Charliecloud:
     """`ch-run` inside each task, unprivileged (user and mount namespaces only, the host's
     network): an image directory or a SquashFS file (man ch-run). It binds SRC at DST only
     where DST is a directory of the image (ch-run creates none in a read-only image), takes
-    no mount flags, and needs $USER set."""
+    no mount flags, and needs $USER set.
+
+    A SquashFS image is mounted at `--mount=DIR`, made by ch_mountpoint.py in each task just
+    before ch-run: ch-run's own making of its default mount point races between ranks that
+    start together (docs/containers.md, "Ranks that start together")."""
     name = "charliecloud"
 
     def step(self, image, mounts, workdir, gpus) -> Step:
         binds = [a for m in mounts for a in ("-b", m)]
-        return Step(wrap=("ch-run", *binds, "--cd", workdir, image, "--"))
+        run = ("ch-run", *binds, "--cd", workdir, image, "--")
+        if not is_squashfs(image):
+            return Step(wrap=run)
+        folder = mount_point()
+        return Step(wrap=(sys.executable, "-I", "-S", MOUNTPOINT_SCRIPT, folder,
+                          run[0], f"--mount={folder}", *run[1:]))
 
     def missing(self):
         return None if shutil.which("ch-run") else "ch-run is not on PATH here (Debian: apt-get install charliecloud)"
@@ -123,8 +134,25 @@ def environ(point, env: dict) -> dict:
                                       if not (os.path.abspath(p) + os.sep).startswith(root))
     env.pop("VIRTUAL_ENV", None)
     if point.cluster.container_runtime == "charliecloud" and not env.get("USER"):
-        env["USER"] = pwd.getpwuid(os.getuid()).pw_name
+        env["USER"] = user()
     return env
+
+
+def user() -> str:
+    """$USER, else the login name of our uid (what a step without $USER gets: environ)."""
+    return os.environ.get("USER") or pwd.getpwuid(os.getuid()).pw_name
+
+
+def mount_point() -> str:
+    """Where ch-run mounts a SquashFS image: its own default, /var/tmp/$USER.ch/mnt (man
+    ch-run, --mount), outside every bind (a mount point under the checkout, the sweep or /tmp
+    would show the image inside its own binds), on each node's /var/tmp."""
+    return f"/var/tmp/{user()}.ch/mnt"
+
+
+def is_squashfs(image: str) -> bool:
+    """A path that is not a directory: ch-run runs a file only as a SquashFS archive."""
+    return is_path(image) and not os.path.isdir(os.path.expanduser(image))
 
 
 # ---- before anything runs ------------------------------------------------------------------

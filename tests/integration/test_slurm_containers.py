@@ -50,6 +50,8 @@ def test_the_points_complete_in_the_image(sweep):
         runtime = step["argv"][step["argv"].index("ch-run"):]
         assert runtime[runtime.index("--") - 1] == sweep["image"], runtime
         assert runtime[runtime.index("--") + 1:][:3] == ["python3", "-m", "frameworks"]
+        # its mount point made by each task before ch-run (docs/containers.md, "Ranks that start together")
+        assert step["argv"][step["argv"].index("ch-run") - 1] == runtime[1].removeprefix("--mount=")
 
 
 def test_ranks_run_the_images_python_and_torch_not_the_hosts(sweep):

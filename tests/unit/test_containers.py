@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -57,13 +58,42 @@ def test_apptainer_wraps_the_worker_after_srun_options():
     assert "--nv" not in containers.step(cpu, "/images/pytorch.sif").wrap
 
 
-def test_charliecloud_binds_each_path_and_ends_its_options():
+def premade(folder="/var/tmp/me.ch/mnt"):
+    """What precedes ch-run on a SquashFS image: its mount point made first (ch_mountpoint.py)."""
+    return [sys.executable, "-I", "-S", containers.MOUNTPOINT_SCRIPT, folder, "ch-run",
+            f"--mount={folder}"]
+
+
+def test_charliecloud_binds_each_path_and_ends_its_options(monkeypatch):
+    monkeypatch.setenv("USER", "me")
     point = make("cluster=localtest_charliecloud", "cluster.containers.pytorch=/images/pt.sqfs",
                  "cluster.container_mounts=[/data:/data]")
     argv = srun.repeat_argv(point, SPEC, "/sweep/points/p/repeat-00", "py", 10)
     assert argv[argv.index("--gpus-per-node=1") + 1:] == [
-        "ch-run", "-b", f"{ROOT}:{ROOT}", "-b", "/sweep:/sweep", "-b", "/data:/data",
+        *premade(), "-b", f"{ROOT}:{ROOT}", "-b", "/sweep:/sweep", "-b", "/data:/data",
         "--cd", ROOT, "/images/pt.sqfs", "--", "python3", "-m", "frameworks", "--spec", SPEC]
+
+
+def test_a_directory_image_needs_no_mount_point(tmp_path):
+    """ch-run mounts nothing for an image directory (and warns at --mount): plain ch-run."""
+    point = make("cluster=localtest_charliecloud", f"cluster.containers.pytorch={tmp_path}")
+    assert containers.step(point, str(tmp_path)).wrap == (
+        "ch-run", "-b", f"{ROOT}:{ROOT}", "-b", "/sweep:/sweep", "--cd", ROOT, str(tmp_path), "--")
+
+
+def test_the_mount_point_is_made_before_ch_run_runs(tmp_path):
+    """ch_mountpoint.py as a task runs it: the folder made (again: already there is fine), then
+    the command in its place; a folder it cannot make is one line and exit status 1."""
+    folder = tmp_path / "user.ch" / "mnt"
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-I", "-S", containers.MOUNTPOINT_SCRIPT, str(folder),
+                              "sh", "-c", "echo $$", "sh"], capture_output=True, text=True)
+        assert out.returncode == 0 and folder.is_dir() and out.stdout.strip().isdigit(), out
+    (tmp_path / "file").write_text("")
+    out = subprocess.run([sys.executable, "-I", "-S", containers.MOUNTPOINT_SCRIPT,
+                          str(tmp_path / "file" / "mnt"), "true"], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr == (f"ch_mountpoint: cannot make ch-run's mount point "
+                                                  f"{tmp_path}/file/mnt: Not a directory\n")
 
 
 def test_a_sweep_inside_the_checkout_is_bound_with_it():
@@ -72,13 +102,14 @@ def test_a_sweep_inside_the_checkout_is_bound_with_it():
     assert containers.mounts(point) == [f"{ROOT}:{ROOT}"]
 
 
-def test_the_health_step_runs_in_the_pytorch_image_with_the_same_runtime(tmp_path):
+def test_the_health_step_runs_in_the_pytorch_image_with_the_same_runtime(monkeypatch):
+    monkeypatch.setenv("USER", "me")
     point = make("cluster=localtest_charliecloud", "cluster.containers.pytorch=/i.sqfs",
                  "framework=tensorflow", "nodes=2")
     argv = srun.health_argv(point, "/h/spec.json", "/h", "py")
-    assert argv[argv.index("ch-run"):] == ["ch-run", "-b", f"{ROOT}:{ROOT}", "-b", "/sweep:/sweep",
-                                           "--cd", ROOT, "/i.sqfs", "--", "python3", "-m",
-                                           "healthchecks.rank", "--spec", "/h/spec.json"]
+    assert argv[argv.index(sys.executable):] == [
+        *premade(), "-b", f"{ROOT}:{ROOT}", "-b", "/sweep:/sweep", "--cd", ROOT, "/i.sqfs", "--",
+        "python3", "-m", "healthchecks.rank", "--spec", "/h/spec.json"]
 
 
 # ---- refused in one line, before anything runs ------------------------------------------------
