@@ -20,7 +20,9 @@ from launchers.plan import one_point, precheck, sweep
 from launchers.suite import ConfigError
 
 DEFAULTS = {"nodes": 1, "gpus_per_node": 1, "launcher": "auto", "cluster": "local"}
-THIS_MACHINE = {"nodes": 1, "cluster": "local"}   # where launcher=auto finds no cluster
+# where launcher=auto finds no cluster: two ranks, since a collective of one moves nothing
+# (contract/busbw.py `moves`) and a certification item of it would have no figure
+THIS_MACHINE = {"nodes": 1, "gpus_per_node": 2, "cluster": "local"}
 WAIT_INTERVAL_S = 1.0   # a tiny item ends in seconds: a poll every 2 s costs a second each
 
 
@@ -39,7 +41,7 @@ def asked(suite, given: dict) -> str:
 def system_of(suite, given: dict) -> dict:
     """The system under test: the command line's keys, else the suite's, else DEFAULTS, with
     launcher=auto resolved as a sweep's (launchers/auto.py). Where auto picks the local
-    launcher (no controller answers), the system is this machine: one node, cluster local,
+    launcher (no controller answers), the system is this machine: one node of two ranks, cluster local,
     unless the command line says otherwise (a suite's nodes and cluster are its cluster's)."""
     system = {**DEFAULTS, **dict(suite.system), **given}
     if system["launcher"] == "auto":

@@ -21,8 +21,8 @@ class Beat:
         self._stop = threading.Event()
         self._thread = None
         if point_dir is not None:
-            self._thread = threading.Thread(target=self._run, name="dlbench-heartbeat", daemon=True)
-            self._thread.start()
+            self._thread = _started(threading.Thread(target=self._run, name="dlbench-heartbeat",
+                                                     daemon=True))
 
     def _write(self, phase=None) -> None:
         point_dir, repeat, steps = self._where
@@ -42,6 +42,23 @@ class Beat:
             self._stop.set()
             self._thread.join()
             self._write("done")
+
+
+STACK_BYTES = 256 * 1024   # the thread's stack: small, since under memory_limit_mb it counts
+
+
+def _started(thread):
+    """`thread` started on a small stack, or None where it cannot start (under the harness's
+    memory cap, RLIMIT_AS, near its limit): a progress report is never worth a run, and the
+    run then ends as its memory says, not as a thread's start did."""
+    old = threading.stack_size(STACK_BYTES)
+    try:
+        thread.start()
+    except RuntimeError:   # "can't start new thread"
+        return None
+    finally:
+        threading.stack_size(old)
+    return thread
 
 
 def start(spec, rank: int) -> Beat:

@@ -87,7 +87,7 @@ class InputSession(pipeline.PipelineSession):
     # The device's side is a training session's: the same sync, barrier, timer, environment.
     sync, barrier, timer = TorchSession.sync, TorchSession.barrier, TorchSession.timer
     environment, peak_device_bytes = TorchSession.environment, TorchSession.peak_device_bytes
-    recipe = TorchSession.recipe
+    recipe, amp_name = TorchSession.recipe, TorchSession.amp_name   # bench=input runs no autocast
 
     def make_loader(self, spec, dist):
         self.dist = dist

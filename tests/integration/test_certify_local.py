@@ -30,7 +30,7 @@ def suites_here(tmp_path):
     with open(os.path.join(suites.SUITES, "smoke.yaml")) as f:
         smoke = yaml.safe_load(f)
     assert smoke["system"]["launcher"] == "auto"   # the shipped suite, as a laptop reads it
-    # one item: its all_reduce of one rank (0 GB/s) is what met matplotlib's log scale
+    # one item: its all_reduce (of one rank, 0 GB/s, it met matplotlib's log scale; two here)
     smoke["items"] = [i for i in smoke["items"] if i["name"] == "all_reduce"]
     folder = tmp_path / "suites"
     folder.mkdir()
@@ -47,7 +47,7 @@ def test_the_first_certification_here_records_on_the_local_launcher(suites_here,
     assert res.returncode == 0, out[-3000:] + err[-3000:]
     lines = out.splitlines()
     assert lines[0].startswith("launcher=auto: local (")   # no controller answers here
-    assert lines[1].startswith("certify: suite smoke, 1 points of 1 items on 1x1 (launcher local, "
+    assert lines[1].startswith("certify: suite smoke, 1 points of 1 items on 1x2 (launcher local, "
                                "cluster local); baseline none (no published row matches and no "
                                "earlier certification of suite smoke on this system: this one "
                                "records its baseline)")
@@ -55,6 +55,6 @@ def test_the_first_certification_here_records_on_the_local_launcher(suites_here,
     assert "sbatch" not in err and "Warning" not in err, err   # no raw Slurm, no matplotlib warning
     with open(tmp_path / "first" / paths.VERDICT_FILE) as f:
         verdict = json.load(f)
-    assert verdict["system"] == {"nodes": 1, "gpus_per_node": 1, "launcher": "local", "cluster": "local"}
+    assert verdict["system"] == {"nodes": 1, "gpus_per_node": 2, "launcher": "local", "cluster": "local"}
     assert [(i["item"], i["verdict"], i["status"]) for i in verdict["items"]] == [
         ("all_reduce", "MEASURED", "ok")]

@@ -89,7 +89,7 @@ def test_the_rehearsal_runs_every_stage_and_prints_the_table(tmp_path):
     rows = check(res, seconds, out, tmp_path, torch.__version__)
     assert "wheels: not needed" in res.stdout
     print(f"the rehearsal: {seconds:.0f} s")
-    assert rows["nccl"]["note"].startswith("1 rank(s), gloo")
+    assert rows["nccl"]["note"].startswith("2 rank(s), gloo")   # one rank moves nothing
     # the traced point: its trace gzip'd in the tarball; a CPU's has no GPU kernels to split
     trace = "bert/points/000-pytorch-bert_base-amp-1x1-bs8/repeat-00/profile/rank-00000/trace.json.gz"
     assert rows["bert trace"]["note"].endswith(trace) and "no GPU kernels" in rows["bert trace"]["note"]

@@ -154,3 +154,18 @@ def test_the_launcher_draws_a_bar_on_a_terminal_and_clears_it(tmp_path, monkeypa
     drawn = stream.getvalue()
     assert "\r000-a [############............] repeat 4/7, step 60/120 (timed)" in drawn
     assert drawn.endswith("\r\033[K")   # the bar gone before the repeat's own line
+
+
+def test_a_heartbeat_thread_that_cannot_start_costs_the_heartbeat_not_the_run(tmp_path, monkeypatch):
+    """Under memory_limit_mb (RLIMIT_AS) near its cap a thread cannot start ("can't start new
+    thread"): the Slurm search's try then failed instead of running out of memory."""
+    from frameworks.common import heartbeat as beats
+
+    def refused(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(beats.threading.Thread, "start", refused)
+    beat = beats.Beat(str(tmp_path), 0, 5)
+    beat.done += 1
+    beat.stop()   # no thread: nothing to stop, nothing written
+    assert beat._thread is None and not list(tmp_path.iterdir())
