@@ -27,6 +27,12 @@ def limit_memory(mb):
     return old
 
 
+def capped() -> bool:
+    """Whether this process runs under a cap on its address space (limit_memory's, or one it
+    inherited): an allocation a library could not make may then be the cap's."""
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+
+
 def restore(limits) -> None:
     """Lift the cap again (so that the record can still be written)."""
     if limits is not None:

@@ -18,12 +18,16 @@ import torch
 import torch._dynamo  # noqa: F401
 import torch.distributed as torch_dist
 
-from frameworks.common import accelerator, capability, harness, nvml_energy
+from frameworks.common import accelerator, capability, harness, memory, nvml_energy
 from contract import modes
 from frameworks.pytorch import models
 
 # A CPU allocation refused (e.g. under the harness's memory_limit_mb) is out of memory too.
 CPU_OOM = ("DefaultCPUAllocator: can't allocate memory", "not enough memory")
+# oneDNN, refused its buffers under that cap, says only that it could not create a primitive
+# (seen on an AMD EPYC at batch 768 under 150 MiB, the Slurm search test): out of memory where
+# the rank runs capped, a failure where it does not (an unsupported primitive is no OOM).
+CAPPED_OOM = ("could not create a primitive",)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, None: torch.bfloat16}
 
 
@@ -180,7 +184,9 @@ class TorchSession(harness.Session):
 
     @staticmethod
     def is_oom(exc):
-        return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(m in str(exc) for m in CPU_OOM)
+        text = str(exc)
+        return (isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(m in text for m in CPU_OOM)
+                or (memory.capped() and any(m in text for m in CAPPED_OOM)))
 
     def parameter_checksum(self) -> float:
         """Sum of |p| over the trained parameters, in float64: equal on every rank of a

@@ -1,10 +1,14 @@
 """The timed loop, with a pure-Python session standing in for a framework."""
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
 from frameworks.common import harness
 from frameworks.common.distenv import DistEnv
+from launchers.suite import ROOT
 from tests.runspecs import run_spec, stand_in
 
 SPEC = {"point": "p", "repeat": 0, "framework": "none", "batch_size": 4,
@@ -199,3 +203,18 @@ def test_beside_a_devices_step_ends_the_host_s_end_of_enqueuing_each():
     assert rec["step_sync"] == {"syncs": False, "sleep_s": 0.02, "host_s": 0.001}
     plain = run()   # host-timed steps: their end is the host's already; no probe either
     assert not any("enqueued" in s for s in plain["steps"]) and "step_sync" not in plain
+
+
+def test_a_primitive_onednn_could_not_create_is_oom_only_under_the_memory_cap():
+    """oneDNN refused its buffers under memory_limit_mb says "could not create a primitive"
+    (the Slurm search test at batch 768 on an AMD EPYC): PyTorch's OOM rule takes it for out of
+    memory where the rank runs capped, and for a failure where it does not. In a process of its
+    own: RLIMIT_AS is the process's."""
+    code = ("import resource, sys; from frameworks.pytorch.session import TorchSession; "
+            "from frameworks.common import memory; e = RuntimeError('could not create a primitive'); "
+            "free = TorchSession.is_oom(e); limits = memory.limit_memory(4096); "
+            "capped = TorchSession.is_oom(e); memory.restore(limits); "
+            "print(free, capped, TorchSession.is_oom(e))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.stdout.split() == ["False", "True", "False"], out.stderr[-2000:]
