@@ -223,13 +223,17 @@ class TitanSession(TorchSession):
         else:
             self.schedule, self.first, self.last = None, True, True
             self.parts = [self._parallelize_fn()(model, **common)]
+        self._materialize(self.titan_configs["training"].max_norm)
+
+    def _materialize(self, max_norm) -> None:
+        """Each part made and initialised on the device, in training mode (either release's)."""
         for part in self.parts:
             part.to_empty(device=self.device)
             with torch.no_grad():
                 part.init_weights(buffer_device=None)
             part.train()
         self.params = [p for part in self.parts for p in part.parameters()]
-        self.max_norm, self.dist_utils = self.titan_configs["training"].max_norm, self.titan.dist_utils
+        self.max_norm, self.dist_utils = max_norm, self.titan.dist_utils
 
     def _batches(self, cfg, layout, seed):
         """This data-parallel rank's rows of the global batch (the GPT's synthetic rule), as

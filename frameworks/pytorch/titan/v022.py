@@ -184,13 +184,7 @@ class Titan022:
         else:
             self.schedule, self.first, self.last = None, True, True
             self.parts = [self._parallelize_fn()(model, self.dims, job)]
-        for part in self.parts:
-            part.to_empty(device=self.device)
-            with torch.no_grad():
-                part.init_weights(buffer_device=None)
-            part.train()
-        self.params = [p for part in self.parts for p in part.parameters()]
-        self.max_norm, self.dist_utils = job.training.max_norm, self.titan.dist_utils
+        self._materialize(job.training.max_norm)
 
     def _after_optimizer(self):
         if getattr(self, "family", None) is None:
