@@ -32,7 +32,8 @@ else
     "$dest/bin/pip" install -q --disable-pip-version-check --no-deps -r "$folder/requirements-nodeps.txt"
   fi
   touch "$dest/.installed"
-  for old in $(ls -dt "$cache/$name"-*/ 2>/dev/null | tail -n +3); do
+  hex=$(printf '[0-9a-f]%.0s' $(seq 16))   # this name's keys only: jax's are not jax-0.4.38's
+  for old in $(ls -dt "$cache/$name"-$hex/ 2>/dev/null | tail -n +3); do
     old=${old%/}
     ( flock -n 8 && rm -rf "$old" ) 8>"$old.lock" && rm -f "$old.lock" || true
   done
