@@ -2,7 +2,7 @@
 nodes, a line per model, layout, mode and ranks per node (solid: the checkpoint's durable write;
 dashed, the same colour: the bare write of the same bytes by the same ranks), from
 analysis/figures/checkpoint.py's table. Drawn by analysis/plots/draw.py with the report's other
-figures.
+plots.
 """
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -13,12 +13,12 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#1
 MARKERS = {"sync": "o", "async": "s"}
 
 
-def checkpoint_figures(data):
+def checkpoint_plots(data):
     table = getattr(data, "checkpoint", None)
     have = table[numeric(table.gbps).notna()] if table is not None and len(table) else None
     if have is None or not len(have):
         return "no checkpoint point has a figure (bench=checkpoint)"
-    fig, ax = style.figure()
+    fig, ax = style.new_plot()
     groups = list(have.groupby(["model", "layout", "mode", "gpus_per_node"], sort=True))
     for i, ((model, layout, mode, gpn), rows) in enumerate(groups):
         rows = rows.sort_values("nodes").drop_duplicates("nodes")

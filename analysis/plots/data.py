@@ -17,7 +17,7 @@ from analysis import tables
 from analysis.figures.checkpoint import checkpoint_table
 from analysis.figures.training import training_points
 
-# The figures (analysis/plots/draw.py's titles) drawn from `spreads`; the others need the points
+# The plots (analysis/plots/draw.py's titles) drawn from `spreads`; the others need the points
 # only.
 FROM_STEPS = ("step time per rank",)
 FROM_POINTS = ("throughput", "scaling", "AMP over FP32", "bus bandwidth", "checkpoint")
@@ -62,7 +62,7 @@ def numeric(series) -> pd.Series:
 
 
 def train_points(results) -> pd.DataFrame:
-    """The training points the figures draw, those of the report's main tables
+    """The training points the plots draw, those of the report's main tables
     (analysis/figures/training.py), with their mode and allocation ("NxG")."""
     train = training_points(results)
     if not len(train):
@@ -150,7 +150,7 @@ def rank_spreads(results, train: pd.DataFrame) -> list:
 
 def of(results, comm=None, spreads: bool = True) -> PlotData:
     """The plots' data of `results`; `comm`: analysis.figures.comm.comm_table(results); without
-    `spreads`, only what the FROM_POINTS figures need."""
+    `spreads`, only what the FROM_POINTS plots need."""
     train = train_points(results)
     return PlotData(train, rank_spreads(results, train) if spreads else [], comm,
                     checkpoint_table(results))

@@ -1,4 +1,4 @@
-"""The report's figures, from what analysis.load read (this module reads no file):
+"""The report's plots, from what analysis.load read (this module reads no file):
 
 - throughput_<model>.png   per framework, precision and allocation, whiskers: the median's 95%
                            interval where 6+ repeats give one, else min..max of the repeats
@@ -15,8 +15,8 @@
 
 `render` makes them all in memory from analysis/plots/data.py's PlotData (the points and
 per-rank summaries, never the step records): the report writes the PNGs and embeds them in
-its page. A figure without its data is skipped with one line that says what is missing.
-The look of every figure (sizes, colours per framework, markers per precision) is
+its page. A plot without its data is skipped with one line that says what is missing.
+The look of every plot (sizes, colours per framework, markers per precision) is
 analysis/plots/style.py's.
 """
 import math
@@ -29,7 +29,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from analysis import tables
 from analysis.figures.points import amp_ratios
 from analysis.plots import style
-from analysis.plots.checkpoint import checkpoint_figures
+from analysis.plots.checkpoint import checkpoint_plots
 from analysis.plots.data import MAX_BOXES, Plot
 from analysis.plots.data import numeric as _num
 from contract import busbw
@@ -50,7 +50,7 @@ def _series(pts: pd.DataFrame):
         for sweep, part in parts:
             shade = shades[(fw, prec)] = shades.get((fw, prec), -1) + 1
             named = f"{label} ({os.path.basename(str(sweep))})" if sweep is not None else label
-            yield named, fw, prec, shade, part.drop_duplicates("allocation")  # one figure an allocation
+            yield named, fw, prec, shade, part.drop_duplicates("allocation")  # one row an allocation
 
 
 # ---- throughput ------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def _interval(rows):
     return lo, hi
 
 
-def throughput_figures(data):
+def throughput_plots(data):
     train = data.points
     if not len(train) or not _num(train.throughput).notna().any():
         return "no training point has a throughput"
@@ -73,7 +73,7 @@ def throughput_figures(data):
         columns = tables.allocation_columns(pts)
         series = list(_series(pts))
         width = 0.8 / len(series)
-        fig, ax = style.figure()
+        fig, ax = style.new_plot()
         for i, (label, fw, prec, shade, rows) in enumerate(series):
             x = [columns.index(a) - 0.4 + width * (i + 0.5) for a in rows.allocation]
             tp, (lo, hi) = _num(rows.throughput), _interval(rows)
@@ -106,7 +106,7 @@ def device_ticks(devices) -> list:
     return sorted(set(present) | {2 ** k for k in range(int(math.log2(top)) + 1)})
 
 
-def scaling_figures(data):
+def scaling_plots(data):
     train = data.points
     have = train[_num(train.speedup).notna()] if len(train) else train
     models = ([m for m, pts in have.groupby("model") if pts.devices.nunique() > 1]
@@ -117,7 +117,7 @@ def scaling_figures(data):
     for model in models:
         pts = have[have.model == model]
         top = int(pts.devices.max())
-        fig, ax = style.figure()
+        fig, ax = style.new_plot()
         ax.plot([1, top], [1, top], **style.IDEAL)
         for label, fw, prec, shade, rows in _series(pts):
             rows = rows.sort_values(["devices", "nodes"])
@@ -165,13 +165,13 @@ def _rank_spread(ax, stats: pd.DataFrame, colour) -> None:
     ax.legend()
 
 
-def rank_step_figures(data):
+def rank_step_plots(data):
     if not data.spreads:
         return "no timed steps recorded for an ok repeat"
     for spread in data.spreads:
         p, stats = spread.point, spread.ranks
         ranks, hosts = list(stats["rank"]), list(stats.host)
-        fig, ax = style.figure()
+        fig, ax = style.new_plot()
         _rank_spread(ax, stats, style.framework_colour(p.framework, 1))
         if len(ranks) <= 16:
             ax.set_xticks(range(1, len(ranks) + 1), [f"{r}\n{h}" for r, h in zip(ranks, hosts)])
@@ -187,7 +187,7 @@ def rank_step_figures(data):
 
 
 # ---- AMP over FP32 ---------------------------------------------------------------------------
-def amp_figures(data):
+def amp_plots(data):
     train = data.points
     found = [(m, amp_ratios(pts)) for m, pts in train.groupby("model")] if len(train) else []
     found = [(m, r) for m, r in found if r is not None and _num(r.ratio).notna().any()]
@@ -200,7 +200,7 @@ def amp_figures(data):
         many = ratios[["batch_size", "mode"]].drop_duplicates().shape[0] > 1
         series = list(ratios.groupby(["framework", "mode", "batch_size"]))
         width, shades = 0.8 / len(series), {}
-        fig, ax = style.figure()
+        fig, ax = style.new_plot()
         for i, ((fw, mode, bs), rows) in enumerate(series):
             shade = shades[fw] = shades.get(fw, -1) + 1
             x = [columns.index(a) - 0.4 + width * (i + 0.5) for a in rows.allocation]
@@ -223,7 +223,7 @@ def _op_order(op) -> int:
     return busbw.OPS.index(op) if op in busbw.OPS else len(busbw.OPS)
 
 
-def busbw_figures(data):
+def busbw_plots(data):
     comm = data.comm
     # a point of one rank moves nothing and has no bandwidth to draw (contract/busbw.py's moves)
     data = comm[comm.op.notna() & comm.busbw_avg.notna()] if comm is not None and len(comm) else None
@@ -262,28 +262,28 @@ def busbw_figures(data):
     yield "busbw.png", fig
 
 
-FIGURES = (("throughput", throughput_figures), ("scaling", scaling_figures),
-           ("step time per rank", rank_step_figures), ("AMP over FP32", amp_figures),
-           ("bus bandwidth", busbw_figures), ("checkpoint", checkpoint_figures))
+PLOTS = (("throughput", throughput_plots), ("scaling", scaling_plots),
+         ("step time per rank", rank_step_plots), ("AMP over FP32", amp_plots),
+         ("bus bandwidth", busbw_plots), ("checkpoint", checkpoint_plots))
 
 
 def render(data, only=None):
-    """(plots, skipped): every figure `data` (analysis.plots.data.of(results, comm)) has the
-    data for, as PNG bytes, and one line per figure skipped, saying what it lacks; `only`:
-    the titles of the figures to draw (default: all)."""
+    """(plots, skipped): every plot `data` (analysis.plots.data.of(results, comm)) has the
+    data for, as PNG bytes, and one line per plot skipped, saying what it lacks; `only`:
+    the titles of the plots to draw (default: all)."""
     plots, skipped = [], []
     with style.context():
-        for title, make in FIGURES:
+        for title, make in PLOTS:
             if only is not None and title not in only:
                 continue
             # a library's warning is a line of the report's, never Python's text on stderr
             with warnings.catch_warnings(record=True) as caught:   # matplotlib's are UserWarnings
                 warnings.simplefilter("always", UserWarning)
-                figures, made = make(data), 0
-                while True:  # each figure is drawn, turned into PNG bytes and closed in turn
+                drawing, made = make(data), 0
+                while True:  # each plot is drawn, turned into PNG bytes and closed in turn
                     try:
-                        name, fig = next(figures)
-                    except StopIteration as end:   # a figure maker returns why it drew nothing
+                        name, fig = next(drawing)
+                    except StopIteration as end:   # a plot maker returns why it drew nothing
                         reason = end.value
                         break
                     plots.append(Plot(name, style.png(fig)))

@@ -1,7 +1,7 @@
 """The report's plots drawn in a second process, beside the tables.
 
 `Plotter()` starts one worker process before the records are read; it imports matplotlib
-(half a second) and draws a first figure (fonts, the PNG encoder) while the records are
+(half a second) and draws a first plot (fonts, the PNG encoder) while the records are
 parsed. `draw(results, comm)` hands it what the plots need (analysis/plots/data.py: small)
 in two parts and returns at once: first the points, from which it draws the throughput,
 scaling, AMP and bus-bandwidth plots, then each model's step-time spread per rank (of one
@@ -10,14 +10,14 @@ meanwhile, and `result()` collects the PNGs. The report's own process never impo
 matplotlib.
 
 Where no second process can be had (no fork, a worker that died), the plots are drawn here,
-in this process: the same figures, only later.
+in this process: the same plots, only later.
 """
 from analysis.plots import data as plot_data
 from analysis.second_process import SecondProcess
 
 
 def _warm() -> None:
-    # matplotlib's import and a first figure, done while the records are read
+    # matplotlib's import and a first plot, done while the records are read
     from analysis.plots import draw, style  # noqa: F401  (draw: its imports)
     style.warm()
 

@@ -2,7 +2,7 @@
 adapter's), a marker, line and hatch per precision, a colour per collective, and PNG output.
 
 analysis/plots/draw.py draws; it takes every visual choice from here, so that a framework has
-the same colour in each figure and a figure restyled is restyled everywhere.
+the same colour in each plot and a plot restyled is restyled everywhere.
 """
 import io
 
@@ -32,7 +32,7 @@ WHISKER = {"capsize": 3, "elinewidth": 1, "ecolor": "#333333"}
 
 
 def framework_colour(framework, shade: int = 0) -> str:
-    """The framework's colour, the same in every figure: its adapter's (frameworks/registry.py,
+    """The framework's colour, the same in every plot: its adapter's (frameworks/registry.py,
     close to its own logo's), or the registry's palette's for one that declares none;
     `shade` 1, 2, ... lightens it for further series of the same framework and precision
     (other batch sizes or modes)."""
@@ -59,8 +59,8 @@ def op_colour(op) -> str:
     return OP_COLOURS.get(str(op), OTHER_COLOUR)
 
 
-def figure(**kw):
-    """(fig, ax): one panel."""
+def new_plot(**kw):
+    """(fig, ax): a plot of one panel."""
     fig = Figure(figsize=FIGSIZE)
     return fig, fig.subplots(**kw)
 
@@ -72,17 +72,17 @@ def panels(n: int, **kw):
 
 
 def png(fig) -> bytes:
-    """The figure as PNG bytes (Agg, matplotlib's raster backend: no display needed)."""
+    """The plot as PNG bytes (Agg, matplotlib's raster backend: no display needed)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
 
 
 def warm() -> None:
-    """One small figure drawn and dropped, in this look: the first figure's one-off costs
-    (fonts loaded, the PNG encoder imported) paid before the report's figures come."""
+    """One small plot drawn and dropped, in this look: the first plot's one-off costs
+    (fonts loaded, the PNG encoder imported) paid before the report's plots come."""
     with context():
-        fig, ax = figure()
+        fig, ax = new_plot()
         ax.plot([1, 2], [1, 2], marker(None), label="warm")
         ax.set(title="warm", xlabel="x", ylabel="y")
         ax.legend()

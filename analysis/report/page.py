@@ -40,7 +40,7 @@ _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=
                           undefined=jinja2.StrictUndefined)
 
 
-def _figure(plot, first: bool = False) -> dict:
+def _embedded(plot, first: bool = False) -> dict:
     """One plot (analysis/plots/data.py's Plot: its name and PNG bytes) as the page embeds
     it; `first`: it starts a row (a model's first plot)."""
     return {"name": plot.name, "png": base64.b64encode(plot.png).decode("ascii"), "first": first}
@@ -110,9 +110,9 @@ def plots_of(plots, skipped) -> dict:
     """The plots up front (a row per model), and the lines saying which were skipped."""
     first = sorted((p for p in plots if not p.name.startswith(FIRST_SCREEN_LAST)), key=_place)
     models = [_place(p)[:2] for p in first]
-    figures = [_figure(p, i == 0 or models[i] != models[i - 1]) for i, p in enumerate(first)]
-    notes = list(skipped) or ([] if figures else ["no plot for this sweep"])
-    return {"figures": figures, "skipped": notes}
+    shown = [_embedded(p, i == 0 or models[i] != models[i - 1]) for i, p in enumerate(first)]
+    notes = list(skipped) or ([] if shown else ["no plot for this sweep"])
+    return {"plots": shown, "skipped": notes}
 
 
 # ---- one table per model -------------------------------------------------------------------
@@ -153,7 +153,7 @@ def page(title: str, sections, plots=(), skipped=(), limits=None) -> str:
             blocks.append({"kind": "model", "table": one_table_of(s.key.split(":", 1)[1], s.data, limits)})
         elif s.key.startswith("detail:"):
             mine = by_name.get(f"rank_steps_{s.key.split(':', 1)[1]}.png")
-            blocks.append(folded(s.text, _figure(mine) if mine else None))
+            blocks.append(folded(s.text, _embedded(mine) if mine else None))
         else:
             blocks.append(folded(s.text) if s.fold else {"kind": "markdown", "body": markdown_html(s.text)})
     made = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

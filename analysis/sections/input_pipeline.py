@@ -49,7 +49,7 @@ def pipeline_rates(results, points: pd.DataFrame) -> dict:
     return {p: method.median_of(per_point[p]) for p in points.point if p in per_point}
 
 
-def _figure(row, value) -> str:
+def _cell(row, value) -> str:
     """A point's samples/s per device: "-" without the point, its status where it failed."""
     if row is None:
         return "-"
@@ -77,8 +77,8 @@ def section(results) -> str:
         pipe = alone.get(tuple(getattr(r, k) for k in PIPELINE_KEY))
         rows.append([r.framework, r.model, r.precision, r.batch_size, r.mode,
                      tables.allocation(r.nodes, r.gpus_per_node), r.workers,
-                     _figure(syn, syn and syn.per_device),
-                     _figure(r, r.per_device), _figure(pipe, pipe and pipe.per_device),
+                     _cell(syn, syn and syn.per_device),
+                     _cell(r, r.per_device), _cell(pipe, pipe and pipe.per_device),
                      verdict(r, syn, pipe)])
     parts = []
     if rows:
@@ -114,7 +114,7 @@ def workers_table(inputs: pd.DataFrame) -> str:
     grid: dict = {}
     for r in inputs.itertuples():
         key = (r.framework, r.model, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
-        grid.setdefault(key, {})[r.workers] = _figure(r, r.per_device)
+        grid.setdefault(key, {})[r.workers] = _cell(r, r.per_device)
     rows = [[*k, *(grid[k].get(w, "-") for w in counts)] for k in sorted(grid, key=str)]
     return ("### The pipeline alone (bench=input: samples/s per rank, by loader workers)\n"
             + tabulate(rows, headers=["framework", "model", "batch/rank", "NxG",

@@ -123,17 +123,17 @@ def gpt_section(m: pd.DataFrame, published_rows=None, error=None) -> str:
     order = m.assign(_d=m.devices, _c=m.case.fillna("")).sort_values(["_c", "hidden", "_d", "point"])
     for r in order.itertuples():
         ok = r.status in ("ok", "partial")
-        figure = tables.number if ok else (lambda v, spec: tables.label(r.status))
+        cell = tables.number if ok else (lambda v, spec: tables.label(r.status))
         bubble = (f"{r.ideal_bubble:.0%} / {tables.number(r.measured_bubble, '.0%')}"
                   if not tables.missing(r.ideal_bubble) else "-")
         memory = None if tables.missing(r.peak_memory_bytes) else tables.gib(r.peak_memory_bytes)
         rows.append([r.case or "-", f"{r.hidden}x{r.layers}" + (" rc" if r.recompute else ""),
                      _layout(r),
                      r.batch_size if tables.missing(r.micro_batch_size) else f"{r.micro_batch_size:d}",
-                     tables.number(r.accumulation, "d", "1"), r.global_batch_size, figure(r.latency_ms, ".1f"),
-                     memory_cell(figure(memory, ".2f"), r.memory_kind, kinds), figure(r.throughput, ".3g"),
-                     figure(r.tokens_per_s, ".0f"), figure(r.tflops_per_device, ".3g"),
-                     tables.percent(r.mfu) if ok else tables.label(r.status), figure(r.pflops, ".3g"),
+                     tables.number(r.accumulation, "d", "1"), r.global_batch_size, cell(r.latency_ms, ".1f"),
+                     memory_cell(cell(memory, ".2f"), r.memory_kind, kinds), cell(r.throughput, ".3g"),
+                     cell(r.tokens_per_s, ".0f"), cell(r.tflops_per_device, ".3g"),
+                     tables.percent(r.mfu) if ok else tables.label(r.status), cell(r.pflops, ".3g"),
                      bubble, r.framework, r.precision + (f" {r.amp_dtype}" if r.precision == "amp" else ""),
                      tables.label(r.status) + ("*" if r.status == "partial" else "")])
     text = ("## gpt: throughput and FLOP/s by layout (DLPerf's GPT table)\n"

@@ -1,4 +1,4 @@
-"""The report's figures (analysis/plots/draw.py): each drawn for a sweep that has its data, with the
+"""The report's plots (analysis/plots/draw.py): each drawn for a sweep that has its data, with the
 axes the reader needs, and skipped with one line for a sweep that has not; report.html
 embeds every one of them; they are drawn in a second process (analysis/plots/process.py),
 and here when that process dies."""
@@ -55,7 +55,7 @@ def comm_rows():
     return pd.DataFrame(rows)
 
 
-def test_every_training_figure_for_a_sweep_that_has_the_data(sweep):
+def test_every_training_plot_for_a_sweep_that_has_the_data(sweep):
     plots, skipped = plot.render(plot_data.of(analysis.load(sweep)))
     assert [p.name for p in plots] == ["throughput_resnet50.png", "scaling_resnet50.png",
                                        "rank_steps_resnet50.png", "amp_resnet50.png"]
@@ -65,7 +65,7 @@ def test_every_training_figure_for_a_sweep_that_has_the_data(sweep):
 
 
 def test_scaling_is_on_log2_axes_with_the_device_counts_as_ticks(sweep):
-    name, fig = next(plot.scaling_figures(plot_data.of(analysis.load(sweep))))
+    name, fig = next(plot.scaling_plots(plot_data.of(analysis.load(sweep))))
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert list(ax.get_xticks()) == [1, 2, 4]
@@ -77,7 +77,7 @@ def test_scaling_is_on_log2_axes_with_the_device_counts_as_ticks(sweep):
 
 
 def test_step_times_per_rank_show_the_straggler(sweep):
-    name, fig = next(plot.rank_step_figures(plot_data.of(analysis.load(sweep))))
+    name, fig = next(plot.rank_step_plots(plot_data.of(analysis.load(sweep))))
     ax = fig.axes[0]
     assert "2x2" in ax.get_title() and "straggler ratio 1.50" in ax.get_title()
     medians = [line.get_ydata()[0] for line in ax.lines[4::6]]  # boxplot: 6 lines a box
@@ -86,13 +86,13 @@ def test_step_times_per_rank_show_the_straggler(sweep):
 
 
 def test_amp_over_fp32_is_the_ratio_of_medians(sweep):
-    name, fig = next(plot.amp_figures(plot_data.of(analysis.load(sweep))))
+    name, fig = next(plot.amp_plots(plot_data.of(analysis.load(sweep))))
     heights = [p.get_height() for p in fig.axes[0].patches]
     assert heights == pytest.approx([2.0, 2.0, 2.0])   # amp steps take half as long
 
 
 def test_bus_bandwidth_has_a_panel_per_node_count_on_log_log_axes(sweep):
-    name, fig = next(plot.busbw_figures(plot_data.of(analysis.load(sweep), comm_rows())))
+    name, fig = next(plot.busbw_plots(plot_data.of(analysis.load(sweep), comm_rows())))
     assert name == "busbw.png" and [ax.get_title() for ax in fig.axes] == ["1 node", "2 nodes"]
     assert all(ax.get_xscale() == "log" and ax.get_yscale() == "log" for ax in fig.axes)
     assert all(len(ax.get_lines()) == 2 for ax in fig.axes)   # all_reduce, broadcast
@@ -109,11 +109,11 @@ def test_one_ranks_zero_bus_bandwidth_is_skipped_without_a_warning(sweep, monkey
     assert plots == [] and skipped == ["plot skipped: bus bandwidth: no bus bandwidth above 0 "
                                        "(one rank moves nothing between ranks)"]
 
-    def warns(data):   # any warning a figure draws with is a line of the report's
+    def warns(data):   # any warning a plot draws with is a line of the report's
         warnings.warn("Data has no positive values, and therefore cannot be log-scaled.")
         return "nothing"
         yield
-    monkeypatch.setattr(plot, "FIGURES", (("odd", warns),))
+    monkeypatch.setattr(plot, "PLOTS", (("odd", warns),))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert plot.render(plot_data.of(analysis.load(sweep)))[1] == [
@@ -121,7 +121,7 @@ def test_one_ranks_zero_bus_bandwidth_is_skipped_without_a_warning(sweep, monkey
             "plot odd: warned: Data has no positive values, and therefore cannot be log-scaled."]
 
 
-def test_each_figure_is_skipped_with_a_line_without_its_data(tmp_path):
+def test_each_plot_is_skipped_with_a_line_without_its_data(tmp_path):
     s = str(tmp_path / "sweep")
     pt = write_point(s, "000-pytorch-resnet50-fp32-1x1-bs8", repeats=1)
     write_repeat(pt, 0, [1.0], status="failed", error="RuntimeError: no")
@@ -147,7 +147,7 @@ def test_many_ranks_show_their_quantiles_instead_of_boxes(tmp_path):
     s = str(tmp_path / "sweep")
     pt = write_point(s, "000-pytorch-resnet50-fp32-9x8-bs8", nodes=9, gpus_per_node=8, repeats=1)
     write_repeat(pt, 0, None, step_times=[[0.3 if r == 5 else 0.1] * 3 for r in range(72)])
-    name, fig = next(plot.rank_step_figures(plot_data.of(analysis.load(s))))
+    name, fig = next(plot.rank_step_plots(plot_data.of(analysis.load(s))))
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["p10..p90", "median",
                                                                   "slowest step"]
