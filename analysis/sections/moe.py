@@ -35,39 +35,40 @@ def expert_figures(results, sweep, point) -> dict:
     by_repeat: dict = {}
     ok = results.runs_of(sweep, point)
     ok = set(ok[ok.status == "ok"].repeat) if len(ok) else set()
-    for e in results.environments:
-        moe, window = e.get("moe"), e.get("window")
-        if str(e["sweep"]) != str(sweep) or e["point"] != point or e["repeat"] not in ok or not moe:
+    for rank in results.environments:
+        moe, window = rank.get("moe"), rank.get("window")
+        if str(rank["sweep"]) != str(sweep) or rank["point"] != point or rank["repeat"] not in ok or not moe:
             continue
         timed = moe.get("timed") or {}
         seconds = (window or {}).get("end", 0) - (window or {}).get("start", 0)
-        rep = by_repeat.setdefault(e["repeat"], {"load": [], "share": []})
+        rep = by_repeat.setdefault(rank["repeat"], {"load": [], "share": []})
         if timed.get("load_max_mean") is not None:
             rep["load"].append(timed["load_max_mean"])
         if seconds > 0 and timed.get("a2a_s") is not None:
             rep["share"].append(timed["a2a_s"] / seconds)
-    loads = [max(r["load"]) for r in by_repeat.values() if r["load"]]
-    shares = [statistics.fmean(r["share"]) for r in by_repeat.values() if r["share"]]
+    loads = [max(rep["load"]) for rep in by_repeat.values() if rep["load"]]
+    shares = [statistics.fmean(rep["share"]) for rep in by_repeat.values() if rep["share"]]
     return {"load": statistics.median(loads) if loads else None,
             "a2a_share": statistics.median(shares) if shares else None}
 
 
-def _ours(r, manifest, figures, kinds) -> list:
+def _ours(point, manifest, figures, kinds) -> list:
     lay, model = manifest.get("parallel") or {}, manifest.get("model") or {}
-    ok = r.status in ("ok", "partial")
-    per_device = r.tokens_per_s / r.devices if ok and r.tokens_per_s else None
-    memory = tables.gib(r.peak_memory_bytes) if ok and not tables.missing(r.peak_memory_bytes) else None
-    status = "" if r.status == "ok" else f" ({tables.label(r.status)})"
-    return [r.point + status,
+    ok = point.status in ("ok", "partial")
+    per_device = point.tokens_per_s / point.devices if ok and point.tokens_per_s else None
+    memory = tables.gib(point.peak_memory_bytes) if ok and not tables.missing(point.peak_memory_bytes) else None
+    status = "" if point.status == "ok" else f" ({tables.label(point.status)})"
+    return [point.point + status,
             f"{model.get('size', '?')}, {model.get('experts', '?')} experts, top {model.get('top_k', '?')}",
-            tables.layout_label(lay), tables.allocation(r.nodes, r.gpus_per_node),
-            f"{lay.get('micro_batch_size', r.batch_size)} / {lay.get('accumulation', 1)} / {r.global_batch_size}",
-            r.precision + (f" {r.amp_dtype}" if r.precision == "amp" and r.amp_dtype else ""),
-            tables.number(r.latency_ms if ok else None, ",.1f"),
-            memory_cell(tables.number(memory, ".2f"), r.memory_kind, kinds),
-            tables.number(r.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
-            tables.number(r.tflops_per_device if ok else None, ".4g"),
-            tables.percent(r.mfu if ok else None),
+            tables.layout_label(lay), tables.allocation(point.nodes, point.gpus_per_node),
+            f"{lay.get('micro_batch_size', point.batch_size)} / {lay.get('accumulation', 1)} / "
+            f"{point.global_batch_size}",
+            point.precision + (f" {point.amp_dtype}" if point.precision == "amp" and point.amp_dtype else ""),
+            tables.number(point.latency_ms if ok else None, ",.1f"),
+            memory_cell(tables.number(memory, ".2f"), point.memory_kind, kinds),
+            tables.number(point.tokens_per_s if ok else None, ",.0f"), tables.number(per_device, ",.0f"),
+            tables.number(point.tflops_per_device if ok else None, ".4g"),
+            tables.percent(point.mfu if ok else None),
             tables.number(figures["load"] if ok else None, ".2f"),
             tables.number(figures["a2a_share"] if ok else None, ".1%")]
 
@@ -107,30 +108,31 @@ def _table(ours: list) -> str:
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def section(m: pd.DataFrame, results, rows=None, error=None) -> str:
-    """The MoE section of the metrics `m` (analysis/figures/metrics.py) of MoE points; `rows`: the
-    published layouts (default: read here), `error`: why they could not be read."""
+def section(moe_rows: pd.DataFrame, results, rows=None, error=None) -> str:
+    """The MoE section of the metrics `moe_rows` (analysis/figures/metrics.py) of MoE points;
+    `rows`: the published layouts (default: read here), `error`: why they could not be read."""
     if rows is None:
         rows, error = published.rows_or_error(published_layouts.rows)
     notes = [f"- published layouts skipped: {error}"] if error else []
     rows = published_layouts.of_section(rows, "moe")
     ours: list = []
     matched: dict = {}
-    kinds = memory_kinds(m)
-    for r in m.sort_values("point").itertuples():
-        manifest = results.manifest(r.sweep, r.point)
-        cells = _ours(r, manifest, expert_figures(results, r.sweep, r.point), kinds)
-        theirs = tables.percent(r.published_mfu if r.status in ("ok", "partial") else None)
+    kinds = memory_kinds(moe_rows)
+    for point in moe_rows.sort_values("point").itertuples():
+        manifest = results.manifest(point.sweep, point.point)
+        cells = _ours(point, manifest, expert_figures(results, point.sweep, point.point), kinds)
+        theirs = tables.percent(point.published_mfu if point.status in ("ok", "partial") else None)
         ours.append(cells + [theirs])
-        for row in (published_layouts.find(llama.point_layout(manifest, r.device), rows) if r.device else []):
-            matched.setdefault(row["case"], []).append(r.point)
+        found = published_layouts.find(llama.point_layout(manifest, point.device), rows) if point.device else []
+        for row in found:
+            matched.setdefault(row["case"], []).append(point.point)
     text = ("## Mixture of experts: tokens/s, activated TFLOP/s and MFU, expert load, all-to-all\n"
             "FLOPs per token on the activated parameters, dgxc-benchmarking's (NeMo's) count of "
             "DeepSeek-V3 (Qwen3's MoE alike): 6 x the attention, dense, shared and top-k routed "
             "experts' and output weights + the attention's scores over the causal pairs, a "
             "sliding-window layer's over its window (contract/flops.py, docs/flops.md); MFU, their "
             "count: ours in NeMo's (s / 2 keys a query); MFU against the device's dense "
-            f"peak {llama.peak_note(m)}; "
+            f"peak {llama.peak_note(moe_rows)}; "
             "expert load: max over mean tokens per expert, per step, the worst MoE layer, mean over the "
             "timed steps; all-to-all share: the dispatch and combine all-to-alls' seconds over the timed "
             "window, mean over ranks; latency: one iteration (the global batch); memory: the largest "
