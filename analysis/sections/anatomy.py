@@ -15,16 +15,16 @@ def section(results) -> str:
     points = results.points
     rows = []
     if "host_bound" in points:
-        for p in points.itertuples(index=False):
-            if host_bound.is_cpu(p.device) or tables.missing(p.host_bound):
+        for row in points.itertuples(index=False):
+            if host_bound.is_cpu(row.device) or tables.missing(row.host_bound):
                 continue
-            rows.append([p.point, p.device, p.host_bound, tables.number(p.host_lag, ".2f")])
+            rows.append([row.point, row.device, row.host_bound, tables.number(row.host_lag, ".2f")])
     traced = trace_file.splits(results)
     if not rows and not traced:
         return ""
     lines = ["## Why a step takes its time (docs/anatomy.md)"]
     if rows:
-        cpus = int(sum(host_bound.is_cpu(d) for d in points.device))
+        cpus = int(sum(host_bound.is_cpu(device) for device in points.device))
         lines += [f"Host-bound where the device ends each step under {host_bound.STARVED_STEPS} of a step "
                   f"after the host enqueued it, device-bound where it trails by {host_bound.BUSY_STEPS:g} "
                   "or more (the median over the window's second half, read without a sync)"
@@ -32,7 +32,7 @@ def section(results) -> str:
                   "", tables.github(rows, HEADERS)]
     if traced:
         lines += ["", "Traces (profile=true), rank 0's GPU time:"]
-        for t in traced:
-            said = t["error"] or trace_split.text(t["split"])
-            lines.append(f"- {t['point']} repeat {t['repeat']}: {said}")
+        for trace in traced:
+            said = trace["error"] or trace_split.text(trace["split"])
+            lines.append(f"- {trace['point']} repeat {trace['repeat']}: {said}")
     return "\n".join(lines)

@@ -13,63 +13,63 @@ from analysis import tables
 HEADERS = ["item", "nodes", "metric", "measured", "baseline", "ratio", "threshold", "verdict"]
 
 
-def number(v) -> str:
-    if tables.missing(v):
+def number(value) -> str:
+    if tables.missing(value):
         return "-"
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
-def row_of(r: dict, notes: list) -> list:
+def row_of(item: dict, notes: list) -> list:
     """One item row of the table; its why and its baseline's note become numbered notes
     (each text once, however many rows say it)."""
     said = []
-    for text in (r.get("why"), r.get("note")):
+    for text in (item.get("why"), item.get("note")):
         if text:
             if text not in notes:
                 notes.append(text)
             said.append(f"[{notes.index(text) + 1}]")
-    mfu = r["metric"] == "mfu"   # a fraction of peak, shown as every MFU is (tables.percent)
+    mfu = item["metric"] == "mfu"   # a fraction of peak, shown as every MFU is (tables.percent)
     show = (lambda v: tables.percent(v, "-")) if mfu else number
-    unit = f" {r['unit']}" if r.get("unit") and not mfu and not tables.missing(r.get("measured")) else ""
-    return [r["item"], tables.allocation(r["nodes"], r["gpus_per_node"]),
-            r["metric"] + (" (lower is better)" if r.get("lower_is_better") else ""),
-            show(r.get("measured")) + unit, show(r.get("baseline")),
-            "-" if tables.missing(r.get("ratio")) else f"{r['ratio']:.3f}",
-            "-" if tables.missing(r.get("threshold")) else f"{r['threshold']:g}",
-            " ".join([r["verdict"], *said])]
+    unit = f" {item['unit']}" if item.get("unit") and not mfu and not tables.missing(item.get("measured")) else ""
+    return [item["item"], tables.allocation(item["nodes"], item["gpus_per_node"]),
+            item["metric"] + (" (lower is better)" if item.get("lower_is_better") else ""),
+            show(item.get("measured")) + unit, show(item.get("baseline")),
+            "-" if tables.missing(item.get("ratio")) else f"{item['ratio']:.3f}",
+            "-" if tables.missing(item.get("threshold")) else f"{item['threshold']:g}",
+            " ".join([item["verdict"], *said])]
 
 
 def health_line(verdict: dict) -> str:
-    h = verdict.get("health") or {}
-    if not h:
+    health = verdict.get("health") or {}
+    if not health:
         return "health gate: not run"
-    if h.get("ok"):
-        return f"health gate: ok on {', '.join(h.get('hosts') or []) or 'the nodes'}"
-    sick = "; ".join(f"{node} ({'; '.join(why)})" for node, why in sorted((h.get("sick") or {}).items()))
-    links = "; ".join(f"slow link {link['src']} -> {link['dst']}" for link in h.get("slow_links") or [])
-    return "health gate: FAIL: " + ("; ".join(filter(None, [sick, links, h.get("error")])) or "sick")
+    if health.get("ok"):
+        return f"health gate: ok on {', '.join(health.get('hosts') or []) or 'the nodes'}"
+    sick = "; ".join(f"{node} ({'; '.join(why)})" for node, why in sorted((health.get("sick") or {}).items()))
+    links = "; ".join(f"slow link {link['src']} -> {link['dst']}" for link in health.get("slow_links") or [])
+    return "health gate: FAIL: " + ("; ".join(filter(None, [sick, links, health.get("error")])) or "sick")
 
 
 def render(verdict: dict) -> str:
     """The certification's section: a headline, the health gate, the table, the notes."""
-    s = verdict.get("system") or {}
+    system = verdict.get("system") or {}
     base = verdict.get("baseline") or {}
     head = (f"## Certification {verdict.get('suite')}: {verdict.get('verdict')} "
             f"(exit {verdict.get('exit_code')})")
-    facts = [f"system: {tables.allocation(s.get('nodes'), s.get('gpus_per_node'))} "
-             f"(launcher {s.get('launcher')}, cluster {s.get('cluster')}); "
+    facts = [f"system: {tables.allocation(system.get('nodes'), system.get('gpus_per_node'))} "
+             f"(launcher {system.get('launcher')}, cluster {system.get('cluster')}); "
              f"baseline: {base.get('kind')}" + (f" {base['name']}" if base.get("name") else "")
              + (f"; threshold {verdict['threshold']:g} for every item" if verdict.get("threshold")
                 else ""),
              health_line(verdict)]
     notes: list = []
-    rows = [row_of(r, notes) for r in verdict.get("items") or ()]
-    counts = ", ".join(f"{n} {v}" for v, n in (verdict.get("counts") or {}).items() if n)
+    rows = [row_of(item, notes) for item in verdict.get("items") or ()]
+    counts = ", ".join(f"{count} {said}" for said, count in (verdict.get("counts") or {}).items() if count)
     out = [head, "\n".join(facts)]
     if rows:
         out.append(tables.github(rows, HEADERS))
     if notes:
-        out.append("\n".join(f"[{i}] {n}" for i, n in enumerate(notes, 1)))
+        out.append("\n".join(f"[{i}] {note}" for i, note in enumerate(notes, 1)))
     if verdict.get("why"):
         out.append(verdict["why"])
     out.append(f"{counts or 'no item'}; {verdict.get('folder') or ''}".rstrip("; "))
@@ -78,4 +78,4 @@ def render(verdict: dict) -> str:
 
 def section(results) -> str:
     """Every certification under the report's path, each whole."""
-    return "\n\n".join(render(v) for v in results.certifications)
+    return "\n\n".join(render(verdict) for verdict in results.certifications)

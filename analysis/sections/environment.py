@@ -20,15 +20,15 @@ def _records(results):
     """One rank's {host, framework, environment} per (point, rank) of each point's first
     repeat with any readable rank record."""
     first = {}
-    for e in results.environments:
-        key = (e["sweep"], e["point"])
-        first[key] = min(first.get(key, e["repeat"]), e["repeat"])
+    for rank in results.environments:
+        key = (rank["sweep"], rank["point"])
+        first[key] = min(first.get(key, rank["repeat"]), rank["repeat"])
     by_point = {}
-    for e in results.environments:
-        if first[(e["sweep"], e["point"])] == e["repeat"]:
-            by_point.setdefault((e["sweep"], e["point"]), []).append(e)
-    for p in results.points.itertuples():
-        yield from by_point.pop((p.sweep, p.point), [])
+    for rank in results.environments:
+        if first[(rank["sweep"], rank["point"])] == rank["repeat"]:
+            by_point.setdefault((rank["sweep"], rank["point"]), []).append(rank)
+    for point in results.points.itertuples():
+        yield from by_point.pop((point.sweep, point.point), [])
 
 
 def topology_summary(text):
@@ -39,19 +39,20 @@ def topology_summary(text):
     if not lines:
         return None
     head = lines[0]
-    gpu_cols = [i for i, h in enumerate(head) if re.fullmatch(r"GPU\d+", h)]
-    links, nics = set(), [h for h in head if re.fullmatch(r"(mlx|NIC|ib|bnxt|hfi)\w*", h)]
+    gpu_cols = [col for col, name in enumerate(head) if re.fullmatch(r"GPU\d+", name)]
+    links, nics = set(), [name for name in head if re.fullmatch(r"(mlx|NIC|ib|bnxt|hfi)\w*", name)]
     for row in lines[1:]:
         if not row or not re.fullmatch(r"GPU\d+", row[0]):
             continue
-        for i in gpu_cols:
-            if i + 1 < len(row) and row[i + 1] != "X":
-                links.add(row[i + 1])
+        for col in gpu_cols:   # a row starts with its GPU's name: the header's column col is its col + 1
+            if col + 1 < len(row) and row[col + 1] != "X":
+                links.add(row[col + 1])
     if not gpu_cols:
         return None
-    nv = sorted((int(link[2:]) for link in links if re.fullmatch(r"NV\d+", link)))
-    if nv:
-        gpu = f"NVLink between GPUs (NV{nv[0]}" + (f"-NV{nv[-1]}" if nv[-1] != nv[0] else "") + ")"
+    nvlinks = sorted((int(link[2:]) for link in links if re.fullmatch(r"NV\d+", link)))
+    if nvlinks:
+        gpu = (f"NVLink between GPUs (NV{nvlinks[0]}"
+               + (f"-NV{nvlinks[-1]}" if nvlinks[-1] != nvlinks[0] else "") + ")")
     elif links:
         gpu = f"PCIe between GPUs ({'/'.join(sorted(links))})"
     else:
@@ -62,9 +63,9 @@ def topology_summary(text):
 def infiniband_summary(env):
     ports = env.get("infiniband_ports") or []
     if ports:
-        kinds = sorted({f"{p.get('link_layer') or '?'} {p.get('rate') or '?'} {p.get('state') or '?'}"
-                        for p in ports})
-        return f"{len(ports)} port(s) on {', '.join(sorted({p['device'] for p in ports}))}: " \
+        kinds = sorted({f"{port.get('link_layer') or '?'} {port.get('rate') or '?'} {port.get('state') or '?'}"
+                        for port in ports})
+        return f"{len(ports)} port(s) on {', '.join(sorted({port['device'] for port in ports}))}: " \
                + "; ".join(kinds)
     if env.get("infiniband"):
         return ", ".join(env["infiniband"])
@@ -77,7 +78,7 @@ def system_of(rec) -> dict:
     device = env.get("device") or (gpus[0]["name"] if gpus else None)
     count = env.get("device_count") or (len(gpus) or None)
     return {"device": (f"{device} x {count}" if count else device) if device else "unknown device",
-            "versions": ", ".join(f"{label} {env[k]}" for k, label in VERSIONS if env.get(k)),
+            "versions": ", ".join(f"{label} {env[key]}" for key, label in VERSIONS if env.get(key)),
             "cpu": f"{env.get('cpu') or 'unknown CPU'} ({env.get('cpu_count') or '?'} cores"
                    + (f", {tables.gib(env['memory_bytes']):.0f} GiB)" if env.get("memory_bytes") else ")"),
             "topology": topology_summary(env.get("gpu_topology")),
@@ -89,26 +90,26 @@ def environment_block(results) -> str:
     for rec in _records(results):
         facts = system_of(rec)
         key = (facts["device"], facts["versions"], facts["cpu"], facts["infiniband"])
-        s = systems.setdefault(key, {"facts": facts, "hosts": set(), "topology": set(),
-                                     "frameworks": set()})
-        s["hosts"].add(rec.get("host") or "?")
+        system = systems.setdefault(key, {"facts": facts, "hosts": set(), "topology": set(),
+                                          "frameworks": set()})
+        system["hosts"].add(rec.get("host") or "?")
         if facts["topology"]:
-            s["topology"].add(facts["topology"])
+            system["topology"].add(facts["topology"])
         fw = rec.get("framework") or {}
         if fw.get("name"):
-            s["frameworks"].add(f"{fw['name']} {fw.get('version') or '?'}")
+            system["frameworks"].add(f"{fw['name']} {fw.get('version') or '?'}")
     if not systems:
         return "## Environment\nno rank records to tell"
     lines = ["## Environment"]
-    for n, s in enumerate(systems.values(), 1):
-        f = s["facts"]
-        hosts = sorted(s["hosts"])
+    for number, system in enumerate(systems.values(), 1):
+        facts = system["facts"]
+        hosts = sorted(system["hosts"])
         shown = ", ".join(hosts[:8]) + (f" and {len(hosts) - 8} more" if len(hosts) > 8 else "")
-        inter = "; ".join(sorted(s["topology"])) or "no GPU topology"
-        inter += f"; InfiniBand {f['infiniband']}" if f["infiniband"] else "; no InfiniBand"
-        lines += [f"- system {n}: {len(hosts)} host(s): {shown}",
-                  f"  devices: {f['device']} per host" + (f"; {f['versions']}" if f["versions"] else ""),
-                  f"  CPU: {f['cpu']}",
+        inter = "; ".join(sorted(system["topology"])) or "no GPU topology"
+        inter += f"; InfiniBand {facts['infiniband']}" if facts["infiniband"] else "; no InfiniBand"
+        lines += [f"- system {number}: {len(hosts)} host(s): {shown}",
+                  f"  devices: {facts['device']} per host" + (f"; {facts['versions']}" if facts["versions"] else ""),
+                  f"  CPU: {facts['cpu']}",
                   f"  interconnect: {inter}",
-                  f"  frameworks: {', '.join(sorted(s['frameworks'])) or 'unknown'}"]
+                  f"  frameworks: {', '.join(sorted(system['frameworks'])) or 'unknown'}"]
     return "\n".join(lines + images.environment_lines(results))

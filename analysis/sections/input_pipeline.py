@@ -30,9 +30,10 @@ def pipeline_rates(results, points: pd.DataFrame) -> dict:
     """point -> the pipeline alone's median samples/s over its ok repeats (a repeat with a
     rank that recorded no timed window has no figure)."""
     wanted, runs = set(points.point), results.runs
-    ok = {(p, r) for p, r, s in zip(runs.point, runs.repeat, runs.status) if s == "ok"}
-    windows = {(e["point"], e["repeat"], e["rank"]): e["window"] for e in results.environments
-               if e["point"] in wanted}
+    ok = {(point, repeat) for point, repeat, status in zip(runs.point, runs.repeat, runs.status)
+          if status == "ok"}
+    windows = {(rank["point"], rank["repeat"], rank["rank"]): rank["window"] for rank in results.environments
+               if rank["point"] in wanted}
     steps = results.steps
     steps = steps[(steps.phase == "measure") & steps.point.isin(wanted)]
     repeats: dict = {}
@@ -46,7 +47,7 @@ def pipeline_rates(results, points: pd.DataFrame) -> dict:
     for (point, _), timings in repeats.items():
         if None not in timings:
             per_point.setdefault(point, []).append(method.repeat_throughput(timings))
-    return {p: method.median_of(per_point[p]) for p in points.point if p in per_point}
+    return {point: method.median_of(per_point[point]) for point in points.point if point in per_point}
 
 
 def _cell(row, value) -> str:
@@ -64,46 +65,48 @@ def section(results) -> str:
     if not ((pts.data == "files").any()):
         return ""
     rates = pipeline_rates(results, pts[pts.bench == "input"])
-    total = [rates.get(r.point) if r.bench == "input" else r.throughput for r in pts.itertuples()]
+    total = [rates.get(row.point) if row.bench == "input" else row.throughput for row in pts.itertuples()]
     # pandas-stubs' assign takes no None in a list (pandas reads it as a missing value)
-    pts = pts.assign(per_device=[None if t is None else t / d for t, d in zip(total, pts.devices)])  # type: ignore[misc]
-    synthetic = {tuple(getattr(r, k) for k in KEY): r
-                 for r in pts[(pts.bench == "train") & (pts.data == "synthetic")].itertuples()}
-    alone = {tuple(getattr(r, k) for k in PIPELINE_KEY): r
-             for r in pts[pts.bench == "input"].itertuples()}
+    pts = pts.assign(per_device=[None if rate is None else rate / devices  # type: ignore[misc]
+                                 for rate, devices in zip(total, pts.devices)])
+    synthetic = {tuple(getattr(row, column) for column in KEY): row
+                 for row in pts[(pts.bench == "train") & (pts.data == "synthetic")].itertuples()}
+    alone = {tuple(getattr(row, column) for column in PIPELINE_KEY): row
+             for row in pts[pts.bench == "input"].itertuples()}
     rows = []
-    for r in pts[(pts.bench == "train") & (pts.data == "files")].itertuples():
-        syn = synthetic.get(tuple(getattr(r, k) for k in KEY))
-        pipe = alone.get(tuple(getattr(r, k) for k in PIPELINE_KEY))
-        rows.append([r.framework, r.model, r.precision, r.batch_size, r.mode,
-                     tables.allocation(r.nodes, r.gpus_per_node), r.workers,
+    for files in pts[(pts.bench == "train") & (pts.data == "files")].itertuples():
+        syn = synthetic.get(tuple(getattr(files, column) for column in KEY))
+        pipe = alone.get(tuple(getattr(files, column) for column in PIPELINE_KEY))
+        rows.append([files.framework, files.model, files.precision, files.batch_size, files.mode,
+                     tables.allocation(files.nodes, files.gpus_per_node), files.workers,
                      _cell(syn, syn and syn.per_device),
-                     _cell(r, r.per_device), _cell(pipe, pipe and pipe.per_device),
-                     verdict(r, syn, pipe)])
+                     _cell(files, files.per_device), _cell(pipe, pipe and pipe.per_device),
+                     verdict(files, syn, pipe)])
     parts = []
     if rows:
         parts.append("### Training from files, on synthetic data, and the pipeline alone "
                      "(samples/s per device)\n" + tabulate(
-                         sorted(rows, key=lambda x: [str(v) for v in x]),
+                         sorted(rows, key=lambda row: [str(cell) for cell in row]),
                          headers=["framework", "model", "precision", "batch/dev", "mode", "NxG",
                                   "workers", "synthetic", "files", "pipeline alone", "verdict"],
                          tablefmt="github", disable_numparse=True)
                      + f"\ninput-bound: files within {INPUT_BOUND:.0%} of the pipeline alone and "
                        f"below {1 - INPUT_BOUND:.0%} of synthetic")
     parts.append(workers_table(pts[pts.bench == "input"]))
-    return "## Input pipeline (data=files)\n\n" + "\n\n".join(p for p in parts if p)
+    return "## Input pipeline (data=files)\n\n" + "\n\n".join(part for part in parts if part)
 
 
 def verdict(files, syn, pipe) -> str:
     """input-bound, not input-bound, or what is missing to say."""
-    f = files.per_device if files.status in ("ok", "partial") else None
-    s = syn.per_device if syn is not None and syn.status in ("ok", "partial") else None
-    p = pipe.per_device if pipe is not None and pipe.status in ("ok", "partial") else None
-    if f is None or s is None or p is None or any(tables.missing(v) for v in (f, s, p)):
-        return "n/a: needs " + " and ".join(
-            n for n, v in (("files", f), ("synthetic", s), ("pipeline alone", p)) if tables.missing(v))
-    bound = f >= (1 - INPUT_BOUND) * p and f <= (1 - INPUT_BOUND) * s
-    return f"{'input-bound' if bound else 'not input-bound'} ({f / s:.0%} of synthetic)"
+    from_files = files.per_device if files.status in ("ok", "partial") else None
+    on_synthetic = syn.per_device if syn is not None and syn.status in ("ok", "partial") else None
+    pipeline = pipe.per_device if pipe is not None and pipe.status in ("ok", "partial") else None
+    rates = (("files", from_files), ("synthetic", on_synthetic), ("pipeline alone", pipeline))
+    if from_files is None or on_synthetic is None or pipeline is None \
+            or any(tables.missing(rate) for _, rate in rates):
+        return "n/a: needs " + " and ".join(name for name, rate in rates if tables.missing(rate))
+    bound = from_files >= (1 - INPUT_BOUND) * pipeline and from_files <= (1 - INPUT_BOUND) * on_synthetic
+    return f"{'input-bound' if bound else 'not input-bound'} ({from_files / on_synthetic:.0%} of synthetic)"
 
 
 def workers_table(inputs: pd.DataFrame) -> str:
@@ -112,11 +115,11 @@ def workers_table(inputs: pd.DataFrame) -> str:
         return ""
     counts = sorted(inputs.workers.unique(), key=lambda w: (w == "auto", int(w) if w != "auto" else 0))
     grid: dict = {}
-    for r in inputs.itertuples():
-        key = (r.framework, r.model, r.batch_size, tables.allocation(r.nodes, r.gpus_per_node))
-        grid.setdefault(key, {})[r.workers] = _cell(r, r.per_device)
-    rows = [[*k, *(grid[k].get(w, "-") for w in counts)] for k in sorted(grid, key=str)]
+    for row in inputs.itertuples():
+        key = (row.framework, row.model, row.batch_size, tables.allocation(row.nodes, row.gpus_per_node))
+        grid.setdefault(key, {})[row.workers] = _cell(row, row.per_device)
+    rows = [[*key, *(grid[key].get(workers, "-") for workers in counts)] for key in sorted(grid, key=str)]
     return ("### The pipeline alone (bench=input: samples/s per rank, by loader workers)\n"
             + tabulate(rows, headers=["framework", "model", "batch/rank", "NxG",
-                                      *(f"workers={w}" for w in counts)],
+                                      *(f"workers={workers}" for workers in counts)],
                        tablefmt="github", disable_numparse=True))

@@ -26,7 +26,7 @@ def _ms(seconds) -> str:
 def _steps(row) -> str:
     if tables.missing(row.step_p50):
         return "n/a"
-    return " / ".join(_ms(getattr(row, f"step_p{q}")) for q in method.PERCENTILES)
+    return " / ".join(_ms(getattr(row, f"step_p{percentile}")) for percentile in method.PERCENTILES)
 
 
 def limits_of(results) -> dict:
@@ -39,8 +39,9 @@ def confidence_section(pts: pd.DataFrame, limits: dict) -> list:
     """The median's interval and the flags of one model's points, with the marks' legend."""
     if "ci_lo" not in pts:   # points not made by analysis.load
         return []
-    marks = "".join(sorted({m for col in ("marks", "speedup_marks") if col in pts
-                            for f in pts[col] if isinstance(f, str) for m in f},
+    marks = "".join(sorted({mark for col in ("marks", "speedup_marks") if col in pts
+                            for point_marks in pts[col] if isinstance(point_marks, str)
+                            for mark in point_marks},
                            key=list(method.MARKS).index))
     parts = [f"### Median's 95% confidence interval (samples/s) and flags\n"
              f"{table(pts, 'throughput', tables.interval, 'marks')}\n"
@@ -73,32 +74,33 @@ def window_sections(pts: pd.DataFrame) -> list:
     return parts
 
 
-def _giga(n) -> str:
-    return f"{n / 1e9:.3g} GFLOP" if n >= 1e8 else f"{n / 1e6:.3g} MFLOP"
+def _giga(flops) -> str:
+    return f"{flops / 1e9:.3g} GFLOP" if flops >= 1e8 else f"{flops / 1e6:.3g} MFLOP"
 
 
 def flops_sections(pts: pd.DataFrame) -> list:
     """Achieved TFLOP/s per device and MFU of one model's points, where FLOPs are counted."""
     if "flops_per_sample" not in pts or not pts.flops_per_sample.notna().any():
         return []
-    counts = sorted({(str(s), int(f)) for s, f in zip(pts.model_size, pts.flops_per_sample)
-                     if f is not None and f == f})
-    per = ", ".join(f"{s} {_giga(f)}" for s, f in counts)
+    counts = sorted({(str(size), int(flops)) for size, flops in zip(pts.model_size, pts.flops_per_sample)
+                     if flops is not None and flops == flops})   # not None, not NaN
+    per = ", ".join(f"{size} {_giga(flops)}" for size, flops in counts)
     parts = [f"### Achieved TFLOP/s per device (model FLOPs per sample: {per}; a multiply-add "
              f"= 2 FLOPs, training = 3 x forward; docs/flops.md)\n"
              f"{table(pts, 'tflops_per_device', '.3g')}"]
     known = pts[pts.peak_tflops.notna()]
     if len(known):
-        used = sorted({f"{d} {t}: {v:g}" for d, t, v in zip(known.device.fillna("peak_tflops="),
-                                                            known.math_dtype, known.peak_tflops)})
+        used = sorted({f"{device} {dtype}: {peak:g}"
+                       for device, dtype, peak in zip(known.device.fillna("peak_tflops="),
+                                                      known.math_dtype, known.peak_tflops)})
         parts.append("### MFU (model FLOPs utilisation: achieved / the device's dense peak)\n"
-                     f"{table(pts, 'mfu', lambda r: tables.percent(r.mfu))}\n"
+                     f"{table(pts, 'mfu', lambda row: tables.percent(row.mfu))}\n"
                      "MFU is taken against the dtype the math ran in: fp32 runs on Ampere or newer "
                      "count against the TF32 peak (TF32 is on there: the frameworks' default, set "
                      "by PyTorch's session); AMP against its bf16 or fp16 peak. Peaks "
                      f"(analysis/peaks.yaml, with each figure's datasheet): {'; '.join(used)}")
     else:
-        where = sorted({str(d) for d in pts.device.dropna()}) or ["unknown"]
+        where = sorted({str(device) for device in pts.device.dropna()}) or ["unknown"]
         parts.append(f"MFU: n/a: no peak known for {', '.join(where)} (analysis/peaks.yaml); "
                      "set peak_tflops=")
     return parts
@@ -111,10 +113,11 @@ def energy_sections(pts: pd.DataFrame) -> list:
         return []
     if not pts.energy_per_sample_j.notna().any():
         # records older than the field say nothing: they never measured it
-        why = list(dict.fromkeys(r for r in pts.energy_reason if isinstance(r, str) and r != energy.NO_RECORD))
+        why = list(dict.fromkeys(reason for reason in pts.energy_reason
+                                 if isinstance(reason, str) and reason != energy.NO_RECORD))
         return [f"Energy per sample: n/a: {'; '.join(why)}"] if why else []
     lm = "energy_per_token_j" in pts and pts.energy_per_token_j.notna().any()
-    marks: list = ["S" if not tables.missing(s) and s else None for s in pts.energy_too_short]
+    marks: list = ["S" if not tables.missing(short) and short else None for short in pts.energy_too_short]
     pts = pts.assign(energy_marks=marks)
     column, unit = ("energy_per_token_j", "token") if lm else ("energy_per_sample_j", "sample")
     parts = [f"### Energy per {unit} (J: every device's energy in the timed window, NVML's "

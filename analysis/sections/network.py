@@ -11,15 +11,15 @@ def section(results) -> str:
     if not found:
         return ""
     lines = ["## Network NCCL used (NCCL's own INIT and NET lines; docs/health.md)"]
-    flagged = sum(bool(n["flags"]) for n in found)
+    flagged = sum(bool(point["flags"]) for point in found)
     if flagged:
         lines.append(f"FLAG: {flagged} of {len(found)} NCCL point(s) did not use the network they should")
-    for n in found:
-        used = "; ".join(f"{what} on rank(s) {_ranks(rs)}" for what, rs in n["used"])
-        lines.append(f"- {n['point']} ({n['nodes']} node{'s' if n['nodes'] != 1 else ''}): {used}")
-        lines += [f"  - FLAG: {flag}" for flag in n["flags"]]
+    for point in found:
+        used = "; ".join(f"{what} on rank(s) {_ranks(ranks)}" for what, ranks in point["used"])
+        lines.append(f"- {point['point']} ({point['nodes']} node{'s' if point['nodes'] != 1 else ''}): {used}")
+        lines += [f"  - FLAG: {flag}" for flag in point["flags"]]
     return "\n".join(lines)
 
 
 def _ranks(ranks) -> str:
-    return ", ".join(str(r) for r in ranks)
+    return ", ".join(str(rank) for rank in ranks)

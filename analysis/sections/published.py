@@ -13,12 +13,12 @@ from analysis.published.sources import PUBLISHED_DIR, PublishedError, beside, de
 
 def section(results, folder: str = PUBLISHED_DIR) -> str:
     """The report's "Published figures beside ours"; empty when no point matches a row."""
-    p = results.points
-    if not len(p) or "device" not in p:
+    points = results.points
+    if not len(points) or "device" not in points:
         return ""
-    train = p[(p.bench == "train") & p.throughput.notna()]
+    train = points[(points.bench == "train") & points.throughput.notna()]
     # published figures are of GPUs: no file is read for points whose device has no family
-    train = train[[matching.device_key(d).family is not None for d in train.device]]
+    train = train[[matching.device_key(device).family is not None for device in train.device]]
     if not len(train):
         return ""
     lines, published = [], []
@@ -31,10 +31,10 @@ def section(results, folder: str = PUBLISHED_DIR) -> str:
     if not found:
         return ""
     body = []
-    for pt, row, ratio in found:
-        body.append([pt.model, pt.framework, pt.precision + (" compile" if pt.compile else ""),
-                     str(pt.batch_size), tables.allocation(pt.nodes, pt.gpus_per_node), str(pt.device),
-                     f"{pt.throughput:.1f}" + ("*" if pt.status == "partial" else ""),
+    for point, row, ratio in found:
+        body.append([point.model, point.framework, point.precision + (" compile" if point.compile else ""),
+                     str(point.batch_size), tables.allocation(point.nodes, point.gpus_per_node),
+                     str(point.device), f"{point.throughput:.1f}" + ("*" if point.status == "partial" else ""),
                      f"{row['throughput']:.1f}" + (" (derived)" if row["derived"] else "")
                      + (f" (bs {row['batch_size']})" if row.get("other_batch") else ""),
                      f"{ratio:.2f}", describe(row)])

@@ -10,15 +10,15 @@ from contract import paths
 
 def section(results) -> str:
     lines = []
-    for e in results.environments:
-        info = e.get("profile")
-        if not info or info.get("status") == "untraced" or e["rank"] != 0:
+    for rank in results.environments:
+        info = rank.get("profile")
+        if not info or info.get("status") == "untraced" or rank["rank"] != 0:
             continue
-        where = f"- {e['point']} repeat {e['repeat']}, rank {e['rank']}"
+        where = f"- {rank['point']} repeat {rank['repeat']}, rank {rank['rank']}"
         if info.get("status") != "ok":
             lines.append(f"{where}: profile {info.get('status')}: {info.get('error')}")
             continue
-        rdir = paths.repeat_dir(paths.point_dir(e["sweep"], e["point"]), e["repeat"])
+        rdir = paths.repeat_dir(paths.point_dir(rank["sweep"], rank["point"]), rank["repeat"])
         path = os.path.abspath(os.path.join(rdir, str(info.get("path"))))
         shown = os.path.relpath(path, results.root) if results.root else path
         lines.append(f"{where}: {info.get('tool')}, {info.get('traced_steps')} steps after the "
