@@ -262,7 +262,7 @@ def earlier(suite: str, system: dict[str, Any], beside: str, folder: str,
         from analysis.store import commands as store_commands
         certs = store_commands.open_store(store, False).certifications()
     except RecordError:   # off, none yet, or unreadable: no stored certification to offer
-        certs = []
+        certs = pd.DataFrame()
     for c in certs.to_dict("records") if len(certs) else ():
         if c.get("suite") == suite and tuple(c.get(k) for k in SYSTEM_KEYS) == same \
                 and os.path.abspath(str(c.get("path"))) != folder:
