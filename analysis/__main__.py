@@ -129,7 +129,7 @@ def cmd_history(args) -> int:
     if args.root is None:
         st = store_commands.open_store(args.store, False)
         pts = history.stored_points(st.points(columns=set(history.STORED) | set(where)))
-        certified = st.certifications()
+        certified: history.Certifications = st.certifications()
     else:
         results = load(args.root, merge=True)   # across sweeps: history's purpose
         pts, corrupt = history.points_of(results), results.corrupt

@@ -11,7 +11,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import threading
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 
 def _end_with_the_report() -> None:
@@ -41,11 +41,11 @@ class Job(NamedTuple):
     """Work handed to the second process; `result()` waits for it. Where it was never handed
     over (no second process) or its worker died (killed, out of memory), `result()` does the
     work here: the same result, only later."""
-    future: object     # concurrent.futures.Future, or None
+    future: "concurrent.futures.Future[Any] | None"
     fn: Callable
     args: tuple
 
-    def result(self):
+    def result(self) -> Any:   # fn's result: whatever fn returns
         if self.future is not None:
             try:
                 return self.future.result()

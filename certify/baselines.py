@@ -23,7 +23,11 @@ device by its family, form and memory).
 """
 import json
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
 
 from analysis.figures import matching
 from analysis.gate import compare
@@ -32,6 +36,8 @@ from analysis.published import layouts, sources
 from analysis.read import archive
 from analysis.read.load import load
 from analysis.read.record_file import RecordError
+from analysis.read.results import Results
+from certify.suite import Item, Suite
 from contract import models, paths
 
 PUBLISHED, NONE, STORE = "published", "none", "store:"
@@ -40,12 +46,15 @@ REFERENCE_SUFFIXES = (".yaml", ".yml", ".json")
 LAYOUT_FIGURES = {"tokens_per_s_total": ("tokens_per_s", 1.0), "mfu_percent": ("mfu", 0.01),
                   "tflops_per_gpu": ("tflops_per_device", 1.0), "samples_per_s": ("throughput", 1.0),
                   "latency_ms": ("latency_ms", 1.0)}
+# A gate reference entry (analysis/gate/reference.py: config, metric, value, unit, source, ...)
+# and a published or figures row: JSON, so Any.
+Entry = dict[str, Any]
 
 
 class BaselineError(ValueError):
     """A baseline that cannot be used: `lines`, one per mistake (exit status 2)."""
 
-    def __init__(self, lines):
+    def __init__(self, lines: str | Iterable[str]) -> None:
         self.lines = [lines] if isinstance(lines, str) else list(lines)
         super().__init__("; ".join(self.lines))
 
@@ -54,19 +63,19 @@ class BaselineError(ValueError):
 class Baselines:
     kind: str                 # published, none, folder, archive, store, reference
     name: str = ""            # what was given (a path, store:NAME); never a store's URL
-    entries: list = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
     why: str = ""             # where none was given: why this one (`default`)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | int]:
         return {"kind": self.kind, "name": self.name, "entries": len(self.entries)}
 
 
-def _select(rows: list, selector: dict) -> list:
+def _select(rows: list[Entry], selector: dict[str, Any]) -> list[Entry]:
     return [r for r in rows if r.get("derived") is not True   # a derived 1-device row: no
             and all(matching.same(r.get(k), v) for k, v in selector.items())]
 
 
-def _throughput_entry(item, ref: dict, path: str) -> dict:
+def _throughput_entry(item: Item, ref: dict[str, Any], path: str) -> Entry:
     found = _select(sources.read_source(path)["rows"], ref["row"])
     if len(found) != 1:
         raise BaselineError(f"item {item.name}: published row {ref['row']} of {ref['source']} "
@@ -82,7 +91,7 @@ def _throughput_entry(item, ref: dict, path: str) -> dict:
     return e
 
 
-def _layouts_entry(item, ref: dict, path: str) -> dict:
+def _layouts_entry(item: Item, ref: dict[str, Any], path: str) -> Entry:
     found = _select(layouts.read_layouts(path), ref["row"])
     if len(found) != 1:
         raise BaselineError(f"item {item.name}: published case {ref['row']} of {ref['source']} is "
@@ -110,10 +119,11 @@ def _layouts_entry(item, ref: dict, path: str) -> dict:
                      "another implementation and layout than the suite's, not the same measurement")}
 
 
-def published_entries(suite) -> list:
+def published_entries(suite: Suite) -> list[Entry]:
     """Each item's published row as a gate entry (its `item`), or BaselineError: one line per
     item whose row is not there, is several, or is of another metric."""
-    out, bad = [], []
+    out: list[Entry] = []
+    bad: list[str] = []
     for item in suite.items:
         ref = item.row
         if "none" in ref:
@@ -136,10 +146,10 @@ def published_entries(suite) -> list:
     return out
 
 
-def from_results(results, metrics, where: str) -> list:
+def from_results(results: Results, metrics: Iterable[str], where: str) -> list[Entry]:
     """A gate entry per ok point (its configuration and device) and metric it has a figure of."""
-    out: list = []
-    seen: dict = {}
+    out: list[Entry] = []
+    seen: dict[object, str] = {}
     for r in figures(results):
         for m in metrics:
             e = entry_of(r, device=True, metric=m)
@@ -154,7 +164,7 @@ def from_results(results, metrics, where: str) -> list:
     return out
 
 
-def _named(frame, name: str, columns):
+def _named(frame: pd.DataFrame, name: str, columns: Iterable[str]) -> pd.DataFrame:
     """The rows of a stored frame that `name` names: by any of `columns` (a name, a key, a
     path or its last part)."""
     full, hit = os.path.abspath(name), [False] * len(frame)
@@ -162,10 +172,11 @@ def _named(frame, name: str, columns):
         for i, v in enumerate(frame[c]):
             v = os.path.normpath(v) if isinstance(v, str) else ""
             hit[i] = hit[i] or v in (name, full) or os.path.basename(v) == name
-    return frame[hit]
+    rows: pd.DataFrame = frame[hit]   # pandas-stubs types a boolean row selection as Any
+    return rows
 
 
-def from_store(name: str, metrics, store=None) -> list:
+def from_store(name: str, metrics: Iterable[str], store: str | None = None) -> list[Entry]:
     """A stored certification's items' figures (the newest of that name), else a stored
     sweep's points' figures."""
     from analysis.store import commands as store_commands
@@ -188,7 +199,7 @@ def from_store(name: str, metrics, store=None) -> list:
             for e in stored_entries(frame, metrics).values()]
 
 
-def resolve(given, suite, store=None) -> Baselines:
+def resolve(given: object, suite: Suite, store: str | None = None) -> Baselines:
     """certify.baseline's value -> Baselines; BaselineError on bad input."""
     text = PUBLISHED if given is None else str(given)
     metrics = sorted({i.metric for i in suite.items})
@@ -212,7 +223,7 @@ def resolve(given, suite, store=None) -> Baselines:
                         f"(.tar.zst), {STORE}NAME or a reference file ({', '.join(REFERENCE_SUFFIXES)})")
 
 
-def find(entries: list, row: dict, item, planned: bool = False) -> list:
+def find(entries: list[Entry], row: Entry, item: Item, planned: bool = False) -> list[Entry]:
     """The entries of the item's metric (its own, for published rows) that a point's figures
     row is, by the gate's one matcher; `planned`: a row made before the point ran, whose
     device is not known yet (the entries' device is not asked)."""
@@ -229,13 +240,14 @@ def find(entries: list, row: dict, item, planned: bool = False) -> list:
 SYSTEM_KEYS = ("nodes", "gpus_per_node", "launcher", "cluster")
 
 
-def earlier(suite: str, system: dict, beside: str, folder: str, store=None) -> list:
+def earlier(suite: str, system: dict[str, Any], beside: str, folder: str,
+            store: str | None = None) -> list[str]:
     """The earlier certifications of `suite` on `system`, newest first, as certify.baseline
     values: their folders under `beside` (this one's parent: outputs/ by default; a folder
     before the store's record of it: the truth), then the results store's (store:KEY; a
     store that is off or cannot be read has none)."""
     same = tuple(system.get(k) for k in SYSTEM_KEYS)
-    found = []
+    found: list[tuple[float, int, str]] = []
     for path in paths.certification_files(beside) if os.path.isdir(beside) else ():
         there = os.path.dirname(path)
         try:
@@ -250,7 +262,7 @@ def earlier(suite: str, system: dict, beside: str, folder: str, store=None) -> l
         from analysis.store import commands as store_commands
         certs = store_commands.open_store(store, False).certifications()
     except RecordError:   # off, none yet, or unreadable: no stored certification to offer
-        certs = []
+        certs = pd.DataFrame()
     for c in certs.to_dict("records") if len(certs) else ():
         if c.get("suite") == suite and tuple(c.get(k) for k in SYSTEM_KEYS) == same \
                 and os.path.abspath(str(c.get("path"))) != folder:
@@ -258,7 +270,8 @@ def earlier(suite: str, system: dict, beside: str, folder: str, store=None) -> l
     return [name for *_, name in sorted(found, reverse=True)]
 
 
-def default(suite, system: dict, matches, beside: str, folder: str, store=None) -> Baselines:
+def default(suite: Suite, system: dict[str, Any], matches: Callable[[Baselines], int], beside: str,
+            folder: str, store: str | None = None) -> Baselines:
     """certify.baseline not given: the suite's published rows where one is a planned point's
     (`matches(baselines)`: how many points some entry could be); else the newest earlier
     certification of the suite on this system that is; else none (the first certification

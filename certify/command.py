@@ -42,6 +42,7 @@ import os
 import sys
 import time
 from collections import Counter
+from typing import Any
 
 from analysis.read import archive
 from analysis.read.load import load
@@ -61,23 +62,26 @@ SYSTEM = ("nodes", "gpus_per_node", "launcher", "cluster")
 SETTINGS = ("baseline", "threshold", "dir", "store")
 OUTPUT_ROOT = "outputs"   # conf/config.yaml's: where certify.dir goes by default
 NOT_JUDGED = "NOT JUDGED"
+# The command line's parts, what `prepare` decided, and verdict.json's content: values of several
+# kinds (a Suite, Baselines, a system's ints and names, JSON) read by key: Any.
+Decided = dict[str, Any]
 
 
 class Refused(Exception):
     """Bad input: `lines` said, exit status 2, nothing run."""
 
-    def __init__(self, *lines):
+    def __init__(self, *lines: str | list[str]) -> None:
         self.lines = [line for part in lines for line in (part if isinstance(part, list) else [part])]
         super().__init__("; ".join(self.lines))
 
 
-def parse(argv: list) -> dict:
+def parse(argv: list[str]) -> Decided:
     """{suite, system, settings, health} from the command line; Refused on a bad key."""
     words = [a for a in argv if "=" not in a]
     if len(words) != 1:
         raise Refused("usage: python -m launch certify SUITE [key=value ...] (suites: "
                       f"{', '.join(suites.names()) or 'none'})")
-    out = {"suite": words[0], "system": {}, "settings": {}, "health": []}
+    out: Decided = {"suite": words[0], "system": {}, "settings": {}, "health": []}
     for arg in (a for a in argv if "=" in a):
         key, value = arg.split("=", 1)
         if key in SYSTEM:
@@ -85,8 +89,9 @@ def parse(argv: list) -> dict:
                 number = int(value) if value.isdigit() else None
                 if number is None or number < 1:
                     raise Refused(f"{key} must be an integer >= 1, got {value!r}")
-                value = number
-            out["system"][key] = value
+                out["system"][key] = number
+            else:
+                out["system"][key] = value
         elif key.startswith("certify.") and key[len("certify."):] in SETTINGS:
             out["settings"][key[len("certify."):]] = value
         elif key.startswith("health."):
@@ -97,7 +102,7 @@ def parse(argv: list) -> dict:
     return out
 
 
-def prepare(args: dict) -> dict:
+def prepare(args: Decided) -> Decided:
     """Everything decided before anything runs: the suite, the system, the threshold, the
     folder, the baselines, every point planned and the baseline matched to them."""
     suite = suites.read(args["suite"])
@@ -124,7 +129,7 @@ def prepare(args: dict) -> dict:
             "baselines": baselines, "gate": gate, "planned": planned, "store": given.get("store")}
 
 
-def health_summary(h: dict, folder: str, gate) -> dict:
+def health_summary(h: dict[str, Any], folder: str, gate: run.Gate) -> dict[str, Any]:
     """What verdict.json keeps of the gate's verdict (its whole: CERT/health-<time>/health.json)."""
     return {"ok": bool(h.get("ok")), "hosts": h.get("hosts") or [], "sick": h.get("sick") or {},
             "slow_links": [{k: link.get(k) for k in ("src", "dst", "gbytes_s", "below", "why")}
@@ -132,7 +137,7 @@ def health_summary(h: dict, folder: str, gate) -> dict:
             "file": os.path.relpath(os.path.join(gate[0].dir, paths.HEALTH_FILE), folder)}
 
 
-def certify(p: dict) -> dict:
+def certify(p: Decided) -> Decided:
     """The health gate, the items, each point judged -> verdict.json's content."""
     started = time.time()
     os.makedirs(p["folder"], exist_ok=True)
@@ -168,7 +173,7 @@ def certify(p: dict) -> dict:
             "archive": archive.default_out(p["folder"])}
 
 
-def report(folder: str, store=None) -> None:
+def report(folder: str, store: str | None = None) -> None:
     """The certification's report (the verdict first) and its add to the results store: the
     report's own command, its long text kept out of the terminal (CERT/report/ has it all)."""
     from analysis.__main__ import main as analysis
@@ -191,7 +196,7 @@ def archived(folder: str) -> str:
     return f"archive: {out}: {len(manifest['files'])} files, each file's sha256 in its manifest, verified"
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
@@ -232,4 +237,5 @@ def main(argv=None) -> int:
           f"({os.path.join(p['folder'], paths.VERDICT_FILE)})")
     if doc["why"]:
         print(f"error: {doc['why']}", file=sys.stderr)
-    return doc["exit_code"]
+    code: int = doc["exit_code"]   # certify's own `code`, an exit status
+    return code

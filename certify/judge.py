@@ -8,20 +8,27 @@ its rank records say it ran on (analysis/read/provenance.py). What a row keeps i
 verdict needs and nothing of the configuration besides: no environment, no URL, no secret.
 """
 import os
+from typing import Any
 
 from analysis.figures.metrics import MODEL_KEYS
 from analysis.gate.reference import METRICS, entry_of, figures
 from analysis.read import provenance
 from analysis.read.record_file import point_row
+from analysis.read.results import Results
 from certify import baselines as base
 from certify import verdict as rule
+from certify.run import Planned
+from certify.suite import Item, Suite
+from contract.point import Point
+
+Row = dict[str, Any]   # a figures row (analysis/read/record_file.py) or an item row: JSON
 
 
 class Ambiguous(ValueError):
     """Several baseline entries match one point: the baseline cannot say which is its."""
 
 
-def planned_row(point, item) -> dict:
+def planned_row(point: Point, item: Item) -> Row:
     """A point's figures row as far as it is known before it runs (no device, no figure):
     what the matcher asks of an entry's configuration before anything runs."""
     row = point_row(point.as_dict(), point.sweep)
@@ -30,13 +37,13 @@ def planned_row(point, item) -> dict:
     return row
 
 
-def matched_before(planned: list, baselines) -> int:
+def matched_before(planned: list[Planned], baselines: base.Baselines) -> int:
     """How many points of the certification some baseline entry could be (device aside)."""
     return sum(bool(base.find(baselines.entries, planned_row(point, p.item), p.item, planned=True))
                for p in planned for point, _ in p.made)
 
 
-def threshold_of(item, suite, given):
+def threshold_of(item: Item, suite: Suite, given: float | None) -> float:
     """certify.threshold where given (it replaces every item's), else the item's, else the
     suite's, else the default."""
     for t in (given, item.threshold, suite.threshold):
@@ -45,7 +52,7 @@ def threshold_of(item, suite, given):
     return rule.DEFAULT_THRESHOLD
 
 
-def _why_unjudged(item, baselines) -> str | None:
+def _why_unjudged(item: Item, baselines: base.Baselines) -> str | None:
     if baselines.kind == base.NONE:
         return None
     if baselines.kind == base.PUBLISHED and "none" in item.row:
@@ -54,7 +61,8 @@ def _why_unjudged(item, baselines) -> str | None:
     return f"no baseline: no entry of {named} is this point's configuration"
 
 
-def _row(p, point, frow, baselines, threshold, ran_on) -> dict:
+def _row(p: Planned, point: Point, frow: Row | None, baselines: base.Baselines, threshold: float,
+         ran_on: object) -> Row:
     item = p.item
     status = frow["status"] if frow else "missing"
     value = frow.get(METRICS[item.metric][0]) if frow else None
@@ -80,13 +88,14 @@ def _row(p, point, frow, baselines, threshold, ran_on) -> dict:
             "provenance": ran_on}
 
 
-def rows(planned: list, baselines, results, suite, threshold=None) -> list:
+def rows(planned: list[Planned], baselines: base.Baselines, results: Results, suite: Suite,
+         threshold: float | None = None) -> list[Row]:
     """verdict.json's item rows: one per point of every item, in the suite's order."""
-    index: dict = {}
+    index: dict[tuple[str, str], list[Row]] = {}
     for r in figures(results):
         index.setdefault((os.path.normpath(str(r["sweep"])), r["point"]), []).append(r)
     ran_on = provenance.of_points(results)
-    out = []
+    out: list[Row] = []
     for p in planned:
         label = os.path.normpath(p.folder)
         for point, _ in p.made:
@@ -98,7 +107,7 @@ def rows(planned: list, baselines, results, suite, threshold=None) -> list:
     return out
 
 
-def not_run(planned: list, suite, threshold=None) -> list:
+def not_run(planned: list[Planned], suite: Suite, threshold: float | None = None) -> list[Row]:
     """The item rows of a certification whose health gate failed: every point NOT RUN."""
     return [{"item": p.item.name, "point": point.name, "sweep": p.item.name, "nodes": point.nodes,
              "gpus_per_node": point.gpus_per_node, "metric": p.item.metric,

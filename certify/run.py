@@ -9,11 +9,17 @@ The points never run with preflight: a certification is of the nodes asked for, 
 node fails it, named, instead of being left out.
 """
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from omegaconf import DictConfig
+
+from certify.suite import Item, Suite
 from contract import paths
+from contract.point import Point
 from launchers import auto
-from launchers.backends.base import NoVerdict
+from launchers.backends.base import Launcher, NoVerdict
 from launchers.commands import health as health_command
 from launchers.commands import status
 from launchers.plan import one_point, precheck, sweep
@@ -24,21 +30,25 @@ DEFAULTS = {"nodes": 1, "gpus_per_node": 1, "launcher": "auto", "cluster": "loca
 # (contract/busbw.py `moves`) and a certification item of it would have no figure
 THIS_MACHINE = {"nodes": 1, "gpus_per_node": 2, "cluster": "local"}
 WAIT_INTERVAL_S = 1.0   # a tiny item ends in seconds: a poll every 2 s costs a second each
+# The system under test: nodes and gpus_per_node (ints), launcher and cluster (names), as the
+# command line, the suite's YAML and DEFAULTS give them: Any, as their values differ in type.
+System = dict[str, Any]
+Gate = tuple[Point, Launcher]   # the health gate's point and its launcher
 
 
 @dataclass
 class Planned:
-    item: object            # certify.suite.Item
-    folder: str             # its sweep's folder in the certification
-    made: list              # [(point, dry_run)]: launchers/plan/sweep.make_points'
+    item: Item
+    folder: str                        # its sweep's folder in the certification
+    made: list[tuple[Point, bool]]     # [(point, dry_run)]: launchers/plan/sweep.make_points'
 
 
-def asked(suite, given: dict) -> str:
+def asked(suite: Suite, given: System) -> str:
     """The launcher asked for: the command line's, else the suite's, else auto."""
-    return {**DEFAULTS, **dict(suite.system), **given}["launcher"]
+    return str({**DEFAULTS, **dict(suite.system), **given}["launcher"])
 
 
-def system_of(suite, given: dict) -> dict:
+def system_of(suite: Suite, given: System) -> System:
     """The system under test: the command line's keys, else the suite's, else DEFAULTS, with
     launcher=auto resolved as a sweep's (launchers/auto.py). Where auto picks the local
     launcher (no controller answers), the system is this machine: one node of two ranks, cluster local,
@@ -51,12 +61,12 @@ def system_of(suite, given: dict) -> dict:
     return system
 
 
-def system_overrides(system: dict, nodes: int) -> list:
+def system_overrides(system: System, nodes: int) -> list[str]:
     return [f"nodes={nodes}", f"gpus_per_node={system['gpus_per_node']}",
             f"launcher={system['launcher']}", f"cluster={system['cluster']}"]
 
 
-def node_counts(item, nodes: int) -> list:
+def node_counts(item: Item, nodes: int) -> list[int]:
     """The item's node counts at a system of `nodes` nodes: `all` is every one; each once."""
     counts = [nodes if n == "all" else int(n) for n in item.nodes]
     over = [n for n in counts if n > nodes]
@@ -65,7 +75,7 @@ def node_counts(item, nodes: int) -> list:
     return list(dict.fromkeys(counts))
 
 
-def compose(overrides: list, where: str):
+def compose(overrides: list[str], where: str) -> DictConfig:
     """A point's config from its overrides, checked first as `launch` checks them."""
     problem = precheck.check(overrides)
     if problem:
@@ -76,7 +86,7 @@ def compose(overrides: list, where: str):
         raise ConfigError(f"{where}: {str(exc).strip().splitlines()[0]}") from None
 
 
-def _item_points(suite, item, system: dict, folder: str) -> Planned:
+def _item_points(suite: Suite, item: Item, system: System, folder: str) -> Planned:
     jobs, where = [], os.path.join(folder, item.name)
     for num, n in enumerate(node_counts(item, system["nodes"])):
         given = [*suite.common, *item.overrides, *system_overrides(system, n), "preflight=false"]
@@ -92,7 +102,8 @@ def _item_points(suite, item, system: dict, folder: str) -> Planned:
         raise ConfigError(f"item {item.name}: {exc}") from None
 
 
-def plan(suite, system: dict, folder: str, health: list | tuple = ()) -> tuple:
+def plan(suite: Suite, system: System, folder: str,
+         health: Sequence[str] = ()) -> tuple[Gate, list[Planned]]:
     """(the health gate's (point, launcher), [Planned] per item): every point made and checked,
     nothing run; ConfigError (one line, naming the item) else."""
     given = [*system_overrides(system, system["nodes"]), *suite.health, *health]
@@ -104,7 +115,7 @@ def plan(suite, system: dict, folder: str, health: list | tuple = ()) -> tuple:
     return gate, [_item_points(suite, item, system, folder) for item in suite.items]
 
 
-def health_gate(gate) -> dict:
+def health_gate(gate: Gate) -> dict[str, Any]:
     """The health step on the nodes asked for -> its verdict (launchers/health/verdict.py's);
     a step that gave no verdict is a failed gate, saying why."""
     point, launcher = gate
@@ -116,7 +127,7 @@ def health_gate(gate) -> dict:
                 "sick": {}, "slow_links": []}
 
 
-def run_items(planned: list, log=print) -> None:
+def run_items(planned: list[Planned], log: Callable[[str], object] = print) -> None:
     """Each item's points to their launchers, then waited for, one item after another."""
     for p in planned:
         log(f"certify: item {p.item.name}: {len(p.made)} point(s) in {p.folder}")

@@ -31,8 +31,9 @@ Each override is checked by the planner when the certification is planned (certi
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 
@@ -50,12 +51,15 @@ ALL = "all"
 RESERVED = (*SYSTEM, "preflight", "output_root", "hydra")
 JUDGED = tuple(m for m in METRICS if m != "largest_ok")   # a search is no certification item
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# A published row's (key, value) pairs as the suite's YAML gives them: a source's name, a row
+# (a mapping of any YAML values), a figure's name; Any, as YAML's values are.
+Published = tuple[tuple[str, Any], ...]
 
 
 class SuiteError(ValueError):
     """A suite that cannot be used: `lines`, one per mistake."""
 
-    def __init__(self, lines):
+    def __init__(self, lines: Iterable[str]) -> None:
         self.lines = list(lines)
         super().__init__("; ".join(self.lines))
 
@@ -63,16 +67,16 @@ class SuiteError(ValueError):
 @dataclass(frozen=True)
 class Item:
     name: str
-    overrides: tuple
-    nodes: tuple                     # node counts and "all"
+    overrides: tuple[str, ...]
+    nodes: tuple[int | str, ...]     # node counts and "all"
     metric: str
     op: Optional[str] = None         # metric busbw_gbps: the collective judged
     threshold: Optional[float] = None
-    published: tuple = ()            # (("none", why),) or the row's (key, value) pairs
+    published: Published = ()        # (("none", why),) or the row's (key, value) pairs
     note: Optional[str] = None
 
     @property
-    def row(self) -> dict:
+    def row(self) -> dict[str, Any]:
         return dict(self.published)
 
 
@@ -82,14 +86,14 @@ class Suite:
     path: str
     sha256: str
     description: str
-    system: tuple                    # (key, value) pairs: the system under test's defaults
+    system: tuple[tuple[str, int | str], ...]   # (key, value): the system under test's defaults
     threshold: Optional[float]
-    health: tuple                    # overrides of the health gate
-    common: tuple                    # overrides of every item's points
-    items: tuple
+    health: tuple[str, ...]          # overrides of the health gate
+    common: tuple[str, ...]          # overrides of every item's points
+    items: tuple[Item, ...]
 
 
-def names(folder: str | None = None) -> list:
+def names(folder: str | None = None) -> list[str]:
     folder = folder or SUITES
     try:
         return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
@@ -97,11 +101,11 @@ def names(folder: str | None = None) -> list:
         return []
 
 
-def positive(v) -> bool:
+def positive(v: object) -> bool:
     return values.is_number(v) and v > 0
 
 
-def _overrides(value, where: str, bad: list) -> tuple:
+def _overrides(value: object, where: str, bad: list[str]) -> tuple[str, ...]:
     """A list of key=value overrides (text), each checked for its form here."""
     if value is None:
         return ()
@@ -115,7 +119,7 @@ def key_of(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def _published(value, where: str, bad: list) -> tuple:
+def _published(value: object, where: str, bad: list[str]) -> Published:
     if not isinstance(value, dict) or not value:
         bad.append(f"{where}: published: the row its baseline is ({{source: NAME, row: {{...}}}}) "
                    f"or why there is none ({{none: why}}), got {value!r}")
@@ -134,7 +138,7 @@ def _published(value, where: str, bad: list) -> tuple:
     return tuple((k, value[k]) for k in ("source", "row", "figure") if k in value)
 
 
-def _item(n: int, raw, bad: list, seen: set):
+def _item(n: int, raw: object, bad: list[str], seen: set[str]) -> Item | None:
     where = f"item {n}"
     if not isinstance(raw, dict):
         bad.append(f"{where}: a mapping ({', '.join(ITEM)}), got {raw!r}")
@@ -176,16 +180,16 @@ def _item(n: int, raw, bad: list, seen: set):
     if "published" not in raw:
         bad.append(f"{where}: published: say which published row is its baseline, or why "
                    "there is none ({none: why})")
-        published = ()
+        published: Published = ()
     else:
         published = _published(raw["published"], where, bad)
     return Item(name=str(name), overrides=overrides, nodes=tuple(nodes), metric=str(metric), op=op,
                 threshold=threshold, published=published, note=note)
 
 
-def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
+def parse(data: object, name: str, path: str = "", sha256: str = "") -> Suite:
     """A suite from a file's content; SuiteError with every mistake."""
-    bad = []
+    bad: list[str] = []
     if not isinstance(data, dict):
         raise SuiteError([f"suite {name}: a mapping of {', '.join(TOP)}, got {type(data).__name__}"])
     unknown = sorted(set(data) - set(TOP))
@@ -212,7 +216,7 @@ def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
         if key_of(o).split(".")[0] in RESERVED:
             bad.append(f"common: {o}: {key_of(o)} is not an item's")
     items = data.get("items")
-    seen: set = set()
+    seen: set[str] = set()
     if not isinstance(items, list) or not items:
         bad.append("items: a list of at least one item")
         items = []
@@ -221,7 +225,8 @@ def parse(data, name: str, path: str = "", sha256: str = "") -> Suite:
         raise SuiteError([f"suite {name}: {line}" for line in bad])
     return Suite(name=name, path=path, sha256=sha256, description=str(data.get("description") or ""),
                  system=tuple((k, system[k]) for k in SYSTEM if system.get(k) is not None),
-                 threshold=threshold, health=health, common=common, items=tuple(made))
+                 threshold=threshold, health=health, common=common,
+                 items=tuple(item for item in made if item is not None))   # none is: bad is empty
 
 
 def read(name: str, folder: str | None = None) -> Suite:

@@ -19,6 +19,7 @@ when at least one point was judged and none failed; RECORDED (exit 0) when none 
 (certify.baseline=none, or the items have no baseline).
 """
 import math
+from collections.abc import Iterable
 
 from contract import exits, values
 
@@ -28,7 +29,7 @@ RECORDED = "RECORDED"   # the certification's, when nothing was judged
 EPSILON = 1e-12          # a ratio equal to the threshold passes, whatever the rounding
 
 
-def threshold_of(value) -> float:
+def threshold_of(value: object) -> float:
     """A threshold as given (certify.threshold=, a suite's): a number > 0; ValueError else."""
     number = value
     if isinstance(value, str):
@@ -36,18 +37,18 @@ def threshold_of(value) -> float:
             number = float(value)
         except ValueError:
             pass
-    if not values.is_number(number) or not number > 0 or math.isinf(number):
-        raise ValueError(f"certify.threshold must be a number > 0 (0.95: within 5% of the "
-                         f"baseline), got {value!r}")
-    return float(number)
+    if values.is_number(number) and number > 0 and not math.isinf(number):
+        return float(number)
+    raise ValueError(f"certify.threshold must be a number > 0 (0.95: within 5% of the "
+                     f"baseline), got {value!r}")
 
 
-def figure(v):
+def figure(v: object) -> float | None:
     """A measured or baseline figure, or None where there is none (None, NaN)."""
     return float(v) if values.is_number(v) and not math.isnan(v) else None
 
 
-def ratio(measured: float, baseline: float, lower_is_better: bool):
+def ratio(measured: float, baseline: float, lower_is_better: bool) -> float | None:
     """How much of the baseline was delivered (the rule above); None where it cannot be said
     (a baseline or, lower being better, a measurement that is not above 0)."""
     if lower_is_better:
@@ -55,23 +56,27 @@ def ratio(measured: float, baseline: float, lower_is_better: bool):
     return measured / baseline if baseline > 0 else None
 
 
-def judge(measured, baseline, lower_is_better: bool, threshold: float, status: str = "ok"):
+Judged = tuple[float | None, str, str | None]   # (ratio, verdict, why) of one point
+
+
+def judge(measured: object, baseline: object, lower_is_better: bool, threshold: float,
+          status: str = "ok") -> Judged:
     """(ratio, verdict, why) of one point: `status` is how it ended (a point that did not end
     ok has no figure: FAIL); `baseline` None: MEASURED."""
-    measured, baseline = figure(measured), figure(baseline)
+    got, base = figure(measured), figure(baseline)
     if status not in ("ok", "partial"):
         return None, FAIL, f"no figure: the point ended {status}"
-    if measured is None:
+    if got is None:
         return None, FAIL, "no figure: its records give none of this metric"
-    if baseline is None:
+    if base is None:
         return None, MEASURED, None
-    r = ratio(measured, baseline, lower_is_better)
+    r = ratio(got, base, lower_is_better)
     if r is None:
-        return None, MEASURED, f"baseline {baseline:g} cannot be set against {measured:g}"
+        return None, MEASURED, f"baseline {base:g} cannot be set against {got:g}"
     return r, PASS if r + EPSILON >= threshold else FAIL, None
 
 
-def overall(verdicts, health_ok: bool) -> tuple:
+def overall(verdicts: Iterable[str], health_ok: bool) -> tuple[str, int]:
     """(the certification's verdict, its exit status) from its points' verdicts."""
     verdicts = list(verdicts)
     if not health_ok or FAIL in verdicts:

@@ -17,6 +17,8 @@ RECORD_SCHEMA = paths.RANK_SCHEMA
 RUN_SCHEMA = paths.RUN_SCHEMA
 SCHEMA_VERSION = paths.SCHEMA_VERSION
 
+Record = dict[str, Any]   # a rank record: JSON, its fields docs/contract.md's
+
 
 
 def _create_temporary(folder: str) -> tuple[int, str]:
@@ -62,7 +64,7 @@ def read_json(path: str) -> Any:
         return None
 
 
-def new_record(spec: Mapping[str, Any], dist: Any, host: str, origin_unix: float) -> dict[str, Any]:
+def new_record(spec: Mapping[str, Any], dist: Any, host: str, origin_unix: float) -> Record:
     """The skeleton of a rank record; the harness fills steps, window and status."""
     return {
         "schema": RECORD_SCHEMA,

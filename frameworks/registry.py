@@ -44,9 +44,9 @@ def resolve(ref: object, package: Optional[str] = None) -> Any:
 
 @dataclass(frozen=True)
 class Bench:
-    """One bench of a framework: `session(spec, dist) -> harness.Session`, and the session
-    of data=files where the bench also trains from files (None: the session reads them
-    itself, or the bench has no such mode)."""
+    """One bench of a framework: `session(spec, dist) -> Session` (frameworks/common/session.py),
+    and the session of data=files where the bench also trains from files (None: the session
+    reads them itself, or the bench has no such mode)."""
     session: object
     files: object = None
 

@@ -4,9 +4,10 @@ as analysis.load read them (Results.environments). Two points in different image
 same measurement: the report's Environment section, `analysis compare` and `analysis history`
 say so through this module.
 """
+from typing import Any
 
 
-def identity(container):
+def identity(container: dict[str, Any] | None) -> str | None:
     """What tells two images apart: the digest where there is one, else the reference; None
     outside a container."""
     if not container:

@@ -16,6 +16,8 @@ import sqlite3
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pandas as pd
 import sqlalchemy as sa
@@ -25,6 +27,11 @@ from analysis.store.place import StoreError, is_url, network_warning
 from contract import secrets
 
 LOCK_WAIT_S = 30.0   # a writer waits this long for another before it gives up
+T = TypeVar("T")
+# What the store keeps of a sweep or a certification (analysis/store/rows.py's) and a stored
+# row as read: JSON and SQL values of every kind, so Any.
+Row = dict[str, Any]
+Job = tuple[int, str, str | None]   # a stored Slurm job: (row id, job id, state)
 
 
 def shown(where: str) -> str:
@@ -37,7 +44,7 @@ def shown(where: str) -> str:
     return os.path.abspath(os.path.expanduser(where))
 
 
-def server_url(where: str):
+def server_url(where: str) -> sa.engine.URL:
     """A server's URL as SQLAlchemy connects to it. A password recorded masked (`***`: the
     site file's store.url in a point.json, contract/secrets.py) is left out, so that libpq
     finds it where PostgreSQL's clients do: PGPASSWORD, ~/.pgpass (PGPASSFILE), the service
@@ -51,7 +58,7 @@ def server_url(where: str):
                                 url.database, url.query)                                # keeps it)
 
 
-def _first_line(exc, password=None) -> str:
+def _first_line(exc: BaseException, password: str | None = None) -> str:
     """An error's first line, any password in it masked (a driver may echo its connection)."""
     orig = getattr(exc, "orig", None) or exc
     line = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
@@ -61,10 +68,10 @@ def _first_line(exc, password=None) -> str:
 class Store:
     """One store, opened to write (created where absent) or to read."""
 
-    def __init__(self, where: str, write: bool = True):
+    def __init__(self, where: str, write: bool = True) -> None:
         self.where, self.write, self.name = where, write, shown(where)
         self.version: int | None = None   # the store's schema version, once a transaction has read it
-        self.password = None   # masked in every message
+        self.password: str | None = None   # masked in every message
         if is_url(where):
             try:
                 url = server_url(where)
@@ -75,7 +82,7 @@ class Store:
         else:
             self.engine = self._sqlite(self.name)
 
-    def _sqlite(self, path: str):
+    def _sqlite(self, path: str) -> sa.Engine:
         if self.write:
             folder = os.path.dirname(path)
             try:
@@ -105,7 +112,7 @@ class Store:
         sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql(begin))
         return engine
 
-    def _failed(self, exc) -> StoreError:
+    def _failed(self, exc: BaseException) -> StoreError:
         text = _first_line(exc, self.password)
         if "locked" in text or "busy" in text:
             return StoreError(f"results store {self.name} is locked by another process "
@@ -119,7 +126,7 @@ class Store:
             return StoreError(f"results store {self.name} cannot be reached: {text}")
         return StoreError(f"results store {self.name}: {text}")
 
-    def transaction(self, fn, retries: int = 1):
+    def transaction(self, fn: Callable[[sa.Connection], T], retries: int = 1) -> T:
         """fn(connection) in one transaction, the store checked (and, to write, created or
         upgraded) first; a StoreError for any failure. Retried once where two writers raced
         to insert the same sweep."""
@@ -140,18 +147,18 @@ class Store:
             raise self._failed(exc) from None
 
     # --- writing -------------------------------------------------------------------
-    def add(self, made: list, certified: list | tuple = ()) -> list:
+    def add(self, made: Sequence[Row], certified: Sequence[Row] = ()) -> list[str]:
         """Adds the sweeps of store_rows.sweeps and the certifications of
         store_rows.certifications, all in one transaction; a line per sweep and
         certification: added, replaced (its rows changed) or unchanged."""
         return self.transaction(lambda conn: [_add(conn, s) for s in made]
                                 + [_add_certification(conn, c) for c in certified])
 
-    def rebuild(self, made: list, certified: list | tuple = ()) -> list:
+    def rebuild(self, made: Sequence[Row], certified: Sequence[Row] = ()) -> list[str]:
         """The store's content replaced by `made` and `certified`, in one transaction: a
         stored sweep or certification that none of them is, is dropped, and named."""
-        def run(conn):
-            gone = []
+        def run(conn: sa.Connection) -> list[str]:
+            gone: list[str] = []
             for table, new in ((schema.sweeps, made), (schema.certifications, certified)):
                 keep = {s["key"] for s in new}
                 gone += conn.execute(sa.select(table.c.key).where(table.c.key.not_in(keep))).scalars().all()
@@ -162,12 +169,12 @@ class Store:
         return self.transaction(run)
 
     # --- reading -------------------------------------------------------------------
-    def points(self, columns=None) -> pd.DataFrame:
+    def points(self, columns: Collection[str] | None = None) -> pd.DataFrame:
         """Every stored point (one row each; `columns`: only these of the points table), with
         its sweep's key, name, path, archive and date (sweep_key, sweep, sweep_path,
         sweep_archive, sweep_created); oldest sweep first. An older store's table is read
         with the columns it has."""
-        def run(conn):
+        def run(conn: sa.Connection) -> pd.DataFrame:
             pts = schema.points if self.version == schema.VERSION else \
                 sa.Table("points", sa.MetaData(), autoload_with=conn)   # an older store's columns
             sw = schema.sweeps
@@ -185,26 +192,26 @@ class Store:
     def certifications(self) -> pd.DataFrame:
         """Every stored certification (one row each, its items as stored), oldest first; none
         from a store of before version 2."""
-        def run(conn):
+        def run(conn: sa.Connection) -> pd.DataFrame:
             if "certifications" not in sa.inspect(conn).get_table_names():
-                return pd.DataFrame(columns=[c.name for c in schema.certifications.c])
+                return _empty([c.name for c in schema.certifications.c])
             t = schema.certifications
             return _frame(conn.execute(sa.select(t).order_by(t.c.created_unix, t.c.name)))
         return self.transaction(run)
 
     def sweeps(self) -> pd.DataFrame:
-        def run(conn):
+        def run(conn: sa.Connection) -> pd.DataFrame:
             return _frame(conn.execute(sa.select(schema.sweeps).order_by(schema.sweeps.c.created_unix)))
         return self.transaction(run)
 
-    def jobs(self) -> list:
+    def jobs(self) -> list[Job]:
         """[(row id, job id, state)] of every stored Slurm job."""
         return self.transaction(lambda conn: [tuple(r) for r in conn.execute(
             sa.select(schema.jobs.c.id, schema.jobs.c.job_id, schema.jobs.c.state))])
 
-    def set_states(self, states: dict, when: float) -> int:
+    def set_states(self, states: Mapping[int, tuple[str | None, str]], when: float) -> int:
         """Row id -> (state, source): written; returns how many changed."""
-        def run(conn):
+        def run(conn: sa.Connection) -> int:
             for row_id, (state, source) in states.items():
                 conn.execute(schema.jobs.update().where(schema.jobs.c.id == row_id)
                              .values(state=state, state_source=source, checked_unix=when))
@@ -212,15 +219,23 @@ class Store:
         return self.transaction(run)
 
 
-def _frame(result) -> pd.DataFrame:
+def _frame(result: sa.CursorResult[Any]) -> pd.DataFrame:
     """A query's rows as a DataFrame, built column by column (from rows, 4x slower)."""
     keys, rows = list(result.keys()), result.all()
     if not rows:
-        return pd.DataFrame(columns=keys)
-    return pd.DataFrame({k: list(col) for k, col in zip(keys, zip(*rows))}, columns=keys)
+        return _empty(keys)
+    # typed here: pandas-stubs needs Python 3.11 (typing.Self), so under mypy's python_version
+    # 3.10 (the suite's oldest) its constructors are Any
+    frame: pd.DataFrame = pd.DataFrame({k: list(col) for k, col in zip(keys, zip(*rows))}, columns=keys)
+    return frame
 
 
-def _delete(conn, which) -> None:
+def _empty(columns: list[str]) -> pd.DataFrame:
+    frame: pd.DataFrame = pd.DataFrame(columns=columns)   # typed here: as _frame's
+    return frame
+
+
+def _delete(conn: sa.Connection, which: sa.ColumnElement[bool]) -> None:
     """The sweeps `which` selects, with their points and jobs (explicitly: SQLite enforces
     no cascade unless asked)."""
     ids = sa.select(schema.sweeps.c.id).where(which).scalar_subquery()
@@ -230,7 +245,8 @@ def _delete(conn, which) -> None:
     conn.execute(schema.sweeps.delete().where(schema.sweeps.c.id.in_(ids)))
 
 
-def _stored(conn, table, made: dict) -> tuple:
+def _stored(conn: sa.Connection, table: sa.Table,
+            made: Row) -> tuple[dict[str, str], sa.RowMapping | None, bool]:
     """(where `made` was read from, its stored row or None, whether that row is the same): a
     row of the same fingerprint only has its place brought up to date. `made` has its
     `archive` where it was read from one; else its label is its folder."""
@@ -238,13 +254,14 @@ def _stored(conn, table, made: dict) -> tuple:
     where = {"archive": os.path.abspath(archive)} if archive else {"path": os.path.abspath(made["label"])}
     old = conn.execute(sa.select(table).where(table.c.key == made["key"])).mappings().first()
     same = old is not None and old["fingerprint"] == made["fingerprint"]
-    changed = {k: v for k, v in where.items() if same and old[k] != v}
-    if changed:
-        conn.execute(table.update().where(table.c.id == old["id"]).values(**changed))
+    if old is not None and same:
+        changed = {k: v for k, v in where.items() if old[k] != v}
+        if changed:
+            conn.execute(table.update().where(table.c.id == old["id"]).values(**changed))
     return where, old, same
 
 
-def _add(conn, made: dict) -> str:
+def _add(conn: sa.Connection, made: Row) -> str:
     """One sweep (store_rows.sweeps' `made`)."""
     sw, now = schema.sweeps, time.time()
     where, old, same = _stored(conn, sw, made)
@@ -272,7 +289,7 @@ def _add(conn, made: dict) -> str:
     return f"{'replaced' if old is not None else 'added'} {made['key']} ({made['points']} points)"
 
 
-def _add_certification(conn, made: dict) -> str:
+def _add_certification(conn: sa.Connection, made: Row) -> str:
     """One certification (store_rows.certifications' `made`)."""
     t, now = schema.certifications, time.time()
     where, old, same = _stored(conn, t, made)
@@ -305,7 +322,7 @@ def refresh(store: Store, timeout: float = 60, unsettled_only: bool = False) -> 
     if answer is None:
         return (f"{len(rows)} Slurm job(s): accounting does not answer (sacct); their states "
                 "are left as they were")
-    states = {}
+    states: dict[int, tuple[str | None, str]] = {}
     for row_id, job, state in rows:
         if answer.get(job):
             states[row_id] = (answer[job], "sacct")

@@ -21,6 +21,8 @@ run, the baseline and threshold, the system and the folder (`certifications`).
 """
 import datetime
 import os
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,24 +31,28 @@ from analysis import tables
 from analysis.figures.points import CONFIG_COLUMNS
 from analysis.read import images
 from analysis.read.record_file import RecordError
+from analysis.read.results import Results
+
+Row = dict[str, Any]   # a certification's row, or a table's as a record: values of any kind
+Certifications = pd.DataFrame | Iterable[Row]   # the store's frame, or store_rows.certifications'
 
 KEY = [c for c in CONFIG_COLUMNS if c != "bench"]
 COLUMNS = ["date", "sweep", "suite_commit", "framework_version", "device", "image", "throughput",
            "tp_min", "tp_max", "change", "beyond_spread", "other_image"]
 
 
-def points_of(res) -> pd.DataFrame:
+def points_of(res: Results) -> pd.DataFrame:
     """The training points of analysis.load's results with what the history shows of each:
     KEY, sweep, created (the sweep's date: its first point's creation), suite_commit,
     framework_version, device, image (its label) and image_id (what tells images apart),
     throughput, tp_min, tp_max."""
-    pts = res.points[(res.points.bench == "train") & res.points.throughput.notna()].copy()
+    pts: pd.DataFrame = res.points[(res.points.bench == "train") & res.points.throughput.notna()].copy()
     made = {key: m.get("created_unix") for key, m in res.manifests.items()}
     commit = {key: m.get("suite_commit") for key, m in res.manifests.items()}
     pts["created"] = [made.get((s, p)) for s, p in zip(pts.sweep, pts.point)]
     pts["suite_commit"] = [commit.get((s, p)) for s, p in zip(pts.sweep, pts.point)]
     # What ran, from the rank records (environments carry the sweep; runs name points only).
-    seen: dict = {}
+    seen: dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]] = {}
     for e in res.environments:
         got = seen.setdefault((e["sweep"], e["point"]), ({}, {}))
         got[0][str((e.get("framework") or {}).get("version"))] = 1
@@ -73,15 +79,17 @@ def stored_points(frame: pd.DataFrame) -> pd.DataFrame:
     """The same from the results store's points (analysis/store/database.py `Store.points`, at
     least the columns STORED)."""
     if not len(frame):
-        return pd.DataFrame(columns=KEY + ["sweep", "created", "bench"] + COLUMNS[2:])
+        return _empty(KEY + ["sweep", "created", "bench"] + COLUMNS[2:])
     pts = frame[(frame.bench == "train") & frame.throughput.notna()].copy()
-    return pts.assign(created=pts.sweep_created,
-                      image=[images.label({"image": i, "digest": d, "runtime": r}) if i else None
-                             for i, d, r in zip(pts.image, pts.image_digest, pts.image_runtime)],
-                      image_id=[d or i or None for i, d in zip(pts.image, pts.image_digest)])
+    out: pd.DataFrame = pts.assign(
+        created=pts.sweep_created,
+        image=[images.label({"image": i, "digest": d, "runtime": r}) if i else None
+               for i, d, r in zip(pts.image, pts.image_digest, pts.image_runtime)],
+        image_id=[d or i or None for i, d in zip(pts.image, pts.image_digest)])
+    return out
 
 
-def history(res) -> pd.DataFrame:
+def history(res: Results) -> pd.DataFrame:
     """The table above, from analysis.load of a folder of sweeps (training points)."""
     return table(points_of(res))
 
@@ -89,7 +97,7 @@ def history(res) -> pd.DataFrame:
 def table(pts: pd.DataFrame) -> pd.DataFrame:
     """The table above, from points_of's (or stored_points') rows."""
     if pts.empty:
-        return pd.DataFrame(columns=KEY + COLUMNS)
+        return _empty(KEY + COLUMNS)
     pts = pts.copy()
     pts["order"] = [t if pd.notna(t) else float("inf") for t in pts.created]
     pts["date"] = [table_date(t) for t in pts.order]
@@ -105,17 +113,26 @@ def table(pts: pd.DataFrame) -> pd.DataFrame:
         prev.throughput.notna(), None)
     pts["other_image"] = (pts.image_id != prev.image_id).where(prev.throughput.notna(), None)
     pts = pts.sort_values("group", kind="stable")
-    return pts[KEY + COLUMNS].reset_index(drop=True)
+    out: pd.DataFrame = pts[KEY + COLUMNS].reset_index(drop=True)
+    return out
 
 
-def table_date(t) -> str:
+def _empty(columns: list[str]) -> pd.DataFrame:
+    # The frames here are typed where they are made or returned: pandas-stubs needs Python 3.11
+    # (typing.Self), so under mypy's python_version 3.10 its constructors and methods are Any.
+    frame: pd.DataFrame = pd.DataFrame(columns=columns)
+    return frame
+
+
+def table_date(t: object) -> str:
     """A sweep's date as the history shows it (UTC), "" where it is not known."""
     if not isinstance(t, (int, float)) or t != t or t == float("inf"):
         return ""
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def select(pts: pd.DataFrame, where: dict | None = None, since=None, sweep=None) -> pd.DataFrame:
+def select(pts: pd.DataFrame, where: Mapping[str, str] | None = None, since: object = None,
+           sweep: object = None) -> pd.DataFrame:
     """The points whose columns equal `where`'s values (given as text: compared as the
     column's type), of sweeps dated `since` or later (a date, UTC, as the history shows
     them), of the sweep `sweep` (its name, or path; in a store also its key or archive)."""
@@ -151,7 +168,7 @@ def _equal(col: pd.Series, key: str, text: str) -> pd.Series:
     return col.astype(str) == text
 
 
-def since_unix(since) -> float:
+def since_unix(since: object) -> float:
     """A date (2026-10-01, 2026-10-01T12:00; UTC unless it says) as Unix time."""
     try:
         when = datetime.datetime.fromisoformat(str(since))
@@ -167,7 +184,8 @@ def render(table: pd.DataFrame) -> str:
         return "no training point with a throughput here"
     parts = ["# Throughput over time (samples/s, median of ok repeats; `!`: beyond the spread)"]
     shown = table.image.notna().any()  # the image column where any point ran in a container
-    groups: dict = {}   # table() put each configuration's rows together: one pass over plain records
+    # table() put each configuration's rows together: one pass over plain records
+    groups: dict[tuple[str, ...], tuple[dict[Hashable, Any], list[list[object]]]] = {}
     for r in table.to_dict("records"):
         groups.setdefault(tuple(str(r[k]) for k in KEY), (r, []))[1].append(
             [r["date"], r["sweep"], (r["suite_commit"] or "")[:12], r["framework_version"],
@@ -185,22 +203,23 @@ def render(table: pd.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
-def certifications(rows, since=None) -> list:
+def certifications(rows: Certifications, since: object = None) -> list[Row]:
     """The certifications shown, oldest first: store_rows.certifications' rows, or the
     store's (analysis/store/database.py `Store.certifications`, a DataFrame), dated `since`
     or later."""
-    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    shown = [{str(k): v for k, v in r.items()} for r in rows.to_dict("records")] \
+        if isinstance(rows, pd.DataFrame) else list(rows)   # its columns' names are text
     if since is not None:
-        rows = [r for r in rows if not tables.missing(r.get("created_unix"))
-                and r["created_unix"] >= since_unix(since)]
-    return sorted(rows, key=lambda r: (r.get("created_unix") or 0, r.get("name") or ""))
+        shown = [r for r in shown if not tables.missing(r.get("created_unix"))
+                 and r["created_unix"] >= since_unix(since)]
+    return sorted(shown, key=lambda r: (r.get("created_unix") or 0, r.get("name") or ""))
 
 
-def render_certifications(rows: list) -> str:
+def render_certifications(rows: list[Row]) -> str:
     """The certifications' table ("" when there is none)."""
     if not rows:
         return ""
-    def where(r):
+    def where(r: Row) -> str:
         return r.get("archive") or r.get("path") or r.get("label") or ""
     table = [[table_date(r.get("created_unix")), r.get("suite"), r.get("verdict"),
               f"{r.get('passed') or 0}/{r.get('failed') or 0}/{r.get('measured') or 0}/"

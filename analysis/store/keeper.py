@@ -10,7 +10,10 @@ states of the sweep's Slurm jobs, where there are any. `result()` says what happ
 line: the sweep added, unchanged, or why the store was not written (the report's own files
 are written all the same). Where no second process can be had, the same is done here.
 """
-from analysis.second_process import SecondProcess
+from collections.abc import Sequence
+
+from analysis.read.results import Results
+from analysis.second_process import Job, SecondProcess
 from analysis.store import place as store_place
 from analysis.store import rows as store_rows
 
@@ -21,7 +24,7 @@ def _warm() -> None:
     from analysis.store import database as store  # noqa: F401  (SQLAlchemy's import, beside the parse)
 
 
-def _add(where: str, made: list, certified: list | tuple = ()) -> str:
+def _add(where: str, made: list[store_rows.Row], certified: Sequence[store_rows.Row] = ()) -> str:
     from analysis.store import database as store
     st = store.Store(where)
     lines = st.add(made, certified)
@@ -31,12 +34,15 @@ def _add(where: str, made: list, certified: list | tuple = ()) -> str:
 
 
 class Keeper:
-    def __init__(self, explicit=None):
-        self.explicit, self._job, self._error = explicit, None, None
+    def __init__(self, explicit: str | None = None) -> None:
+        self.explicit = explicit
+        self._job: Job | None = None
+        self._error: str | None = None
         # no process where the store is off (the site file cannot turn it on)
         self._worker = SecondProcess(_warm, fork=store_place.configured(explicit) is not None)
 
-    def submit(self, results, folders=None, archive=None) -> None:
+    def submit(self, results: Results, folders: store_rows.Folders | None = None,
+               archive: str | None = None) -> None:
         """What the store keeps of `results` (folders: analysis/read/load.py opened's), handed over."""
         where = store_place.configured(self.explicit, store_place.site_setting(results))
         if where is None:
@@ -51,14 +57,16 @@ class Keeper:
             m["archive"] = archive
         self._job = self._worker.submit(_add, where, made, certified)
 
-    def result(self):
+    def result(self) -> tuple[str | None, bool]:
         """(line, ok): what happened to the store, or (None, True) when it is off."""
-        if self._job is None and self._error is None:
+        job, error = self._job, self._error
+        if job is None and error is None:
             return None, True
         try:
-            if self._error is not None:
-                raise store_place.StoreError(self._error)
-            return self._job.result(), True
+            if error is not None or job is None:   # job None: error says why
+                raise store_place.StoreError(error)
+            line: str = job.result()   # _add's
+            return line, True
         except Exception as exc:   # noqa: BLE001  the report's files are written all the same
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             return f"the results store was not written: {text}", False

@@ -13,6 +13,7 @@ BeeGFS, CIFS, ... is warned about, and a team shares a PostgreSQL store instead.
 import os
 
 from analysis.read.record_file import RecordError
+from analysis.read.results import Results
 
 ENV = "DLBENCH_STORE"
 OFF = ("off", "none", "false", "no", "0", "")
@@ -30,7 +31,7 @@ def default_path() -> str:
     return os.path.join(base, "dlbench", "results.sqlite")
 
 
-def site_setting(results):
+def site_setting(results: Results) -> str | None:
     """The store.url the sweep's site file gave (cluster.store.url in its point.json), or None."""
     for point in results.manifests.values():
         url = (((point.get("cluster") or {}).get("store")) or {}).get("url")
@@ -39,7 +40,7 @@ def site_setting(results):
     return None
 
 
-def configured(explicit=None, site=None):
+def configured(explicit: object = None, site: str | None = None) -> str | None:
     """Where the store is (a path or a URL), or None when it is turned off."""
     for value in (explicit, os.environ.get(ENV), site):
         if value is not None:
@@ -47,11 +48,11 @@ def configured(explicit=None, site=None):
     return default_path()
 
 
-def is_url(where) -> bool:
+def is_url(where: object) -> bool:
     return "://" in str(where)
 
 
-def mount_of(path: str, mounts_text: str | None = None):
+def mount_of(path: str, mounts_text: str | None = None) -> tuple[str, str] | None:
     """(mount point, filesystem type) of the filesystem that holds `path`, from /proc/mounts
     (or the given text of it): the longest mount point above it; None where unknown."""
     if mounts_text is None:
@@ -61,7 +62,7 @@ def mount_of(path: str, mounts_text: str | None = None):
         except OSError:
             return None
     path = os.path.realpath(path)
-    best = None
+    best: tuple[str, str] | None = None
     for line in mounts_text.splitlines():
         fields = line.split()
         if len(fields) < 3:
@@ -73,7 +74,7 @@ def mount_of(path: str, mounts_text: str | None = None):
     return best
 
 
-def network_warning(path: str, mounts_text: str | None = None):
+def network_warning(path: str, mounts_text: str | None = None) -> str | None:
     """The warning for a SQLite store on a network filesystem, or None."""
     found = mount_of(os.path.dirname(os.path.abspath(path)), mounts_text)
     if found and found[1].split(".")[-1] in NETWORK_FS:   # fuse.sshfs, fuse.glusterfs too

@@ -17,9 +17,17 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from analysis.figures.metrics import metrics
+from analysis.read.results import Results
 from contract import paths, secrets
+
+# A row of the store (a sweep's, a point's, a certification's) and a point.json or rank record
+# as read: JSON, its values of every kind, so Any.
+Row = dict[str, Any]
+Folders = Mapping[str, str]   # sweep label -> the folder its files are in
 
 # the points table's columns taken as they are from analysis.load's points
 FROM_POINTS = ("bench", "framework", "model", "model_size", "precision", "amp_dtype", "mode",
@@ -31,7 +39,7 @@ FROM_POINTS = ("bench", "framework", "model", "model_size", "precision", "amp_dt
 FROM_METRICS = ("latency_ms", "tokens_per_s", "peak_memory_bytes", "layout")
 
 
-def plain(value):
+def plain(value: object) -> Any:   # any JSON value, as `value` was
     """A value as JSON and SQL take it: numpy scalars as Python's, NaN as None."""
     if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
         value = value.item()
@@ -44,17 +52,17 @@ def plain(value):
     return value
 
 
-def sweep_name(sweep) -> str:
+def sweep_name(sweep: object) -> str:
     return os.path.basename(os.path.normpath(str(sweep)))
 
 
-def sweep_key(name: str, created, where: str) -> str:
+def sweep_key(name: str, created: float | None, where: str) -> str:
     """`<name>@<created>`; a sweep whose points have no creation time (written by hand, or by
     an early suite) is known by `where` it was read from."""
     return f"{name}@{created:.3f}" if created is not None else f"{name}@{where}"
 
 
-def _image(point: dict, envs: list):
+def _image(point: Row, envs: list[Row]) -> tuple[str | None, str | None, str | None]:
     """(image, digest, runtime): what the ranks recorded (the record's `container`: its
     reference, digest and runtime, analysis/read/images.py), else the image the point was
     configured with (framework.container or the site's), without a digest."""
@@ -68,7 +76,7 @@ def _image(point: dict, envs: list):
             None, cluster.get("container_runtime"))
 
 
-def _jobs(folder: str, point: str) -> list:
+def _jobs(folder: str, point: str) -> list[tuple[str, bool]]:
     """[(job id, current)] from the point's slurm.json: its job, then the jobs before a requeue."""
     try:
         with open(os.path.join(paths.point_dir(folder, point), paths.SLURM_FILE)) as f:
@@ -79,10 +87,10 @@ def _jobs(folder: str, point: str) -> list:
         return []
 
 
-def sweep_keys(results, folders=None) -> dict:
+def sweep_keys(results: Results, folders: Folders | None = None) -> dict[str, str]:
     """sweep as shown -> its key, for every sweep in `results`."""
     folders = folders or {}
-    created: dict = {}
+    created: dict[str, list[float]] = {}
     for (sweep, _), point in results.manifests.items():
         t = point.get("created_unix")
         created.setdefault(str(sweep), [])
@@ -92,19 +100,19 @@ def sweep_keys(results, folders=None) -> dict:
             for s, t in created.items()}
 
 
-def sweeps(results, folders=None) -> list:
+def sweeps(results: Results, folders: Folders | None = None) -> list[Row]:
     """[{sweep row, "points": [point rows with "jobs"]}] of every sweep in `results`.
     `folders`: sweep label -> the folder its files are in (an archive's, unpacked), where the
     label is not one."""
     folders = folders or {}
-    envs: dict = {}
+    envs: dict[tuple[str, str], list[Row]] = {}
     for e in results.environments:
         envs.setdefault((str(e["sweep"]), e["point"]), []).append(e)
-    runs: dict = {}
+    runs: dict[tuple[str, str], list[Any]] = {}   # pandas' itertuples rows: named tuples of any
     for r in results.runs.itertuples() if len(results.runs) else ():
         runs.setdefault((str(r.sweep), r.point), []).append(r)
     figures = {(str(m["sweep"]), m["point"]): m for m in metrics(results).to_dict("records")}
-    out: dict = {}
+    out: dict[str, list[Row]] = {}
     for p in results.points.to_dict("records"):
         sweep = str(p["sweep"])
         key = (sweep, p["point"])
@@ -129,7 +137,8 @@ def sweeps(results, folders=None) -> list:
             parallel=plain(lay), figures={k: v for k, v in fig.items() if k != "sweep"},
             jobs=_jobs(folders.get(sweep, sweep), p["point"]))
         out.setdefault(sweep, []).append(secrets.masked(row))   # an old sweep's text: masked
-    made, keys = [], sweep_keys(results, folders)
+    made: list[Row] = []
+    keys = sweep_keys(results, folders)
     for sweep, rows in out.items():
         created = [r["created_unix"] for r in rows if r["created_unix"] is not None]
         commits = sorted({r["suite_commit"] for r in rows if r["suite_commit"]})
@@ -147,19 +156,19 @@ CERTIFICATION_COUNTS = {"passed": "PASS", "failed": "FAIL", "measured": "MEASURE
                         "not_run": "NOT RUN"}
 
 
-def certifications(results, folders=None) -> list:
+def certifications(results: Results, folders: Folders | None = None) -> list[Row]:
     """[certification row] of every certification in `results` (its verdict.json, certify/):
     its key (`<folder name>@<creation time>`, as a sweep's), suite, date, verdict, baseline,
     threshold, system, counts, health gate, item rows and the keys of its item sweeps (the
     sweeps in its folder), with its `label` (its folder as shown) and `fingerprint`."""
     keys = sweep_keys(results, folders)
-    out = []
+    out: list[Row] = []
     for v in results.certifications:
         label = os.path.normpath(str(v["folder"]))
         system, counts = v.get("system") or {}, v.get("counts") or {}
         base = v.get("baseline") or {}
         health = v.get("health") or {}
-        row = {"key": sweep_key(v.get("name") or sweep_name(label), v.get("created_unix"), label),
+        row: Row = {"key": sweep_key(v.get("name") or sweep_name(label), v.get("created_unix"), label),
                "name": v.get("name") or sweep_name(label), "suite": v.get("suite"),
                "created_unix": v.get("created_unix"), "suite_commit": v.get("suite_commit"),
                "verdict": v.get("verdict"), "exit_code": v.get("exit_code"),

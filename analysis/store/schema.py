@@ -17,6 +17,8 @@ SQLite, JSON on PostgreSQL). A newer suite reads an older store: `upgrade` adds 
 and (nullable) columns the store lacks, then runs the steps in UPGRADES for each version
 passed; a store of a newer version than this suite is refused, never written.
 """
+from collections.abc import Callable
+
 import sqlalchemy as sa
 from sqlalchemy.schema import CreateColumn
 
@@ -115,7 +117,7 @@ certifications = sa.Table(
 )
 
 
-def _bench_in_figures(conn, md) -> None:
+def _bench_in_figures(conn: sa.Connection, md: sa.MetaData) -> None:
     """Version 1 -> 2: each stored point's figures name its bench, as analysis/figures/metrics.py's
     rows now do, and a collective's or a checkpoint's have no training figure (the
     regression gate's stored baselines, analysis/gate/reference.py, tell them apart so)."""
@@ -132,14 +134,14 @@ def _bench_in_figures(conn, md) -> None:
 
 # version v -> fn(connection, metadata) run after the tables and columns of v + 1 were added,
 # for changes that adding columns cannot express (a renamed column, a recomputed value).
-UPGRADES = {1: _bench_in_figures}
+UPGRADES: dict[int, Callable[[sa.Connection, sa.MetaData], None]] = {1: _bench_in_figures}
 
 
 class NewerStore(Exception):
     """The store was written by a newer suite (its schema version is above VERSION)."""
 
 
-def version_of(conn):
+def version_of(conn: sa.Connection) -> int | None:
     """The store's schema version; None for an empty database; ValueError when the database
     holds tables but is not a dlbench store."""
     names = set(sa.inspect(conn).get_table_names())
@@ -154,14 +156,14 @@ def version_of(conn):
     return int(rows["version"])
 
 
-def _not_newer(found):
+def _not_newer(found: int | None) -> int | None:
     if found is not None and found > VERSION:
         raise NewerStore(f"its schema version {found} is newer than this suite's ({VERSION}): "
                          "upgrade the suite")
     return found
 
 
-def readable(conn) -> int:
+def readable(conn: sa.Connection) -> int:
     """The store's version, where this suite can read it (any version up to VERSION: the
     columns it has are read); ValueError or NewerStore else."""
     found = _not_newer(version_of(conn))
@@ -170,7 +172,7 @@ def readable(conn) -> int:
     return found
 
 
-def upgrade(conn) -> int:
+def upgrade(conn: sa.Connection) -> int:
     """Brings the store on `conn` (in a transaction) to VERSION: created when empty; tables
     and columns added since its version, then UPGRADES' steps. Returns the version found."""
     found = _not_newer(version_of(conn))

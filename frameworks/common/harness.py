@@ -1,7 +1,8 @@
 """The timed loop every worker runs: the one place the measuring method lives.
 
 A framework declares its sessions in its adapter (frameworks/registry.py); each is a
-Session (below), built as `session(spec, dist)` from the typed run spec (contract/spec.py).
+Session (frameworks/common/session.py), built as `session(spec, dist)` from the typed run
+spec (contract/spec.py).
 The harness runs `warmup_steps` untimed-for-throughput steps, synchronizes the
 device and all ranks, then runs `measure_steps` steps inside the timed window,
 synchronizing again only at the window's far edge. Per-step times come from
@@ -20,6 +21,7 @@ import sys
 import time
 
 from . import capability, datafiles, distenv, environment, heartbeat, memory, nvml_energy, sigterm
+from .session import Session
 from frameworks import registry
 from contract import nccl_net, paths, records, versions
 from contract import spec as run_spec
@@ -28,110 +30,7 @@ from contract.statuses import Cancelled  # SIGTERM's exception (harness.Cancelle
 from contract.statuses import StorageEnding
 
 
-class Session:
-    """What a framework adapter provides: every hook the harness calls, each with a default
-    (a CPU one where it is a device's). A hook without a body has nothing to add by default."""
-
-    framework_version: str | None = None
-    # The samples this rank counts per step; None: the spec's batch_size. A rank of a layout
-    # that splits one model counts its share of the global batch (frameworks/pytorch/).
-    samples_per_step: int | None = None
-
-    def step(self):
-        """One training step on the synthetic batch; returns a loss handle."""
-        raise NotImplementedError
-
-    def loss_value(self, handle) -> float:
-        return float(handle)
-
-    def sync(self) -> None:
-        """Wait for queued device work (no-op on CPU)."""
-
-    def barrier(self) -> None:
-        """Wait for every rank (no-op for one rank)."""
-
-    def timer(self):
-        return HostTimer()
-
-    def step_syncs(self):
-        """Whether one training step waits on the device, asked once after warm-up: a dict
-        for the record's `step_sync` ({syncs: bool or None, ...}), or None where there is no
-        device apart from the host to wait on (a CPU) or no way to ask (docs/anatomy.md)."""
-        return None
-
-    def environment(self) -> dict:
-        """Device and library versions: device, device_count, cuda, cudnn, nccl..."""
-        return {}
-
-    def nvml_device(self):
-        """This rank's GPU as NVML finds it, for the window's energy (common/nvml_energy.py):
-        its PCI bus id ("0000:3b:00.0") or UUID ("GPU-..."); None where the rank trains on a
-        CPU. An adapter that cannot say leaves this default: the energy is null, saying so."""
-        raise NotImplementedError
-
-    def peak_device_bytes(self):
-        """The device allocator's peak of allocated bytes (since `reset_peak_device_bytes`),
-        or None (a CPU)."""
-        return None
-
-    def reset_peak_device_bytes(self) -> bool:
-        """Start the device's peak afresh, at the timed window's start; True where the
-        framework can, so that the record's peak is the window's (docs/contract.md)."""
-        return False
-
-    @staticmethod
-    def is_oom(exc: BaseException) -> bool:
-        """Whether exc is the framework's out-of-memory. Static: the adapter declares it as
-        the framework's rule (`oom`), asked also when the constructor ran out of memory."""
-        return isinstance(exc, MemoryError)
-
-    def parallel_record(self):
-        """The record's `parallel` (a layout's grid place and parameter counts), or None
-        where the session splits no model (the record then has no such field)."""
-        return None
-
-    def run_bench(self, spec, record, origin) -> None:
-        """The bench's measuring loop: the training steps' (run_steps); a bench other than
-        training (bench=comm) brings its own."""
-        run_steps(self, spec, record, origin)
-
-    def after_window(self, record) -> None:
-        """Figures measured after the timed window, untimed (a pipeline's bubble)."""
-
-    def parameter_checksum(self):
-        """A checksum of the trained parameters, a number or a string, or None where the
-        adapter has none. The harness asks once, after the timed loop has ended ok, and
-        records the answer as `parameter_checksum`: equal on every rank of a data-parallel
-        run, it shows that the ranks' updates were all-reduced."""
-        return None
-
-    def data_record(self) -> dict:
-        """What the rank read, for the record's `data` (data=files: the sample ids)."""
-        return {}
-
-    def close(self) -> None:
-        """Release the process group and device memory."""
-
-
-class HostTimer:
-    """Step edges on the host clock; right when a step returns after its work."""
-
-    device_ends = False   # a step's end is the host's (a device timer's: the device's own)
-
-    def __init__(self):
-        self.edges = []
-
-    def begin(self, i):
-        self.edges.append([time.perf_counter(), None])
-
-    def end(self, i):
-        self.edges[-1][1] = time.perf_counter()
-
-    def read(self, window_start: float, origin: float):
-        return [(s - origin, e - origin) for s, e in self.edges]
-
-
-def run_steps(session, spec, record, origin):
+def run_steps(session: Session, spec: run_spec.RunSpec, record: records.Record, origin: float) -> None:
     # the samples this rank counts per step: its batch, or its share of the global batch
     # where ranks split one model (a layout's, frameworks/pytorch/lm_session.py)
     batch = spec.batch_size if session.samples_per_step is None else session.samples_per_step
@@ -198,7 +97,7 @@ def run_steps(session, spec, record, origin):
 CHECKSUM_TIMEOUT_S = 60
 
 
-def record_parameter_checksum(session, record, seconds=None) -> None:
+def record_parameter_checksum(session: Session, record: records.Record, seconds: float | None = None) -> None:
     """record["parameter_checksum"] from the session's `parameter_checksum()`, asked in a
     daemon thread waited on for at most `seconds` (CHECKSUM_TIMEOUT_S): an adapter's
     exception or hang costs this field (null, with the reason in
@@ -277,7 +176,10 @@ def run(adapter, spec, dist, host=None):
         parallel = session.parallel_record()
         if parallel is not None:
             record["parallel"] = parallel
-        session.run_bench(spec, record, origin)
+        if type(session).run_bench is Session.run_bench:   # the default: a training bench
+            run_steps(session, spec, record, origin)
+        else:   # a bench with its own loop (bench=comm, bench=checkpoint)
+            session.run_bench(spec, record, origin)
         record["data"].update(session.data_record())
         record["status"] = "ok"
     except BaseException as exc:  # every ending, even KeyboardInterrupt, leaves a record

@@ -1,9 +1,10 @@
 """bench=input: a framework's input pipeline alone, no model (docs/data.md). Each framework's
 loader module subclasses PipelineSession with its own Loader (frameworks/<name>/loader.py)."""
-from frameworks.common import datafiles, harness
+from frameworks.common import datafiles
+from frameworks.common.session import Session
 
 
-class PipelineSession(datafiles.FromLoader, harness.Session):
+class PipelineSession(datafiles.FromLoader, Session):
     """Each step takes the loader's next batch onto the device; no model, no loss."""
 
     def __init__(self, spec, dist):

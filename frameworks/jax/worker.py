@@ -36,7 +36,8 @@ import jaxlib
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from frameworks.common import accelerator, capability, datafiles, harness
+from frameworks.common import accelerator, capability, datafiles
+from frameworks.common.session import Session
 from contract import modes
 from frameworks.common.rendezvous import rendezvous
 from frameworks.jax import models
@@ -117,7 +118,7 @@ def make_step(model, loss_of, tx, dropout_key, world, reduce, rank_index, local=
     return local_step
 
 
-class JaxSession(harness.Session):
+class JaxSession(Session):
     framework_version = jax.__version__
 
     def __init__(self, spec, dist):

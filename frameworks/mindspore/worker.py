@@ -33,7 +33,8 @@ try:
 except ImportError:  # before 2.7 it lived in mindspore.common.api
     from mindspore.common.api import _pynative_executor
 
-from frameworks.common import accelerator, capability, datafiles, harness
+from frameworks.common import accelerator, capability, datafiles
+from frameworks.common.session import Session
 from contract import modes
 from frameworks.mindspore import models
 
@@ -64,7 +65,7 @@ def _device_target(spec, options):
     return "CPU"  # auto: a GPU or Ascend run names its target in options.device_target
 
 
-class MindSporeSession(harness.Session):
+class MindSporeSession(Session):
     framework_version = ms.__version__
 
     def __init__(self, spec, dist):

@@ -36,7 +36,8 @@ import time
 
 import numpy as np
 
-from frameworks.common import accelerator, capability, datafiles, harness
+from frameworks.common import accelerator, capability, datafiles
+from frameworks.common.session import Session
 from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
@@ -187,7 +188,7 @@ class EngineTimer:
         return edges
 
 
-class MXNetSession(harness.Session):
+class MXNetSession(Session):
     framework_version = mx.__version__
 
     def __init__(self, spec, dist):

@@ -30,12 +30,13 @@ nvidia-cublas-cu11 wheels its RPATH already points at, and numpy < 2.
 """
 import os
 
-from frameworks.common import accelerator, capability, datafiles, harness
+from frameworks.common import accelerator, capability, datafiles
+from frameworks.common.session import Session
 from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
 
-class OneFlowSession(harness.Session):
+class OneFlowSession(Session):
     framework_version = None  # set once oneflow is imported
 
     def __init__(self, spec, dist):

@@ -26,7 +26,8 @@ import warnings
 
 import numpy as np
 
-from frameworks.common import accelerator, capability, datafiles, harness
+from frameworks.common import accelerator, capability, datafiles
+from frameworks.common.session import Session
 from contract import modes
 from frameworks.common.rendezvous import rendezvous
 
@@ -94,7 +95,7 @@ def _paddle_env(dist) -> dict:
             "PADDLE_MASTER": f"{addr}:{port + 1}"}
 
 
-class PaddleSession(harness.Session):
+class PaddleSession(Session):
     framework_version = paddle.__version__
 
     def __init__(self, spec, dist):

@@ -18,7 +18,8 @@ import torch
 import torch._dynamo  # noqa: F401
 import torch.distributed as torch_dist
 
-from frameworks.common import accelerator, capability, harness, memory, nvml_energy
+from frameworks.common import accelerator, capability, memory, nvml_energy
+from frameworks.common.session import HostTimer, Session
 from contract import modes
 from frameworks.pytorch import models
 
@@ -79,7 +80,7 @@ def setup_device(spec, dist, group=None):
     return device, cuda
 
 
-class TorchSession(harness.Session):
+class TorchSession(Session):
     framework_version = torch.__version__
     recipe: dict = {}  # the model's recipe (contract/modes.py); none without a model (bench=comm)
     amp_name: str | None = None  # the AMP dtype autocast runs ('bf16' where a CPU was asked fp16), None: fp32
@@ -149,7 +150,7 @@ class TorchSession(harness.Session):
             torch_dist.barrier()
 
     def timer(self):
-        return CudaTimer() if self.cuda else harness.HostTimer()
+        return CudaTimer() if self.cuda else HostTimer()
 
     def step_syncs(self):
         """On a GPU, whether a step waits on the device (frameworks/pytorch/sync_probe.py)."""

@@ -31,7 +31,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-from frameworks.common import accelerator, capability, datafiles, harness  # noqa: E402
+from frameworks.common import accelerator, capability, datafiles  # noqa: E402
+from frameworks.common.session import Session  # noqa: E402
 from contract import modes
 from frameworks.common.rendezvous import rendezvous  # noqa: E402
 from frameworks.tensorflow import models  # noqa: E402
@@ -60,7 +61,7 @@ def tf_config(dist, hosts: list) -> dict:
 
 # --- the session ------------------------------------------------------------------
 
-class TFSession(harness.Session):
+class TFSession(Session):
     framework_version = tf.__version__
 
     def __init__(self, spec, dist):

@@ -3,6 +3,8 @@
 compose them, without a run, and bad input said in one line (exit status 2)."""
 import sys
 
+from omegaconf import DictConfig
+
 from contract import secrets
 from launchers.plan import precheck
 from launchers.suite import ROOT, ConfigError
@@ -34,7 +36,7 @@ def overrides(argv, doc: str) -> list:
     return [a for a in argv if "=" in a and not a.startswith("-")]
 
 
-def compose(overrides_: list):
+def compose(overrides_: list[str]) -> DictConfig:
     """The point's config, composed by Hydra as `python -m launch` would, without its run."""
     from hydra import compose as hydra_compose, initialize_config_dir
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):

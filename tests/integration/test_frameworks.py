@@ -19,6 +19,7 @@ import time
 import pytest
 
 from frameworks.common import harness
+from frameworks.common.session import Session
 from frameworks import registry
 from frameworks.common.distenv import DistEnv
 from tests.frameworks_env import (  # noqa: F401  (sweeps: a fixture)
@@ -37,7 +38,7 @@ def rows(case):
     return [pytest.param(name, id=name) for name, fw in FRAMEWORKS.items() if case in fw.cases]
 
 
-class Trained(harness.Session):
+class Trained(Session):
     """A stand-in adapter whose parameter_checksum() does what it is given."""
     framework_version = "0"
 

@@ -17,6 +17,7 @@ from analysis.published import sources
 from analysis.sections import checkpoint as checkpoint_section
 from contract import checkpoint, paths, records, statuses
 from frameworks.common import bare_io, harness
+from frameworks.common.session import Session
 from frameworks.common.distenv import DistEnv
 from frameworks.pytorch.checkpoint import dcp as dcp_checkpoint
 from launchers.plan import points
@@ -44,7 +45,7 @@ def test_storage_endings_are_statuses_worse_than_a_timeout():
 
 
 def test_the_harness_records_a_storage_ending_by_its_name():
-    class Full(harness.Session):
+    class Full(Session):
         def run_bench(self, spec, record, origin):
             raise statuses.DiskFull("saving /x (rank 0): [Errno 28] No space left on device")
 

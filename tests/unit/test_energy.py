@@ -12,7 +12,8 @@ from analysis.figures import metrics
 from analysis.sections import main_tables
 from benchmarks.gpu_check import figures
 from contract import energy
-from frameworks.common import harness, nvml_energy
+from frameworks.common import nvml_energy
+from frameworks.common.session import Session
 from tests.sweepfiles import write_point, write_repeat
 
 
@@ -72,7 +73,7 @@ def test_a_point_takes_the_medians_of_its_repeats_and_per_token_divides_by_the_s
 
 
 # ---- the reader where it cannot read ------------------------------------------------------
-class Named(harness.Session):
+class Named(Session):
     def __init__(self, device):
         self.device = device
 
@@ -86,7 +87,7 @@ def test_a_cpu_rank_and_an_adapter_that_names_no_gpu_say_so():
     meter = nvml_energy.Meter(Named(None))
     meter.begin()
     assert meter.end(3.0) == energy.unread("no NVML device: cpu")
-    plain = nvml_energy.Meter(harness.Session())         # the default: the adapter cannot say
+    plain = nvml_energy.Meter(Session())   # the default: the adapter cannot say
     assert "names no GPU to NVML (Session.nvml_device)" in plain.end(3.0)["reason"]
     broken = nvml_energy.Meter(Named(RuntimeError("no properties")))
     assert broken.end(3.0)["reason"] == "this rank's GPU cannot be named: RuntimeError: no properties"

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from frameworks.common import harness
+from frameworks.common.session import HostTimer, Session
 from frameworks.common.distenv import DistEnv
 from launchers.suite import ROOT
 from tests.runspecs import run_spec, stand_in
@@ -15,7 +16,7 @@ SPEC = {"point": "p", "repeat": 0, "framework": "none", "batch_size": 4,
         "warmup_steps": 2, "measure_steps": 5}
 
 
-class Counting(harness.Session):
+class Counting(Session):
     framework_version = "0"
 
     def __init__(self, spec, dist, losses=None, fail_at=None, exc=RuntimeError("boom")):
@@ -186,7 +187,7 @@ class DeviceTimed(Counting):
     """A session whose timer stands in for a device's (its step ends are not the host's)."""
 
     def timer(self):
-        timer = harness.HostTimer()
+        timer = HostTimer()
         timer.device_ends = True
         return timer
 

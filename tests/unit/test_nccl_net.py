@@ -123,12 +123,13 @@ def test_the_harness_asks_nccl_and_records_what_it_said(tmp_path, monkeypatch):
     """A session that writes NCCL's lines where NCCL_DEBUG_FILE says, %h and %p expanded as
     NCCL does: the record carries the network; the variables are put back after the run."""
     from frameworks.common import harness
+    from frameworks.common.session import Session
     from frameworks.common.distenv import DistEnv
     from tests.runspecs import run_spec, stand_in
     monkeypatch.setenv("NCCL_DEBUG", "WARN")
     monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)
 
-    class Nccl(harness.Session):
+    class Nccl(Session):
         def __init__(self, spec, dist):
             assert os.environ["NCCL_DEBUG"] == "INFO" and os.environ["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
             name = os.environ["NCCL_DEBUG_FILE"].replace("%h", "node-02").replace("%p", str(os.getpid()))

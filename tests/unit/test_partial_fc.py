@@ -183,10 +183,11 @@ def test_each_try_is_a_point_of_its_own(tmp_path):
 CAPPED = """
 import json, resource, sys
 from frameworks.common import harness
+from frameworks.common.session import Session
 from frameworks.common.distenv import DistEnv
 from tests.runspecs import run_spec, stand_in
 
-class Grab(harness.Session):
+class Grab(Session):
     def __init__(self, spec, dist):
         self.size = int(sys.argv[1]) * 2**20
     def step(self):

@@ -121,7 +121,7 @@ def test_every_reference_names_what_its_module_defines():
 
 
 def test_a_reference_resolves_to_its_object():
-    from frameworks.common import harness
-    assert registry.resolve("frameworks.common.harness:Session.is_oom") is harness.Session.is_oom
-    assert registry.resolve(".harness:HostTimer", "frameworks.common") is harness.HostTimer
+    from frameworks.common.session import HostTimer, Session
+    assert registry.resolve("frameworks.common.session:Session.is_oom") is Session.is_oom
+    assert registry.resolve(".session:HostTimer", "frameworks.common") is HostTimer
     assert registry.resolve(len) is len

@@ -19,9 +19,10 @@ from tests.runspecs import run_spec
 WORKER = textwrap.dedent("""
     import hashlib, sys
     from frameworks.common import harness
+    from frameworks.common.session import Session
     from tests.runspecs import stand_in
 
-    class Slow(harness.Session):
+    class Slow(Session):
         framework_version = "0"
         def step(self):
             open(sys.argv[2], "w").write("in the step")
@@ -81,9 +82,10 @@ def test_sigterm_between_steps_is_cancelled_at_once(tmp_path):
 WRAPPED = textwrap.dedent("""
     import os, signal, sys
     from frameworks.common import harness
+    from frameworks.common.session import Session
     from tests.runspecs import stand_in
 
-    class Wrapping(harness.Session):
+    class Wrapping(Session):
         framework_version = "0"
         def step(self):
             try:  # a framework whose own error handling meets the Cancelled

@@ -25,7 +25,8 @@ import torch
 
 from contract import checkpoint as settings_of
 from contract import paths
-from frameworks.common import bare_io, harness
+from frameworks.common import bare_io
+from frameworks.common.session import Session
 from frameworks.pytorch import worker
 from frameworks.pytorch.checkpoint.dcp import CheckpointMismatch, Saves, check_model, differences
 
@@ -37,7 +38,7 @@ def _clock(fn, *args):
     return time.perf_counter() - t0, out
 
 
-class CheckpointSession(harness.Session):
+class CheckpointSession(Session):
     """bench=checkpoint (module docstring): the point's training session, its checkpoints."""
 
     framework_version = torch.__version__
