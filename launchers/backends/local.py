@@ -159,7 +159,7 @@ class LocalLauncher(Launcher):
             else:
                 how = "stopped" if rec.get("ended_unix") else "died"
                 out[folder] = Live(job, None, cancelled=bool(rec.get("cancelled_unix")),
-                                   gone=f"its local launcher (pid {rec['pid']}) {how} before recording them")
+                                   gone=f"its local launcher (pid {rec['pid']}) {how} before finishing it")
         return out, None
 
     def cancel(self, sweep: str, folders: list) -> Cancelled:

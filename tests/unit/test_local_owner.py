@@ -3,8 +3,8 @@
 their own local.json, alive, dead, a zombie, a pid that is another process's by now, another
 host's; a real SIGINT to a process that stops as the launcher's Ctrl-C path does. The whole
 path on a real sweep: tests/integration/test_local_cancel.py."""
+import contextlib
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -33,19 +33,26 @@ OWNER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def owner(tmp_path):
-    """A point's folder and the live process that owns it (killed at the end, whatever happens)."""
-    p = sweepfiles.write_point(tmp_path, "000-a", repeats=2)
-    sweepfiles.write_repeat(p, 0, [1.0])
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, p["dir"]], cwd=ROOT, stdout=subprocess.PIPE,
+@contextlib.contextmanager
+def owning(folder):
+    """The live process that owns the point in `folder` (killed at the end, whatever happens)."""
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, folder], cwd=ROOT, stdout=subprocess.PIPE,
                             text=True)
     try:
         assert proc.stdout.readline().strip() == "began"
-        yield p, proc
+        yield proc
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def owner(tmp_path):
+    """A point's folder, one of its two repeats recorded, and the live process that owns it."""
+    p = sweepfiles.write_point(tmp_path, "000-a", repeats=2)
+    sweepfiles.write_repeat(p, 0, [1.0])
+    with owning(p["dir"]) as proc:
+        yield p, proc
 
 
 def test_a_live_owner_runs_its_point_and_status_says_running(owner, tmp_path):
@@ -64,7 +71,7 @@ def test_a_dead_owner_leaves_its_point_incomplete_saying_why(owner, tmp_path):
     assert local_owner.alive(local_owner.read(p["dir"])) is False
     (row,) = status.states(str(tmp_path))
     assert (row["state"], row["detail"]) == (
-        "INCOMPLETE", f"1 repeat(s) not recorded; its local launcher (pid {proc.pid}) died before recording them")
+        "INCOMPLETE", f"1 repeat(s) not recorded; its local launcher (pid {proc.pid}) died before finishing it")
 
 
 def test_a_zombie_has_ended(owner):
@@ -121,3 +128,22 @@ def test_cancel_of_a_point_run_on_another_host_says_where(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "(run `launch cancel` on elsewhere)" in captured.out
     assert captured.err.strip() == f"error: points of {tmp_path} run on elsewhere: cancel them there"
+
+
+def test_a_local_search_runs_while_its_launcher_lives(tmp_path):
+    base = "000-pytorch-resnet50-fp32-1x1-bs4"
+    ledger = {"schema": paths.SEARCH_SCHEMA, "point": base, "key": "batch_size", "done": False,
+              "tries": [{"value": 8, "outcome": "ok"}], "largest_ok": None, "smallest_oom": None}
+    os.makedirs(tmp_path / paths.SEARCHES_DIR)
+    records.write_json_atomic(paths.search_ledger(tmp_path, base), ledger)
+    os.makedirs(paths.point_dir(tmp_path, base))
+    with owning(paths.point_dir(tmp_path, base)) as proc:
+        (row,) = status.states(str(tmp_path))
+        assert (row["state"], row["job"], row["detail"]) == (
+            "RUNNING", f"pid {proc.pid}", "search batch_size: 1 tried, largest ok so far 8")
+        proc.kill()
+        proc.wait()
+        (row,) = status.states(str(tmp_path))
+        assert (row["state"], row["detail"]) == (
+            "INCOMPLETE", f"search batch_size: 1 tried, largest ok so far 8; its local launcher "
+                          f"(pid {proc.pid}) died before finishing it")
