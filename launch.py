@@ -2,7 +2,7 @@
 
     python -m launch [-m] key=value ...     one point, or a sweep with -m
     python -m launch status SWEEP_DIR       where each point of a sweep stands
-    python -m launch cancel SWEEP_DIR       cancel its Slurm jobs ([--point GLOB])
+    python -m launch cancel SWEEP_DIR       stop what of it runs: Slurm jobs, a local launcher
     python -m launch dataset OUT            a small JPEG + BERT dataset for data=files
     python -m launch health [key=value ...] the nodes of a point's allocation: sick or not
     python -m launch certify SUITE [k=v ...] a cluster's verdict against baselines (certify/)
@@ -33,7 +33,7 @@ usage: python -m launch [-m] [key=value ...]     one point, or with -m a sweep o
 commands:
   (none)    run a point, or with -m a sweep: every point checked before any runs or is queued
   status    where each point of a sweep stands; --wait until every one is final
-  cancel    cancel a sweep's Slurm jobs (--point GLOB: some of them)
+  cancel    stop a sweep: its Slurm jobs, or its local launcher as Ctrl-C (--point GLOB)
   doctor    would a sweep run on this site? Slurm, the partition, a node, gres, NCCL, images
   health    are the nodes of an allocation healthy? one row per node, one line per slow link
   certify   a cluster's verdict: a suite of points against baselines, PASS or FAIL

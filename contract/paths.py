@@ -2,6 +2,8 @@
 
     SWEEP/points/<point>/point.json                   the point (launchers/plan/points.py)
     SWEEP/points/<point>/slurm.json                   its Slurm job (launchers/backends/slurm/launcher.py)
+    SWEEP/points/<point>/local.json                   the local launcher that runs it: its pid, when it
+                                                      started, when it ended (launchers/backends/local_owner.py)
     SWEEP/points/<point>/repeat-NN/spec.json          what the ranks of repeat NN read
     SWEEP/points/<point>/repeat-NN/rank-KKKKK.json    one record per rank (the worker)
     SWEEP/points/<point>/repeat-NN/rank-KKKKK.log     the rank's stdout and stderr
@@ -68,6 +70,7 @@ ARCHIVE_SCHEMA = "dlbench.archive"          # an archive's manifest (analysis/re
 STORE_SCHEMA = "dlbench.store"              # the store's meta table (analysis/store/schema.py)
 CERTIFICATION_SCHEMA = "dlbench.certification"  # a certification's verdict.json (certify/)
 HEARTBEAT_SCHEMA = "dlbench.heartbeat"      # rank 0's progress in a point (contract/heartbeat.py)
+LOCAL_SCHEMA = "dlbench.local"              # the local launcher of a point (launchers/backends/local_owner.py)
 
 POINTS_DIR = "points"
 SEARCHES_DIR = "searches"
@@ -75,6 +78,7 @@ SUBMITIT_DIR = "slurm"
 REPORT_DIR = "report"
 POINT_FILE = "point.json"
 SLURM_FILE = "slurm.json"
+LOCAL_FILE = "local.json"
 SPEC_FILE = "spec.json"
 RUN_FILE = "run.json"
 STEP_FILE = "step.json"

@@ -23,14 +23,43 @@ then step.py) < health/ < driver/ < the launcher objects, beside plan/ < command
 `check(point)` for every point before any runs, `submit(points, dry_run)` with all of a
 sweep's points (searches included), `health(point)` for `launch health`; in its allocation
 `start_repeat`, `health_step`, `where` and `resubmit_without`, which the driver (the repeat
-loop, the search and the preflight) calls.
+loop, the search and the preflight) calls. From outside, `live` and `cancel` on the folders
+`owners` gives each backend (`launch status`, `launch cancel`).
 """
 import importlib
+import os
+
+from contract import paths
 
 # launcher=auto is one of them, chosen by launchers/auto.py
 BACKENDS = {"local": ("launchers.backends.local", "LocalLauncher"),
             "slurm": ("launchers.backends.slurm.launcher", "SlurmLauncher")}
 LAUNCHERS = tuple(BACKENDS)
+# The record each backend keeps in a point's folder (SWEEP/points/<p>/) naming what runs it:
+# how a folder read from outside names its backend.
+RECORDS = {"local": paths.LOCAL_FILE, "slurm": paths.SLURM_FILE}
+
+
+def owner(folder: str):
+    """The backend whose record is in a point's folder (the newest, where a rerun into the
+    folder took another backend), or None (a local sweep older than its record)."""
+    found = []
+    for name, record in RECORDS.items():
+        try:
+            found.append((os.stat(os.path.join(folder, record)).st_mtime, name))
+        except OSError:
+            pass
+    return max(found)[1] if found else None
+
+
+def owners(folders) -> dict:
+    """backend -> the folders it owns, in the order given; folders of no backend left out."""
+    out: dict = {}
+    for folder in folders:
+        name = owner(folder)
+        if name is not None:
+            out.setdefault(name, []).append(folder)
+    return out
 
 
 def get(name: str):

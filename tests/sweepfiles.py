@@ -68,3 +68,11 @@ def write_repeat(point, repeat, windows, *, steps=10, status="ok", error=None, r
             "repeat": repeat, "status": st, "error": err, "world_size": world,
             "exit_codes": [0] * world})
     return rdir
+
+
+def slurm_live(p, state=None, reason=None):
+    """The Slurm launcher's Live of a point (launchers/backends/slurm/watch.py) whose job Slurm
+    says is `state` (None: forgotten): its slurm.json as `p["slurm"]` holds it, else its folder's."""
+    from launchers.backends.slurm import watch
+    rec = p.get("slurm") or records.read_json(os.path.join(p["dir"], paths.SLURM_FILE))
+    return watch.live_of(rec, {"state": state, "reason": reason})

@@ -10,6 +10,12 @@ stops them by the step runner's rule and the repeat says `cancelled`; a launcher
 outright takes them with it (the parent-death signal). Each rank leads a session of its
 own, so that a terminal's Ctrl-C reaches the launcher alone (which stops the ranks in
 order) and a signal to a rank's group reaches what the rank started.
+
+From outside (`launch status`, `launch cancel`): each point's folder holds local.json, the
+launcher that runs it (launchers/backends/local_owner.py). A point runs while that process
+lives and has not ended it; `cancel` sends the launcher SIGINT, as Ctrl-C does, so its own
+stop stops the ranks and records the repeat `cancelled`, and waits for it to end. A local
+sweep is one process: cancelling one of its points stops the points after it too.
 """
 import os
 import signal
@@ -20,8 +26,8 @@ import time
 from contract import spec as specs
 from contract import paths, statuses
 from launchers import sweepdir
-from launchers.backends import ports, secret_env, step, stopping, worker
-from launchers.backends.base import Launcher
+from launchers.backends import local_owner, ports, secret_env, step, stopping, worker
+from launchers.backends.base import Cancelled, Launcher, Live
 from launchers.driver import preflight, repeats, search
 from launchers.health import step as health_step
 from launchers.suite import ROOT, ConfigError
@@ -93,6 +99,9 @@ class LocalLauncher(Launcher):
     # A rank's failure is seen here at once (its exit) and its peers write to this disk:
     # they get 5 s where the point leaves launcher.failure_grace_s unset.
     FAILURE_GRACE_S = 5
+    no_site = "launcher=local runs on this machine, with no site to check"
+    # `cancel`: the launcher's own stop takes step.TERM_S at most, then its ranks' SIGKILL
+    STOP_WAIT_S = step.TERM_S + 5
 
     def check(self, point) -> None:
         if point.nodes != 1:
@@ -113,10 +122,17 @@ class LocalLauncher(Launcher):
             for point in pts:
                 with secret_env.exported([point]):
                     if point.search is not None:
-                        search.run(point, self, self.log)
+                        os.makedirs(point.dir, exist_ok=True)  # the search's own record
                     else:
                         sweepdir.write_point(point)
-                        repeats.run_point(point.dir, self, self.log)
+                    local_owner.begin(point.dir)
+                    try:
+                        if point.search is not None:
+                            search.run(point, self, self.log)
+                        else:
+                            repeats.run_point(point.dir, self, self.log)
+                    finally:
+                        local_owner.end(point.dir)
 
     def describe(self, point) -> str:
         """What a dry run prints of a point."""
@@ -129,11 +145,71 @@ class LocalLauncher(Launcher):
         with stopping.owner(self.log):
             return self.health_step(point, point.dir)
 
+    # ---- from outside: a sweep's local points -------------------------------------------
+    def live(self, folders: list):
+        out = {}
+        for folder in folders:
+            rec = local_owner.read(folder)
+            runs = None if rec is None else local_owner.running(rec)
+            if rec is None or runs is None:  # another host's launcher: the records and the heartbeat say
+                continue
+            job = f"pid {rec['pid']}"
+            if runs:
+                out[folder] = Live(job, "RUNNING")
+            else:
+                how = "stopped" if rec.get("ended_unix") else "died"
+                out[folder] = Live(job, None, cancelled=bool(rec.get("cancelled_unix")),
+                                   gone=f"its local launcher (pid {rec['pid']}) {how} before finishing it")
+        return out, None
+
+    def cancel(self, sweep: str, folders: list) -> Cancelled:
+        """SIGINT to the launcher of each running point, once (Ctrl-C's stop), after marking
+        the points cancelled; then at most STOP_WAIT_S for it to end."""
+        recs = {f: r for f, r in ((f, local_owner.read(f)) for f in folders) if r is not None}
+        elsewhere = sorted({str(r.get("host")) for r in recs.values() if local_owner.running(r) is None})
+        running = {f: r for f, r in recs.items() if local_owner.running(r)}
+        if not running:
+            where = f" (run `launch cancel` on {', '.join(elsewhere)})" if elsewhere else ""
+            return Cancelled(f"nothing to cancel: none of the {len(folders)} local point(s) of "
+                             f"{sweep} is running{where}",
+                             (f"points of {sweep} run on {', '.join(elsewhere)}: cancel them there",)
+                             if elsewhere else ())
+        drivers: dict = {}
+        for f, r in running.items():
+            drivers.setdefault((r["pid"], r["created"], r["host"]), []).append(f)
+        when, t0 = time.time(), time.monotonic()
+        for f in running:  # before the signal: the launcher's end keeps the mark
+            local_owner.mark_cancelled(f, when)
+        errors = []
+        for (pid, _, _), fs in drivers.items():
+            if not local_owner.alive(recs[fs[0]]):
+                continue  # it ended just now, by itself
+            try:
+                os.kill(pid, signal.SIGINT)
+            except (ProcessLookupError, PermissionError) as exc:
+                errors.append(f"SIGINT to the local launcher (pid {pid}): {exc.strerror or exc}")
+        left = set(drivers)
+        while left and time.monotonic() - t0 < self.STOP_WAIT_S:
+            left = {d for d in left if local_owner.alive(recs[drivers[d][0]])}
+            if left:
+                time.sleep(0.1)
+        errors += [f"the local launcher (pid {pid}) has not ended {self.STOP_WAIT_S} s after its "
+                   "SIGINT" for (pid, _, _) in sorted(left)]
+        pids = ", ".join(str(pid) for pid, _, _ in drivers)
+        return Cancelled(f"cancelled {len(running)} local point(s) of {sweep}: SIGINT to its "
+                         f"launcher (pid {pids}), as Ctrl-C, "
+                         + (f"which stopped its ranks and ended in {time.monotonic() - t0:.1f} s"
+                            if not left else "which is still stopping")
+                         + f"; recorded repeats are kept. Follow: python -m launch status {sweep}",
+                         tuple(errors))
+
     # ---- this machine is the allocation ----------------------------------------------------
     def hosts(self) -> list:
         return [os.uname().nodename]
 
     def start_repeat(self, point, spec_path: str, rdir: str):
+        if not local_owner.ours(point.dir):  # a search's try: its folder is new
+            local_owner.begin(point.dir)
         ranks = self.start(point, worker.worker_argv(point, spec_path, sys.executable), rdir)
         repeat = specs.read(spec_path).repeat
         outcome, rank_ends = self.run_ranks(ranks, point, f"{point.name} repeat {repeat}")

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 
+import launchers
 from contract import exits, records, versions
 from contract.point import Framework
 from launchers.backends import containers
@@ -81,7 +82,7 @@ class Doctor:
         return opts + (["--gpus-per-node=1"] if cl.gpus else [])
 
     def slurm(self) -> bool:
-        if self.point.launcher.name != "slurm":
+        if launchers.get(self.point.launcher.name).no_site:   # auto's choice: no site answered
             self.say("FAILED", "slurm", f"launcher=auto chose {self.point.launcher.name}: "
                      f"{self.point.launcher.auto or 'no Slurm here'}")
             return False
@@ -291,8 +292,8 @@ def main(argv=None) -> int:
         os.makedirs(out, exist_ok=True)
     except one_point.bad_input() as exc:
         return one_point.refuse(exc)
-    if point.launcher.name != "slurm" and not point.launcher.auto:   # asked for, not auto's choice
-        print(f"error: launcher={point.launcher.name} runs on this machine, with no site to check: "
-              "launch doctor checks a Slurm site (launcher=slurm)", file=sys.stderr)
-        return 2
+    no_site = launchers.get(point.launcher.name).no_site
+    if no_site and not point.launcher.auto:   # asked for, not auto's choice
+        print(f"error: {no_site}: launch doctor checks a Slurm site (launcher=slurm)", file=sys.stderr)
+        return exits.REFUSED
     return Doctor(point.replace(name="doctor"), out).run()

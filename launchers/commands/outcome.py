@@ -1,13 +1,19 @@
 """What a sweep came to when `python -m launch` returns: its exit status by the one table
 (contract/exits.py) and, when that is not 0, one line naming the points that did not pass.
 
-The points are read as `launch status` reads them, from their records alone (no Slurm call):
-a local sweep's points have all ended; a Slurm point not yet recorded is queued, and its
-outcome is `launch status SWEEP --wait`'s; one recorded before (a rerun into the folder queues
-nothing for it) counts. A search counts by its own line, not its tries'.
+The points are read as `launch status` reads them, from their records alone (no launcher is
+asked): a local sweep's points have all ended; a point of a launcher that queues (`queues`:
+Slurm) not yet recorded is queued, and its outcome is `launch status SWEEP --wait`'s; one
+recorded before (a rerun into the folder queues nothing for it) counts. A search counts by its
+own line, not its tries'.
 """
+import launchers
 from contract import exits, statuses
 from launchers.commands import status
+
+
+def _queues(owner) -> bool:
+    return owner is not None and launchers.get(owner).queues
 
 SHOWN = 3  # points named in the line; the rest counted
 
@@ -19,11 +25,11 @@ def ended(folder: str, names) -> dict:
         if p["name"] not in names or p["try_of"]:
             continue
         state = status.point_state(p, None)[0]
-        if p["slurm"] and len(p["runs"]) < p["expected"] and state != status.STATE[statuses.UNHEALTHY]:
+        if _queues(p["owner"]) and len(p["runs"]) < p["expected"] and state != status.STATE[statuses.UNHEALTHY]:
             continue  # queued
         out[p["name"]] = state
     for s in status.read_searches(folder):
-        if s["name"] in names and not (s["slurm"] and not s["ledger"].get("done")):
+        if s["name"] in names and not (_queues(s["owner"]) and not s["ledger"].get("done")):
             out[s["name"]] = status.search_state(s, None)[0]
     return out
 

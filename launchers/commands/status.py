@@ -3,29 +3,34 @@
     python -m launch status outputs/2026-11-21_10-00-00
     python -m launch status outputs/2026-11-21_10-00-00 --wait --timeout 3600     # in a script
 
-One line per point: its state, its repeats (ok / recorded / expected), its Slurm job and
-a detail (the first error, or what is missing). The state combines Slurm's view of the
-point's allocation (squeue while the controller holds the job, else sacct; the job id is
-in SWEEP/points/<p>/slurm.json) with the records (run.json per repeat):
+One line per point: its state, its repeats (ok / recorded / expected), its job and a detail
+(the first error, or what is missing). The state combines the point's owner as its launcher
+sees it now (launchers/backends/base.py `live`: a Slurm job by squeue while the controller
+holds it, else sacct, its id in SWEEP/points/<p>/slurm.json; a local launcher's process, its
+pid in SWEEP/points/<p>/local.json) with the records (run.json per repeat):
 
-    PENDING, RUNNING                  the allocation's, while it lives (a pending job's
-                                      reason from squeue: Resources, ReqNodeNotAvail, ...)
+    PENDING, RUNNING                  the owner's, while it lives (a pending job's reason from
+                                      squeue: Resources, ReqNodeNotAvail, ...; a local point
+                                      RUNNING while its launcher lives and has not ended it)
     COMPLETED                         every repeat recorded and ok
     FAILED, OOM, TIMEOUT, CANCELLED,  the worst recorded repeat's status when every repeat is
     UNSUPPORTED                       recorded; else the allocation's end (a cancelled job,
-                                      a driver that died: FAILED)
+                                      a driver that died: FAILED); CANCELLED also a point
+                                      `launch cancel` stopped, once its owner has ended
     UNHEALTHY                         preflight=true found too few healthy nodes: no repeat ran
-    RUNNING                           also a local-launcher point whose rank 0 beats now; the
-                                      detail of a running point, local or Slurm: `running:
-                                      repeat 4/7, step 52/120` (its heartbeat, contract/heartbeat.py)
-    INCOMPLETE                        a local-launcher point with repeats missing and no live
-                                      heartbeat (nothing more will come)
+    RUNNING                           also a point of no known owner (a local sweep of another
+                                      host, or older than local.json) whose rank 0 beats now;
+                                      the detail of a running point: `running: repeat 4/7,
+                                      step 52/120` (its heartbeat, contract/heartbeat.py)
+    INCOMPLETE                        repeats missing and nothing more will come: a local
+                                      launcher that stopped or died first (its pid, which),
+                                      a job Slurm no longer knows, no owner and no live heartbeat
 
 The records' reading is statuses.point_status's (contract/statuses.py), mapped to
 Slurm's words here. A point with preflight=true says which nodes its preflight left out and
 why (SWEEP/points/<p>/preflight.json, launchers/driver/preflight.py).
-Points of local-launcher sweeps have no slurm.json: their state comes from the records alone.
-A point cancelled by `python -m launch cancel` stays CANCELLED once Slurm forgets its job.
+A point cancelled by `python -m launch cancel` stays CANCELLED once Slurm forgets its job, or its
+local launcher has ended.
 
 A search (`search=`, launchers/driver/search.py) is one line of its own, named by its point, from
 its ledger (SWEEP/searches/<p>.json) and, on Slurm, its one job (SWEEP/points/<p>/slurm.json):
@@ -34,8 +39,8 @@ ok/rec/exp counts its tries (ok / tried / -), the detail its answer. Its tries a
 search's job runs on. OOM tries are the search's data: with --wait, the search's own line
 counts, not its tries'.
 
-Each call asks Slurm about every job at once (launchers/backends/slurm/sacct.py): one squeue call and at
-most one sacct call, however many points.
+Each call asks each launcher about all of its points at once (on Slurm one squeue call and at
+most one sacct call, however many points: launchers/backends/slurm/watch.py).
 Exit status (the suite's one table, docs/statuses.md): 0; with --wait, 0 when every point and
 search COMPLETED (or UNSUPPORTED: an answer), 1 when one did not, 3 when --timeout passed
 first; 2 when SWEEP holds no points and no searches.
@@ -51,14 +56,15 @@ try:
 except ImportError:
     from json import loads as _loads  # type: ignore[assignment]  # json's signature, orjson's differs
 
+import launchers
 from contract import exits, heartbeat, paths, secrets, statuses
-from launchers.backends.slurm import sacct
 
-# A point's status (statuses.point_status) in Slurm's words.
+# A point's status (statuses.point_status) in Slurm's words, which every launcher's are.
 STATE = {"ok": "COMPLETED", "failed": "FAILED", "oom": "OOM", "timeout": "TIMEOUT",
          "cancelled": "CANCELLED", "unsupported": "UNSUPPORTED", statuses.UNHEALTHY: "UNHEALTHY",
          **{s: s.upper() for s in statuses.STORAGE}}   # a checkpoint's storage: DISK_FULL, ...
-FINAL = sacct.FINAL + ("INCOMPLETE", "UNSUPPORTED", "UNHEALTHY") + tuple(s.upper() for s in statuses.STORAGE)
+ENDS = ("COMPLETED", "FAILED", "TIMEOUT", "OOM", "CANCELLED")   # how an owner ends (base.Live)
+FINAL = ENDS + ("INCOMPLETE", "UNSUPPORTED", "UNHEALTHY") + tuple(s.upper() for s in statuses.STORAGE)
 POINT_FILES = os.path.join("SWEEP", paths.POINTS_DIR, "*", paths.POINT_FILE)  # in messages
 TAIL_LINES = 5  # of a failed point's log shown under the table (-v: all that run.json keeps)
 
@@ -72,8 +78,9 @@ def _json(path):
 
 
 def read_points(sweep: str) -> list:
-    """Every point of the sweep with its records: [{name, dir, expected, slurm, runs,
-    running, try_of}] (try_of: the search a try belongs to, else None)."""
+    """Every point of the sweep with its records: [{name, dir, expected, owner, runs,
+    running, try_of}] (owner: the launcher whose record the folder holds, launchers.owner;
+    try_of: the search a try belongs to, else None)."""
     out = []
     for pfile in sorted(glob.glob(os.path.join(sweep, paths.POINTS_DIR, "*", paths.POINT_FILE))):
         pdir = os.path.dirname(pfile)
@@ -94,7 +101,7 @@ def read_points(sweep: str) -> list:
             runs = {r: secrets.masked(run, values=known) for r, run in runs.items()}
         search = point.get("search")
         out.append({"name": os.path.basename(pdir), "dir": pdir, "expected": repeats,
-                    "slurm": _json(os.path.join(pdir, paths.SLURM_FILE)), "runs": runs,
+                    "owner": launchers.owner(pdir), "runs": runs,
                     "preflight": _json(os.path.join(pdir, paths.PREFLIGHT_FILE))
                     if paths.PREFLIGHT_FILE in names else None,
                     "running": sorted(begun - set(runs)),
@@ -105,14 +112,14 @@ def read_points(sweep: str) -> list:
 
 
 def read_searches(sweep: str) -> list:
-    """Every search of the sweep: [{name, ledger, slurm}] (slurm: its job, None locally)."""
+    """Every search of the sweep: [{name, dir, ledger, owner}] (owner: as read_points')."""
     out = []
     for path in paths.search_files([sweep]):
         ledger = _json(path)
         if isinstance(ledger, dict) and isinstance(ledger.get("point"), str):
             pdir = paths.point_dir(sweep, ledger["point"])
-            out.append({"name": ledger["point"], "ledger": ledger,
-                        "slurm": _json(os.path.join(pdir, paths.SLURM_FILE))})
+            out.append({"name": ledger["point"], "dir": pdir, "ledger": ledger,
+                        "owner": launchers.owner(pdir)})
     return out
 
 
@@ -121,8 +128,9 @@ def is_sweep(sweep: str) -> bool:
                 or paths.search_files([sweep]))
 
 
-def search_state(s: dict, slurm_state, reason=None):
-    """(state, detail) of one search from its ledger and its job's Slurm state."""
+def search_state(s: dict, live=None):
+    """(state, detail) of one search from its ledger and its owner now (base.Live, or None:
+    no owner known)."""
     ledger = s["ledger"]
     tries, key = ledger.get("tries") or [], ledger.get("key")
     ok = [t["value"] for t in tries if t.get("outcome") == "ok"]
@@ -134,19 +142,19 @@ def search_state(s: dict, slurm_state, reason=None):
         return "COMPLETED", (f"largest {key} that trains: {'none' if found is None else found}"
                              + (f", smallest out of memory: {oom}" if oom is not None else ""))
     so_far = f"search {key}: {len(tries)} tried" + (f", largest ok so far {max(ok)}" if ok else "")
-    if s["slurm"] and slurm_state in ("PENDING", "RUNNING"):
-        return slurm_state, "; ".join(filter(None, [
-            f"waiting: {reason}" if slurm_state == "PENDING" and reason else "", so_far]))
-    if s["slurm"] and s["slurm"].get("cancelled_unix") and slurm_state in (None, "CANCELLED"):
+    if live is None:
+        return "INCOMPLETE", f"{so_far}; not finished"
+    state = live.state
+    if state in ("PENDING", "RUNNING"):
+        return state, "; ".join(filter(None, [
+            f"waiting: {live.reason}" if state == "PENDING" and live.reason else "", so_far]))
+    if live.cancelled and state in (None, "CANCELLED"):
         return "CANCELLED", f"{so_far}; cancelled"
-    if s["slurm"] and slurm_state in ("CANCELLED", "TIMEOUT", "OOM", "FAILED", "COMPLETED"):
-        log = s["slurm"].get("log")
-        return ("FAILED" if slurm_state == "COMPLETED" else slurm_state,
-                f"{so_far}; the job ended {slurm_state.lower()} before the search did"
-                + (f"; driver log: {log}" if log and slurm_state != "CANCELLED" else ""))
-    if s["slurm"]:
-        return "INCOMPLETE", f"{so_far}; Slurm no longer knows job {s['slurm'].get('job_id')}"
-    return "INCOMPLETE", f"{so_far}; not finished"
+    if state in ENDS:
+        return ("FAILED" if state == "COMPLETED" else state,
+                f"{so_far}; the job ended {state.lower()} before the search did"
+                + (f"; driver log: {live.log}" if live.log and state != "CANCELLED" else ""))
+    return "INCOMPLETE", f"{so_far}; {live.gone}"
 
 
 def left_out(pre) -> str:
@@ -158,10 +166,10 @@ def left_out(pre) -> str:
                                              for node, why in sorted(excluded.items()))
 
 
-def point_state(p: dict, slurm_state, reason=None):
-    """(state, detail) of one point from its Slurm state (None: unknown or local), the
-    reason squeue gives a pending job (None: none), and records."""
-    state, detail = _point_state(p, slurm_state, reason)
+def point_state(p: dict, live=None):
+    """(state, detail) of one point from its owner now (base.Live, or None: no owner known)
+    and its records."""
+    state, detail = _point_state(p, live)
     return state, "; ".join(filter(None, [detail, left_out(p.get("preflight"))
                                           if state != "UNHEALTHY" else ""]))
 
@@ -179,7 +187,7 @@ def running(p: dict, now=None):
     return f"running: repeat {later[-1] + 1}/{p['expected']}, starting" if later else None
 
 
-def _point_state(p: dict, slurm_state, reason=None):
+def _point_state(p: dict, live):
     runs, expected = p["runs"], p["expected"]
     beating = running(p)
     pre = p.get("preflight") or {}
@@ -189,12 +197,13 @@ def _point_state(p: dict, slurm_state, reason=None):
     first_error = next((f"repeat {b['repeat']}: {b.get('error') or b.get('status')}" for b in bad), "")
     # A search's try once recorded is final: the search's job runs on, the try is not rerun.
     settled = p.get("try_of") and len(runs) == expected
-    if p["slurm"] and slurm_state in ("PENDING", "RUNNING") and not settled:
+    state = live.state if live else None
+    if state in ("PENDING", "RUNNING") and not settled:
         detail = first_error or (beating or f"repeat {p['running'][-1]} running"
-                                 if slurm_state == "RUNNING" and p["running"] else "")
-        if slurm_state == "PENDING" and reason:  # why it waits: BeginTime after a requeue, ...
-            detail = "; ".join(filter(None, [f"waiting: {reason}", detail]))
-        return slurm_state, detail
+                                 if state == "RUNNING" and p["running"] else "")
+        if state == "PENDING" and live.reason:  # why it waits: BeginTime after a requeue, ...
+            detail = "; ".join(filter(None, [f"waiting: {live.reason}", detail]))
+        return state, detail
     if status == statuses.UNHEALTHY:
         return STATE[status], pre.get("error") or "preflight found too few healthy nodes"
     if len(runs) == expected:
@@ -203,56 +212,57 @@ def _point_state(p: dict, slurm_state, reason=None):
         return STATE.get(status, "FAILED"), first_error
     missing = expected - len(runs)
     gone = f"{missing} repeat(s) not recorded"
-    if not p["slurm"]:
-        if beating:  # the local launcher runs it now
+    if live is None:  # no owner known: a local sweep older than local.json, or another host's
+        if beating:  # its launcher runs it now
             return "RUNNING", "; ".join(filter(None, [beating, first_error]))
         return "INCOMPLETE", first_error or gone
-    if slurm_state is None and p["slurm"].get("cancelled_unix"):  # Slurm forgot; `cancel` did not
+    if state is None and live.cancelled:  # its owner has ended, or Slurm forgot; `cancel` did not
         return "CANCELLED", first_error or f"cancelled with {gone}"
-    if slurm_state in ("CANCELLED", "TIMEOUT", "OOM", "FAILED"):
-        log = p["slurm"].get("log")
-        hint = f"; driver log: {log}" if slurm_state == "FAILED" and log else ""
-        return slurm_state, first_error or f"the job ended {slurm_state.lower()} with {gone}{hint}"
-    if slurm_state == "COMPLETED":
+    if state in ("CANCELLED", "TIMEOUT", "OOM", "FAILED"):
+        hint = f"; driver log: {live.log}" if state == "FAILED" and live.log else ""
+        return state, first_error or f"the job ended {state.lower()} with {gone}{hint}"
+    if state == "COMPLETED":
         return "FAILED", first_error or f"the job completed with {gone}"
-    # The controller and accounting have both forgotten the job (no slurmdbd): records only.
-    return "INCOMPLETE", first_error or f"{gone}; Slurm no longer knows job {p['slurm'].get('job_id')}"
+    # Its owner is gone (a local launcher stopped or died; a job the controller and
+    # accounting have both forgotten, no slurmdbd): records only, and why no more will come.
+    return "INCOMPLETE", first_error or f"{gone}; {live.gone}"
 
 
-def _slurm_info(x: dict, slurm_jobs: dict) -> tuple:
-    """(the job x's slurm.json names or None, its {state, reason}). A pending job `launch cancel`
-    cancelled is CANCELLED: scancel returned, and a loaded controller may list it pending a
-    moment longer (a running one is shown running until it has ended)."""
-    job = str((x["slurm"] or {}).get("job_id") or "") or None
-    info = slurm_jobs.get(job) or {}
-    if x["slurm"] and x["slurm"].get("cancelled_unix") and info.get("state") == "PENDING":
-        return job, {"state": "CANCELLED", "reason": None}
-    return job, info
-
-
-def states(sweep: str) -> list:
+def observe(sweep: str) -> tuple:
+    """(points, searches, {folder: base.Live}, notes): the sweep's records, and each point's
+    owner as its launcher sees it now, every launcher asked once for all of its points."""
     pts, searches = read_points(sweep), read_searches(sweep)
-    ids = {str(x["slurm"]["job_id"]) for x in pts + searches if x["slurm"] and x["slurm"].get("job_id")}
-    slurm_jobs = sacct.jobs(sorted(ids)) if ids else {}
+    live, notes = {}, []
+    for name, folders in launchers.owners(x["dir"] for x in searches + pts).items():
+        seen, note = launchers.get(name).live(folders)
+        live.update(seen)
+        notes += [note] if note else []
+    return pts, searches, live, notes
+
+
+def states(sweep: str, notes=None) -> list:
+    """One row per search and point; what a launcher could not be asked goes to `notes`."""
+    pts, searches, live, said = observe(sweep)
+    if notes is not None:
+        notes += said
     rows = []
     for s in searches:
-        job, info = _slurm_info(s, slurm_jobs)
-        state, detail = search_state(s, info.get("state"), info.get("reason"))
+        own = live.get(s["dir"])
+        state, detail = search_state(s, own)
         tries = s["ledger"].get("tries") or []
         rows.append({"point": s["name"], "state": state, "recorded": len(tries), "expected": "-",
-                     "ok": sum(t.get("outcome") == "ok" for t in tries), "job": job or "-",
-                     "detail": detail, "tail": None, "try_of": None, "slurm_state": info.get("state")})
+                     "ok": sum(t.get("outcome") == "ok" for t in tries),
+                     "job": own.job if own else "-", "detail": detail, "tail": None, "try_of": None})
     for p in pts:
-        job, info = _slurm_info(p, slurm_jobs)
-        state, detail = point_state(p, info.get("state"), info.get("reason"))
+        own = live.get(p["dir"])
+        state, detail = point_state(p, own)
         ok = sum(run.get("status") == "ok" for run in p["runs"].values())
         bad = next((p["runs"][r] for r in sorted(p["runs"]) if p["runs"][r].get("log_tail")
                     and p["runs"][r].get("status") != "ok"), None)
         rows.append({"point": p["name"], "state": state, "ok": ok, "recorded": len(p["runs"]),
-                     "expected": p["expected"], "job": job or "-", "detail": detail,
+                     "expected": p["expected"], "job": own.job if own else "-", "detail": detail,
                      "tail": bad and dict(bad["log_tail"], repeat=bad.get("repeat")),
-                     "try_of": p["try_of"], "try_value": p["try_value"],
-                     "slurm_state": info.get("state")})
+                     "try_of": p["try_of"], "try_value": p["try_value"]})
     # a search's line, then its tries by value
     return sorted(rows, key=lambda r: (r["try_of"] or r["point"], r.get("try_value") or -1, r["point"]))
 
@@ -303,12 +313,10 @@ def main(argv=None) -> int:
     if not is_sweep(args.sweep):
         print(f"error: {args.sweep} is not a sweep: no {POINT_FILES} under it", file=sys.stderr)
         return exits.REFUSED
-    rows = states(args.sweep)
-    jobs = {r["job"] for r in rows if r["job"] != "-"}
-    if jobs and all(r["slurm_state"] is None for r in rows if r["job"] != "-"):
-        print(f"note: neither squeue nor sacct knows any of the sweep's {len(jobs)} Slurm job(s): "
-              "states come from the records alone (is SLURM_CONF set, does the controller "
-              "answer?)", file=sys.stderr)
+    notes: list = []
+    rows = states(args.sweep, notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     tails = lambda: render_tails(rows, 0 if args.verbose else TAIL_LINES)  # noqa: E731
     if not args.wait:
         print("\n\n".join(filter(None, [render(rows), tails()])))

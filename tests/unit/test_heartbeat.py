@@ -72,7 +72,7 @@ def test_status_says_where_a_running_local_point_is(tmp_path):
 def test_status_says_where_a_running_slurm_point_is(tmp_path):
     p = running_point(tmp_path, recorded=3)
     p["slurm"] = {"job_id": "41"}
-    assert status.point_state(p, "RUNNING") == ("RUNNING", "running: repeat 4/7, step 52/120")
+    assert status.point_state(p, sweepfiles.slurm_live(p, "RUNNING")) == ("RUNNING", "running: repeat 4/7, step 52/120")
 
 
 def test_a_stale_or_recorded_heartbeat_is_not_running(tmp_path):

@@ -213,4 +213,5 @@ def slurm_point(runs, expected=2):
     (["ok"], None, "INCOMPLETE", "1 repeat(s) not recorded; Slurm no longer knows job 5"),
 ])
 def test_point_state_combines_slurm_and_records(runs, slurm_state, state, detail):
-    assert status.point_state(slurm_point(runs), slurm_state) == (state, detail)
+    p = slurm_point(runs)
+    assert status.point_state(p, sweepfiles.slurm_live(p, slurm_state)) == (state, detail)

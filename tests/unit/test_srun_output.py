@@ -7,6 +7,7 @@ import pytest
 
 from launchers.backends.slurm import sacct, srun_output
 from launchers.commands import status
+from tests import sweepfiles
 
 
 @pytest.mark.parametrize("line,rank,end", [
@@ -98,9 +99,10 @@ def pending_point(runs=()):
     ([], None, ""),
 ])
 def test_a_pending_point_says_why_it_waits(runs, reason, detail):
-    assert status.point_state(pending_point(runs), "PENDING", reason) == ("PENDING", detail)
+    p = pending_point(runs)
+    assert status.point_state(p, sweepfiles.slurm_live(p, "PENDING", reason)) == ("PENDING", detail)
     # a running point has no reason to show
-    assert "waiting" not in status.point_state(pending_point(runs), "RUNNING", reason)[1]
+    assert "waiting" not in status.point_state(p, sweepfiles.slurm_live(p, "RUNNING", reason))[1]
 
 
 def test_squeue_reason_is_read_in_the_same_call(monkeypatch):

@@ -58,9 +58,10 @@ def test_a_cancelled_point_stays_cancelled_when_slurm_forgets_it(tmp_path):
     slurm_point(tmp_path, "000-a", "41", recorded=1, cancelled_unix=1.0)
     slurm_point(tmp_path, "001-b", "42", recorded=1)
     pts = {p["name"]: p for p in status.read_points(str(tmp_path))}
-    assert status.point_state(pts["000-a"], None) == ("CANCELLED", "cancelled with 1 repeat(s) not recorded")
-    assert status.point_state(pts["001-b"], None)[0] == "INCOMPLETE"
-    assert status.point_state(pts["000-a"], "RUNNING")[0] == "RUNNING"  # Slurm's word first
+    live = sweepfiles.slurm_live
+    assert status.point_state(pts["000-a"], live(pts["000-a"])) == ("CANCELLED", "cancelled with 1 repeat(s) not recorded")
+    assert status.point_state(pts["001-b"], live(pts["001-b"]))[0] == "INCOMPLETE"
+    assert status.point_state(pts["000-a"], live(pts["000-a"], "RUNNING"))[0] == "RUNNING"  # Slurm's word first
 
 
 def test_a_cancelled_job_the_controller_still_lists_pending_is_cancelled(tmp_path, monkeypatch):
@@ -115,7 +116,7 @@ def test_a_search_has_its_own_line_and_its_recorded_tries_are_final(tmp_path, mo
 def test_search_state(tmp_path, done, slurm_state, state, detail):
     search_sweep(tmp_path, done=done)
     s = status.read_searches(str(tmp_path))[0]
-    assert status.search_state(s, slurm_state) == (state, detail)
+    assert status.search_state(s, sweepfiles.slurm_live(s, slurm_state)) == (state, detail)
 
 
 def test_wait_counts_the_search_not_its_oom_tries(tmp_path, capsys):
@@ -163,11 +164,12 @@ def test_a_point_without_healthy_nodes_is_unhealthy_and_says_which_were_left_out
     moved = slurm_point(tmp_path, "002-c", "45")
     preflight(moved, "resubmitted", {"node3": ["links: sends slowly"]})
     pts = {p["name"]: p for p in status.read_points(str(tmp_path))}
-    assert status.point_state(pts["000-a"], "COMPLETED") == (
+    live = sweepfiles.slurm_live
+    assert status.point_state(pts["000-a"], live(pts["000-a"], "COMPLETED")) == (
         "UNHEALTHY", "needs 3 healthy node(s); partition debug has 2 once node1: ... are left out")
-    assert status.point_state(pts["001-b"], "COMPLETED") == (
+    assert status.point_state(pts["001-b"], live(pts["001-b"], "COMPLETED")) == (
         "COMPLETED", "preflight left out node3 (links: sends slowly: node3 -> node1 0.01 GB/s)")
-    assert status.point_state(pts["002-c"], "PENDING", "Priority") == (
+    assert status.point_state(pts["002-c"], live(pts["002-c"], "PENDING", "Priority")) == (
         "PENDING", "waiting: Priority; preflight left out node3 (links: sends slowly)")
     assert "UNHEALTHY" in status.FINAL
 

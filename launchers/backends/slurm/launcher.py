@@ -46,7 +46,7 @@ from contract import paths, records
 from launchers import sweepdir
 from launchers.backends import containers, stopping
 from launchers.backends.base import Launcher, NoVerdict
-from launchers.backends.slurm import arrays, job, nodes, preview, sacct, srun, srun_output
+from launchers.backends.slurm import arrays, job, nodes, preview, sacct, srun, srun_output, watch
 from launchers.backends.slurm.allocation import Allocation, AllocationEnding, log
 from launchers.backends.slurm.step_watch import SrunRanks
 from launchers.driver import ledger, preflight, repeats, search
@@ -61,6 +61,7 @@ NEVER = ("PartitionNodeLimit", "PartitionConfig", "PartitionTimeLimit", "BadCons
 
 class SlurmLauncher(Launcher):
     name = "slurm"
+    queues = True
 
     def __init__(self, allocation: Optional[Allocation] = None, search_base=None, log=print):
         super().__init__(log)
@@ -69,6 +70,12 @@ class SlurmLauncher(Launcher):
         self.search_base = search_base  # in a search's allocation: the search's base point
 
     # ---- on the submitting host ----------------------------------------------------------
+    def live(self, folders: list):
+        return watch.live(folders)
+
+    def cancel(self, sweep: str, folders: list):
+        return watch.cancel(sweep, folders)
+
     def check(self, point) -> None:
         super().check(point)
         if point.search is not None and point.search["key"] in SHAPE:
