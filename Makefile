@@ -27,10 +27,13 @@ test-deps: venv
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps postgres-deps image; \
 	 else echo "not root: Slurm, browser, PostgreSQL and container tests will skip"; fi
 
-# its own wall time last, the environments' build included (CI's limit is on the whole)
+# its own wall time last, the environments' build included (CI's limit is on the whole).
+# WORKERS: one per core and one more for the tests (tests/conftest.py's CPU slots), one for
+# the Slurm test cluster's, which mostly wait.
+WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
 test:
 	@start=$$(date +%s); rc=0; \
-	 $(MAKE) --no-print-directory test-deps lint && $(PYTHON) -m pytest -q -n 3 --dist loadscope || rc=$$?; \
+	 $(MAKE) --no-print-directory test-deps lint && $(PYTHON) -m pytest -q -n $(WORKERS) --dist loadscope || rc=$$?; \
 	 echo "make test: $$(( $$(date +%s) - start )) s in all, exit $$rc"; exit $$rc
 
 lint: venv

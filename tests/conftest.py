@@ -22,14 +22,17 @@ NO_SLURM_CONF = "/nonexistent/dlbench-no-cluster/slurm.conf"
 SLURM_FIXTURES = ("slurm_cluster", "test_image")
 SHARED_SWEEPS = "sweeps"   # tests/frameworks_env.py: one sweep per framework and case, shared
 GROUPS_KEY, LOCK_KEY = "dlbench_groups", "dlbench_lock"
-# `make test` runs three workers on two cores: the Slurm test cluster's tests mostly wait (on
-# the controller, on node timeouts: about a sixth of a core over their 11 minutes), so one
-# worker takes them and the other tests share two CPU slots, one test each, as two workers did.
-CPU_SLOTS = 2
+# `make test` runs one worker per core plus two (Makefile: WORKERS): the Slurm test cluster's
+# tests mostly wait (on the controller, on node timeouts: about a sixth of a core over their
+# 11 minutes), so one worker takes them, and the other tests share a CPU slot per core and
+# one more, one test each: a test waiting on its subprocesses (a rendezvous, an import, a
+# pipe) leaves its core to the third (on 2 cores, 1,430 s of tests with two slots used the
+# cores 70% of the time; 2026-11-28, docs/development.md).
+CPU_SLOTS = (os.cpu_count() or 2) + 1
 
 
 def group_of(item) -> str:
-    """Which tests go together on one worker under `make test` (pytest-xdist, `-n 3 --dist
+    """Which tests go together on one worker under `make test` (pytest-xdist, `-n WORKERS --dist
     loadscope`): every test of a Slurm test cluster (one per machine: they share it, one after
     another), the tests of one framework's shared sweeps (a session fixture: each sweep runs
     once, and two frameworks' sweeps run on two workers side by side), and each other module
