@@ -28,9 +28,9 @@ test-deps: venv
 	 else echo "not root: Slurm, browser, PostgreSQL and container tests will skip"; fi
 
 # its own wall time last, the environments' build included (CI's limit is on the whole).
-# WORKERS: one per core and one more for the tests (tests/conftest.py's CPU slots), one for
-# the Slurm test cluster's, which mostly wait.
-WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
+# WORKERS: one per core for the tests (tests/conftest.py's CPU slots), one for the Slurm test
+# cluster's, which mostly wait.
+WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test:
 	@start=$$(date +%s); rc=0; \
 	 $(MAKE) --no-print-directory test-deps lint && $(PYTHON) -m pytest -q -n $(WORKERS) --dist loadscope || rc=$$?; \

@@ -22,13 +22,12 @@ NO_SLURM_CONF = "/nonexistent/dlbench-no-cluster/slurm.conf"
 SLURM_FIXTURES = ("slurm_cluster", "test_image")
 SHARED_SWEEPS = "sweeps"   # tests/frameworks_env.py: one sweep per framework and case, shared
 GROUPS_KEY, LOCK_KEY = "dlbench_groups", "dlbench_lock"
-# `make test` runs one worker per core plus two (Makefile: WORKERS): the Slurm test cluster's
-# tests mostly wait (on the controller, on node timeouts: about a sixth of a core over their
-# 11 minutes), so one worker takes them, and the other tests share a CPU slot per core and
-# one more, one test each: a test waiting on its subprocesses (a rendezvous, an import, a
-# pipe) leaves its core to the third (on 2 cores, 1,430 s of tests with two slots used the
-# cores 70% of the time; 2026-11-28, docs/development.md).
-CPU_SLOTS = (os.cpu_count() or 2) + 1
+# `make test` runs one worker per core and one more (Makefile: WORKERS): the Slurm test
+# cluster's tests mostly wait (on the controller, on node timeouts: about a sixth of a core
+# over their 11 minutes), so one worker takes them, and the other tests share a CPU slot per
+# core, one test each. One slot more made it slower (docs/development.md): the tests' own
+# subprocesses keep the cores busy.
+CPU_SLOTS = os.cpu_count() or 2
 
 
 def group_of(item) -> str:
