@@ -2,7 +2,8 @@
 # Charliecloud runs on the Slurm test cluster (docs/containers.md). Needs root.
 #   make image-deps    apt packages: charliecloud mmdebstrap squashfs-tools squashfuse fuse3
 #   make image         builds it unless cached (a few minutes once; cached outside the clone,
-#                      keyed by its recipe: tests/container_image/)
+#                      its tree keyed by its recipe, the file by the checkout's path too:
+#                      tests/container_image/)
 #   make -s image-path its path, e.g. for cluster.containers.pytorch=...
 PYTHON ?= .venv/bin/python
 IMAGE_PKGS := charliecloud mmdebstrap squashfs-tools squashfuse fuse3
