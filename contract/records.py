@@ -64,6 +64,16 @@ def read_json(path: str) -> Any:
         return None
 
 
+def update_json(path: str, **fields: Any) -> bool:
+    """A JSON object's file with `fields` set, written whole as write_json_atomic writes; False
+    (nothing written) where the file is missing, unreadable or not an object."""
+    rec = read_json(path)
+    if not isinstance(rec, dict):
+        return False
+    write_json_atomic(path, {**rec, **fields})
+    return True
+
+
 def new_record(spec: Mapping[str, Any], dist: Any, host: str, origin_unix: float) -> Record:
     """The skeleton of a rank record; the harness fills steps, window and status."""
     return {

@@ -65,19 +65,13 @@ def same(a: dict, b: dict) -> bool:
     return (a.get("pid"), a.get("created"), a.get("host")) == (b.get("pid"), b.get("created"), b.get("host"))
 
 
-def _update(folder: str, **fields) -> None:
-    rec = read(folder)
-    if rec is not None:
-        records.write_json_atomic(_path(folder), {**rec, **fields})
-
-
 def end(folder: str) -> None:
     """The point ended (done, failed or stopped): what `cancel` added is kept."""
-    _update(folder, ended_unix=time.time())
+    records.update_json(_path(folder), ended_unix=time.time())
 
 
 def mark_cancelled(folder: str, when: float) -> None:
-    _update(folder, cancelled_unix=when)
+    records.update_json(_path(folder), cancelled_unix=when)
 
 
 def alive(rec: dict) -> Optional[bool]:

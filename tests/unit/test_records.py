@@ -101,3 +101,13 @@ def test_how_a_process_ended_in_words(code, words):
     (["incomplete"], 2, "incomplete"), ([], 2, "missing"), (["corrupt", "incomplete"], 2, "corrupt")])
 def test_point_status(runs, repeats, expected):
     assert statuses.point_status(runs, repeats) == expected
+
+
+def test_update_json_sets_fields_and_keeps_the_rest_or_writes_nothing(tmp_path):
+    path = str(tmp_path / "r.json")
+    assert records.update_json(path, a=1) is False and not os.path.exists(path)   # missing
+    records.write_json_atomic(path, [1, 2])
+    assert records.update_json(path, a=1) is False and records.read_json(path) == [1, 2]   # not an object
+    records.write_json_atomic(path, {"a": 0, "b": 2})
+    assert records.update_json(path, a=1, c=3) is True
+    assert records.read_json(path) == {"a": 1, "b": 2, "c": 3}

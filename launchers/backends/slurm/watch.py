@@ -67,12 +67,6 @@ def scancel(job_ids: list, timeout: float = 60) -> tuple:
     return missed, [line for line in lines if not any(g in line for g in GONE)]
 
 
-def mark_cancelled(path: str, when: float) -> None:
-    rec = records.read_json(path)
-    if isinstance(rec, dict):
-        records.write_json_atomic(path, dict(rec, cancelled_unix=when))
-
-
 def cancel(sweep: str, folders: list) -> Cancelled:
     """The folders' jobs still queued or running (one squeue), cancelled by one scancel; each
     cancelled job's slurm.json files marked."""
@@ -93,7 +87,7 @@ def cancel(sweep: str, folders: list) -> Cancelled:
     missed, refused = scancel(queued)
     for job in set(queued) - missed:
         for path in jobs[job]:
-            mark_cancelled(path, when)
+            records.update_json(path, cancelled_unix=when)
     return Cancelled(f"cancelled {len(queued) - len(missed)} job(s) of {sweep}"
                      + (f"; {ended} had already ended" if ended else "")
                      + f"; recorded repeats are kept. Follow: python -m launch status {sweep}",
