@@ -17,6 +17,7 @@ lives and has not ended it; `cancel` sends the launcher SIGINT, as Ctrl-C does, 
 stop stops the ranks and records the repeat `cancelled`, and waits for it to end. A local
 sweep is one process: cancelling one of its points stops the points after it too.
 """
+import functools
 import os
 import signal
 import subprocess
@@ -122,15 +123,14 @@ class LocalLauncher(Launcher):
             for point in pts:
                 with secret_env.exported([point]):
                     if point.search is not None:
-                        os.makedirs(point.dir, exist_ok=True)  # the search's own record
+                        os.makedirs(point.dir, exist_ok=True)  # for the search's own local.json
+                        run = functools.partial(search.run, point, self, self.log)
                     else:
                         sweepdir.write_point(point)
+                        run = functools.partial(repeats.run_point, point.dir, self, self.log)
                     local_owner.begin(point.dir)
                     try:
-                        if point.search is not None:
-                            search.run(point, self, self.log)
-                        else:
-                            repeats.run_point(point.dir, self, self.log)
+                        run()
                     finally:
                         local_owner.end(point.dir)
 
