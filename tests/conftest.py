@@ -27,7 +27,7 @@ GROUPS_KEY, LOCK_KEY = "dlbench_groups", "dlbench_lock"
 # over their 11 minutes), so one worker takes them, and the other tests share a CPU slot per
 # core, one test each. One slot more made it slower (docs/development.md): the tests' own
 # subprocesses keep the cores busy.
-CPU_SLOTS = os.cpu_count() or 2
+CPU_SLOTS = len(os.sched_getaffinity(0))   # the cores this process may use: `nproc`'s count
 
 
 def group_of(item) -> str:
