@@ -76,6 +76,7 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
+    config.option.loadscopereorder = False   # the workers' order (longest_first), not by count
 
     class Groups(LoadScopeScheduling):
         groups = None
@@ -92,10 +93,26 @@ def pytest_xdist_make_scheduler(config, log):
     return Groups(config, log)
 
 
+def longest_first(items: list) -> list:
+    """The order the workers take the groups in: the Slurm test clusters' first (one long
+    chain of waits), then the integration tests' (real ranks), then the unit tests' (many
+    short ones, which fill the cores at the end instead of one long test alone); the larger
+    group first within each, and each group's tests in their own order."""
+    groups: dict[str, list] = {}
+    for item in items:
+        groups.setdefault(group_of(item), []).append(item)
+
+    def rank(group: str) -> tuple:
+        return (group != "slurm", group.startswith("tests/unit/"), -len(groups[group]))
+
+    return [item for group in sorted(groups, key=rank) for item in groups[group]]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     where = getattr(config, "workerinput", {}).get(GROUPS_KEY)
     if where:
+        items[:] = longest_first(items)
         with open(where + ".part", "w") as f:
             json.dump({item.nodeid: group_of(item) for item in items}, f)
         os.replace(where + ".part", where)
