@@ -203,6 +203,17 @@ def jax_compilation_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def one_thread_a_rank():
+    """Every rank the tests start runs one OpenMP thread (the local launcher's default is the
+    cores over the ranks: 2 for a lone rank here). The tests' ranks share 2 cores with the
+    other tests' ranks, where a second thread mostly waits on the first: a lone PyTorch rank's
+    smoke steps took some ten times a 2-rank point's. A value already set is kept."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS") or "1")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def results_store_of_the_session(tmp_path_factory):
     """Every report a test runs adds its sweep to a results store (analysis/store/database.py): one
     of the session's own, never the user's (~/.local/share/dlbench). A test of the store
