@@ -11,6 +11,7 @@ import analysis
 from launchers.suite import ROOT
 from launchers.plan.precheck import groups
 from tests.frameworks_env import FRAMEWORKS as TABLE
+from tests.launching import launch
 
 FRAMEWORKS = list(TABLE)  # the seven of tests/frameworks_env.py's table
 pytestmark = [pytest.mark.e2e, pytest.mark.framework]
@@ -23,10 +24,8 @@ def test_every_framework_is_configured():
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("frameworks")
-    res = subprocess.run([sys.executable, "-m", "launch", "-m", f"framework={','.join(FRAMEWORKS)}",
-                          "model=resnet50,bert_base", "preset=smoke", "repeats=1",
-                          f"output_root={out}", f"hydra.sweep.dir={out}"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=1800)
+    res = launch("-m", f"framework={','.join(FRAMEWORKS)}", "model=resnet50,bert_base", "preset=smoke",
+                 "repeats=1", f"output_root={out}", f"hydra.sweep.dir={out}", timeout=1800)
     if res.returncode == 2 and "make env-" in res.stderr:   # refused before any point ran
         pytest.skip(res.stderr.strip().splitlines()[-1])
     assert res.returncode in (0, 1), res.stderr[-3000:]
