@@ -18,7 +18,7 @@ import time
 import pytest
 
 from benchmarks.gpu_check.__main__ import BUDGET_S as BUDGETS
-from benchmarks.gpu_check.stages import STAGES
+from benchmarks.gpu_check.stages import ROUNDS, STAGES
 from tests.frameworks_env import ROOT, require_torch_211
 
 pytestmark = pytest.mark.e2e
@@ -66,8 +66,8 @@ def check(res, seconds, out, tmp, torch_version: str, stages=None) -> dict:
         row = rows[name]   # beside a bare loop: the harness's rank over the same rounds, the ratio's spread
         assert "(harness, its rank, same rounds)" in row["beside"] and row["ratio"] > 0
         assert row["spread"][0] <= row["ratio"] <= row["spread"][1] and isinstance(row["within_noise"], bool)
-        assert "3 rounds alternated with the harness" in row["note"] and "both bf16, " in row["note"]
-        assert len(glob.glob(str(out / name / "harness-*" / "rank-00000.json"))) == 3
+        assert f"{ROUNDS['cpu']} rounds alternated with the harness" in row["note"] and "both bf16, " in row["note"]
+        assert len(glob.glob(str(out / name / "harness-*" / "rank-00000.json"))) == ROUNDS["cpu"]
     assert "harness / bare, rounds alternated: " in res.stdout
     assert rows["rn50 bf16"]["beside"] == "none published for cpu"
     for name in {"rn50 bf16", "llama3"} & set(rows):   # a CPU reads no energy counter, and says so
