@@ -5,13 +5,14 @@ forward and backward of the global batch (the gradients synchronised as training
 and compares every gradient it holds with its part of the single-device model's gradient,
 computed here too from the same seed and batch: the routed experts' (expert parallelism,
 their FSDP or replication over edp, their split over tp), the router's, the attention's.
-Prints one JSON line: the largest difference of a gradient, relative to that gradient's
-largest value, and the parameter it is of.
+Prints one JSON line a case: the largest difference of a gradient, relative to that gradient's
+largest value, and the parameter it is of. Several cases run in one set of processes
+(tests/rank_probes.py), each case's arguments a list:
 
-    python -m torch.distributed.run --nproc-per-node 2 tests/moe_grad_probe.py '{"ep": 2}' GLOBAL [MODEL]
+    python tests/moe_grad_probe.py '[{"ranks": 2, "port": P, "args": [{"ep": 2}, GLOBAL, MODEL]}]'
 """
+import functools
 import importlib
-import json
 import os
 import sys
 
@@ -21,11 +22,14 @@ from frameworks.common.distenv import DistEnv  # noqa: E402
 from frameworks.pytorch import lm_session  # noqa: E402
 from frameworks.pytorch.layouts import parallelize  # noqa: E402
 from tests.frameworks_env import model_cfg  # noqa: E402
+from tests.rank_probes import serve  # noqa: E402
 from tests.runspecs import run_spec  # noqa: E402
 
 
-def reference(family, cfg, global_batch, seed) -> dict:
+@functools.cache   # once a process for every layout of a model: it depends on none
+def reference(name, global_batch, seed) -> dict:
     """name -> the single-device model's gradient of the global batch's mean loss."""
+    cfg, family = model_cfg(name, "tiny"), importlib.import_module(f"frameworks.pytorch.models.{name}")
     model = family.Model(**cfg)
     parallelize.init_parameters(model, family, seed)
     rows = family.synthetic_tokens(cfg, global_batch, seed)
@@ -33,7 +37,7 @@ def reference(family, cfg, global_batch, seed) -> dict:
     return {n: p.grad for n, p in model.named_parameters()}
 
 
-def main(settings: dict, global_batch: int, name: str = "deepseek_v3") -> dict:
+def main(settings: dict, global_batch: int, name: str = "deepseek_v3"):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     lay, bad = parallel.resolve(settings, world, 1, None, global_batch)
     assert not bad, bad
@@ -44,23 +48,21 @@ def main(settings: dict, global_batch: int, name: str = "deepseek_v3") -> dict:
     session = lm_session.session_of(family)(spec, dist)
     with session._context():
         session._accumulate()
-    full = reference(family, cfg, global_batch, 0)
+    full = reference(name, global_batch, 0)
     worst, which, compared = 0.0, None, 0
     for module in map(parallelize.unwrap, session.modules):
-        for name, p in module.named_parameters():
+        for param, p in module.named_parameters():
             grad = parallelize.local(p.grad)
-            owner = module.get_submodule(name.rpartition(".")[0])
-            want = full[name][list(owner.ids)] if hasattr(owner, "ids") else full[name]
+            owner = module.get_submodule(param.rpartition(".")[0])
+            want = full[param][list(owner.ids)] if hasattr(owner, "ids") else full[param]
             want = parallelize.local_part(p.grad, want)   # by the gradient's own placements
             relative = (grad - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
             if relative >= worst:
-                worst, which = relative, name
+                worst, which = relative, param
             compared += 1
     return {"rank": rank, "relative": worst, "parameter": which, "compared": compared,
-            "owned": session.counts["owned"], "model": session.counts["model"]}
+            "owned": session.counts["owned"], "model": session.counts["model"]}, session.close
 
 
 if __name__ == "__main__":
-    line = "PROBE " + json.dumps(main(json.loads(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:])) + "\n"
-    os.write(1, line.encode())   # one write: the ranks' lines never interleave (a pipe's atomic write)
-    os._exit(0)
+    serve(main)

@@ -13,9 +13,11 @@ torchtitan takes the device type "cuda" wherever there is no accelerator
 0.2.2's attention masks' device, cuda there too):
 then its device mesh, parallelize_llama (FSDP2, tensor parallelism, replicate), pipeline_llm,
 initialisation and forward run over gloo as they run on GPUs over NCCL. A training step stops
-at FlexAttention's backward, which torch 2.13 has only on GPUs. Prints one JSON line.
+at FlexAttention's backward, which torch 2.13 has only on GPUs. Prints one JSON line a case;
+several cases run in one set of processes (tests/rank_probes.py), each case's arguments a list
+(a pipeline's case last: its stopped step leaves its group broken):
 
-    python -m torch.distributed.run --nproc-per-node 2 tests/titan_cpu_probe.py '{"fsdp": true}' GLOBAL [MODEL [amp]]
+    python tests/titan_cpu_probe.py '[{"ranks": 2, "port": P, "args": [{"fsdp": true}, GLOBAL, MODEL, "fp32"]}]'
 
 MODEL: a model's name (its tiny size), or its resolved settings as JSON.
 """
@@ -44,10 +46,11 @@ from frameworks.common.distenv import DistEnv  # noqa: E402
 from frameworks.pytorch.layouts import parallelize  # noqa: E402
 from frameworks.pytorch.titan import releases  # noqa: E402
 from frameworks.pytorch.titan import session as titan  # noqa: E402
+from tests.rank_probes import serve  # noqa: E402
 from tests.runspecs import run_spec  # noqa: E402
 
 
-def main(settings: dict, global_batch: int, model: str = "llama3", precision: str = "fp32") -> dict:
+def main(settings: dict, global_batch: int, model: str = "llama3", precision: str = "fp32"):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if model.startswith("{"):   # a resolved model's settings (torch 2.11's environment has no OmegaConf)
         cfg = json.loads(model)
@@ -57,10 +60,15 @@ def main(settings: dict, global_batch: int, model: str = "llama3", precision: st
     model = cfg["name"]
     lay, bad = parallel.resolve(settings, world, 1, None, global_batch)
     assert not bad, bad
+    restore = None
     if precision == "amp":
         from torch.nn.attention.flex_attention import flex_attention
         from torchtitan.models.common.attention import FlexAttention
+        compiled = FlexAttention._compiled_flex_attn
         FlexAttention._compiled_flex_attn = flex_attention
+
+        def restore():   # the next case's FlexAttention compiled again
+            FlexAttention._compiled_flex_attn = compiled
     spec = run_spec(model=cfg, precision=precision,
                     amp_dtype="bf16" if precision == "amp" else None, compile=False, seed=0,
                     parallel=lay.as_dict(), device="cpu", rendezvous_timeout_s=60)
@@ -92,10 +100,15 @@ def main(settings: dict, global_batch: int, model: str = "llama3", precision: st
         out["step"] = f"{type(exc).__name__}: {exc}"
         if exc.__cause__ is not None:   # torch 2.11's pipeline stage names its cause only here
             out["step"] += f" (from {type(exc.__cause__).__name__}: {exc.__cause__})"
-    return out
+    if lay.pp > 1:   # a rank whose peer stopped mid-step would wait on gloo: no next case
+        return out, None
+
+    def close():
+        session.close()
+        if restore is not None:
+            restore()
+    return out, close
 
 
 if __name__ == "__main__":
-    line = "PROBE " + json.dumps(main(json.loads(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:])) + "\n"
-    os.write(1, line.encode())   # one write: the ranks' lines never interleave (a pipe's atomic write)
-    os._exit(0)   # a rank whose peer stopped mid-step would wait on gloo at exit
+    serve(main)

@@ -4,13 +4,10 @@ says how): every layout builds, holds its share of the parameters and runs its f
 training step stops at FlexAttention's backward, which torch 2.13 has only on GPUs, and
 nowhere before it. The GPU step itself is not run here: no GPU."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from launchers.suite import ROOT
+from tests import rank_probes
 
 pytest.importorskip("torchtitan.models.llama3", reason="torchtitan not installed: `make venv` installs "
                     "requirements-torchtitan.txt (pip install --no-deps)")
@@ -19,16 +16,21 @@ FLEX_CPU = "FlexAttention does not support backward on CPU"
 TINY_PARAMETERS = 226_624   # tests/unit/test_llama3.py: the CPU definition's and torchtitan's
 
 
-def probe(settings, ranks, global_batch):
-    # --standalone: a free port of torchrun's choosing, not a fixed 29500 another run may hold
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                          f"--nproc-per-node={ranks}", "tests/titan_cpu_probe.py", json.dumps(settings),
-                          str(global_batch)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)))
-    out = [json.loads(line.split("PROBE ", 1)[1]) for line in res.stdout.splitlines() if "PROBE " in line]
-    assert out and len(out) <= ranks, res.stdout[-2000:] + res.stderr[-4000:]
-    return sorted(out, key=lambda o: o["rank"])
+LAYOUTS = [{}, {"fsdp": True}, {"tp": 2}, {"pp": 2}]   # the pipeline last: it leaves its group broken
+
+
+@pytest.fixture(scope="module")
+def probed():
+    """settings -> (its two ranks' outputs, the ranks' last output): every layout in one pair
+    of ranks (tests/rank_probes.py)."""
+    ran = rank_probes.run("tests/titan_cpu_probe.py", [{"ranks": 2, "args": [s, 2]} for s in LAYOUTS])
+    return {json.dumps(s): out for s, out in zip(LAYOUTS, ran)}
+
+
+def probe(probed, settings):
+    out, tail = probed[json.dumps(settings)]
+    assert out, tail
+    return out
 
 
 @pytest.mark.parametrize("settings,held", [
@@ -36,8 +38,8 @@ def probe(settings, ranks, global_batch):
     ({"fsdp": True}, TINY_PARAMETERS // 2),        # FSDP2 shards every parameter over dp 2
     ({"tp": 2}, None),
 ])
-def test_two_ranks_build_their_layout_and_stop_only_at_the_flex_backward(settings, held):
-    ranks = probe(settings, 2, 2)
+def test_two_ranks_build_their_layout_and_stop_only_at_the_flex_backward(probed, settings, held):
+    ranks = probe(probed, settings)
     assert len(ranks) == 2
     for r in ranks:
         assert r["step"] == "NotImplementedError: " + FLEX_CPU + \
@@ -55,8 +57,8 @@ def test_two_ranks_build_their_layout_and_stop_only_at_the_flex_backward(setting
     assert sum(r["samples"] for r in ranks) == 2   # the global batch counted once
 
 
-def test_a_pipeline_builds_its_stages_and_reaches_the_backward():
-    ranks = probe({"pp": 2}, 2, 2)   # a rank whose peer stopped ends on gloo's closed pair
+def test_a_pipeline_builds_its_stages_and_reaches_the_backward(probed):
+    ranks = probe(probed, {"pp": 2})   # a rank whose peer stopped ends on gloo's closed pair
     assert any(FLEX_CPU in r["step"] for r in ranks), [r["step"] for r in ranks]
     assert all(r["record"]["implementation"].endswith("pipeline_llm)") for r in ranks)
     assert all(r["record"]["parameters"]["held"] < TINY_PARAMETERS for r in ranks)

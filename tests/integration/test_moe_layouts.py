@@ -12,13 +12,10 @@ Slurm test cluster an expert group spans the nodes. About four minutes on 2 core
 test aside."""
 import glob
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from launchers.suite import ROOT
+from tests import rank_probes
 from tests.launching import analysis, launch, losses, rank_records
 
 pytestmark = pytest.mark.e2e
@@ -107,39 +104,57 @@ def test_the_report_gives_each_layout_its_moe_figures_and_the_published_ones(swe
     assert "| dgxc_deepseek_v3 | deepseek-v3-671b-bf16-1024gpu" in section and "629.7*" in section
 
 
-def probe(script, settings, n, *more):
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                          f"--nproc-per-node={n}", script, json.dumps(settings), "4", *more],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)))
-    out = [json.loads(line.split("PROBE ", 1)[1]) for line in res.stdout.splitlines() if "PROBE " in line]
-    assert len(out) == n, res.stdout[-2000:] + res.stderr[-4000:]
-    return sorted(out, key=lambda o: o["rank"])
+GRADIENT_CASES = [({"ep": 2, "fsdp": True}, 2, "deepseek_v3"), ({"tp": 2}, 2, "deepseek_v3"),
+                  ({"ep": 2, "tp": 2}, 4, "deepseek_v3"), ({"ep": 2, "cp": 2}, 4, "deepseek_v3"),
+                  ({"ep": 2, "tp": 2}, 4, "qwen3_moe"), ({"ep": 2, "tp": 2}, 4, "gpt_oss")]
+TITAN_CASES = [({"ep": 2, "fsdp": True}, 2, "deepseek_v3", "parallelize_deepseekv3", TINY),
+               ({"ep": 2, "tp": 2}, 4, "deepseek_v3", "parallelize_deepseekv3", TINY),
+               ({"ep": 2, "fsdp": True}, 2, "qwen3_moe", "parallelize_qwen3", 276_928),
+               ({"ep": 2, "fsdp": True}, 2, "gpt_oss", "parallelize_gptoss", MODELS["gpt_oss"][0])]
 
 
-@pytest.mark.parametrize("settings,n,model", [
-    ({"ep": 2, "fsdp": True}, 2, "deepseek_v3"), ({"tp": 2}, 2, "deepseek_v3"),
-    ({"ep": 2, "tp": 2}, 4, "deepseek_v3"), ({"ep": 2, "cp": 2}, 4, "deepseek_v3"),
-    ({"ep": 2, "tp": 2}, 4, "qwen3_moe"), ({"ep": 2, "tp": 2}, 4, "gpt_oss")])
-def test_every_gradient_is_the_single_device_ones_part(settings, n, model):
+def probe_all(script, cases) -> dict:
+    """(settings, ranks, model, *more) -> its ranks' outputs, all cases in one set of ranks
+    (tests/rank_probes.py); each probe asserts its own ranks' number."""
+    ran = rank_probes.run(script, [{"ranks": n, "args": [settings, 4, model, *more]}
+                                   for settings, n, model, *more in cases])
+    return {json.dumps(case[:3]): out for case, out in zip(cases, ran)}
+
+
+def probed(outputs, settings, n, model):
+    out, tail = outputs[json.dumps([settings, n, model])]
+    assert len(out) == n, tail
+    return out
+
+
+@pytest.fixture(scope="module")
+def gradients():
+    return probe_all("tests/moe_grad_probe.py", GRADIENT_CASES)
+
+
+@pytest.mark.parametrize("settings,n,model", GRADIENT_CASES)
+def test_every_gradient_is_the_single_device_ones_part(gradients, settings, n, model):
     """GPT-OSS's at tp 2: its sinks split by heads, its experts' output bias replicated."""
-    for r in probe("tests/moe_grad_probe.py", settings, n, model):
+    for r in probed(gradients, settings, n, model):
         assert r["relative"] < GRAD_RTOL, r
         assert (r["compared"], r["model"]) == {"deepseek_v3": (27, TINY), "qwen3_moe": (27, 276_928),
                                                "gpt_oss": (37, MODELS["gpt_oss"][0])}[model]
 
 
-@pytest.mark.parametrize("settings,n,model,parallelize,total", [
-    ({"ep": 2, "fsdp": True}, 2, "deepseek_v3", "parallelize_deepseekv3", TINY),
-    ({"ep": 2, "tp": 2}, 4, "deepseek_v3", "parallelize_deepseekv3", TINY),
-    ({"ep": 2, "fsdp": True}, 2, "qwen3_moe", "parallelize_qwen3", 276_928),
-    ({"ep": 2, "fsdp": True}, 2, "gpt_oss", "parallelize_gptoss", MODELS["gpt_oss"][0])])
-def test_torchtitans_gpu_path_builds_the_layout_and_runs_its_forward(settings, n, model, parallelize, total):
+@pytest.fixture(scope="module")
+def titan_paths():
+    pytest.importorskip("torchtitan.models.deepseek_v3")
+    return probe_all("tests/titan_cpu_probe.py", [(settings, n, model, *(["amp"] if model == "gpt_oss" else []))
+                                                  for settings, n, model, _, _ in TITAN_CASES])
+
+
+@pytest.mark.parametrize("settings,n,model,parallelize,total", TITAN_CASES)
+def test_torchtitans_gpu_path_builds_the_layout_and_runs_its_forward(titan_paths, settings, n, model,
+                                                                      parallelize, total):
     """torchtitan's mixtures of experts (their all-to-all dispatch) on the CPU as far as they
     go: the step stops at FlexAttention's backward (tests/titan_cpu_probe.py); GPT-OSS's in bf16
     AMP, the only precision its torchtitan model trains in (frameworks/pytorch/models/gpt_oss.py)."""
-    pytest.importorskip("torchtitan.models.deepseek_v3")
-    out = probe("tests/titan_cpu_probe.py", settings, n, model, *(["amp"] if model == "gpt_oss" else []))
+    out = probed(titan_paths, settings, n, model)
     for r in out:
         assert r["record"]["implementation"] == f"torchtitan 0.3.0 ({parallelize})"
         assert r["record"]["parameters"]["model"] == total and r["forward_loss"] > 0

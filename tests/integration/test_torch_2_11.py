@@ -16,6 +16,7 @@ import subprocess
 
 import pytest
 
+from tests import rank_probes
 from tests.frameworks_env import ROOT, model_cfg, require_torch_211
 from tests.launching import launch, losses, rank_records
 
@@ -103,24 +104,18 @@ TITAN_022 = {"llama3": ({"fsdp": True}, "parallelize_llama", 226_624),
 
 def test_torchtitan_0_2_2_builds_tiny_llama3_and_deepseek_v3_on_two_cpu_ranks():
     """torchtitan 0.2.2's models, parallelize functions and FSDP2 (and its experts over ep) on
-    two CPU ranks over gloo, both models at once: each rank holds half the parameters, which
-    total 0.3.0's; Llama 3's forward gives each rank its part of the global batch's mean loss
-    (so the two add up to about ln(vocabulary) at initialisation, not twice it); DeepSeek-V3's
-    optimizer gets 0.2.2's load-balancing hook;
+    two CPU ranks over gloo, both models in the same two (tests/rank_probes.py): each rank
+    holds half the parameters, which total 0.3.0's; Llama 3's forward gives each rank its part
+    of the global batch's mean loss (so the two add up to about ln(vocabulary) at
+    initialisation, not twice it); DeepSeek-V3's optimizer gets 0.2.2's load-balancing hook;
     stops at 0.2.2's router (torch.histc of the expert indices, which the CPU has not for
     integers), and both steps at FlexAttention's backward, which torch has only on GPUs."""
     python = require_torch_211()
-    procs = {}
-    for model, (settings, _, _) in TITAN_022.items():
-        procs[model] = subprocess.Popen(
-            [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-             "tests/titan_cpu_probe.py", json.dumps(settings), "2", json.dumps(model_cfg(model, "tiny"))],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)))
-    for model, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=300)
-        ranks = [json.loads(line.split("PROBE ", 1)[1]) for line in stdout.splitlines() if "PROBE " in line]
-        assert len(ranks) == 2, stdout[-2000:] + stderr[-4000:]
+    ran = rank_probes.run("tests/titan_cpu_probe.py",
+                          [{"ranks": 2, "args": [settings, 2, json.dumps(model_cfg(model, "tiny"))]}
+                           for model, (settings, _, _) in TITAN_022.items()], python=python)
+    for model, (ranks, tail) in zip(TITAN_022, ran):
+        assert len(ranks) == 2, tail
         _, parallelize, total = TITAN_022[model]
         for r in ranks:
             assert r["record"]["implementation"] == f"torchtitan 0.2.2 ({parallelize})"
