@@ -14,6 +14,7 @@ from typing import NamedTuple, Optional
 import pytest
 
 from frameworks import registry
+from tests.launching import launch
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_CONF = ROOT / "conf" / "model"
@@ -61,9 +62,10 @@ def model_cfg(model: str, size: str) -> dict:
 
 
 def run_in_env(python: str, code: str, *args, timeout=600) -> str:
-    """Run a snippet with the framework's interpreter from the repository root."""
+    """Run a snippet with the framework's interpreter from the repository root, on one thread
+    (as sweep's ranks)."""
     out = subprocess.run([python, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
-                         timeout=timeout, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                         timeout=timeout, env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
@@ -285,12 +287,11 @@ def expected_points(*overrides) -> int:
 
 def sweep(tmp_path, name, *overrides, timeout=600) -> dict:
     """Run `python -m launch -m framework=NAME preset=smoke repeats=1 ...` with its output
-    under tmp_path; return {point name without its number: Point}."""
-    out = subprocess.run(
-        [sys.executable, "-m", "launch", "-m", f"framework={name}", "preset=smoke", "repeats=1",
-         f"output_root={tmp_path}", *overrides],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    under tmp_path; return {point name without its number: Point}. Its ranks get one thread
+    each (tests.launching.launch): a one-rank point would otherwise take both shared cores, and
+    threads spinning on a busy machine cost CPU, not speed (half of a PyTorch rank's here)."""
+    out = launch("-m", f"framework={name}", "preset=smoke", "repeats=1", f"output_root={tmp_path}",
+                 *overrides, env={"PYTHONPATH": str(ROOT)}, timeout=timeout)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     points = {}
     for pdir in sorted(glob.glob(str(Path(tmp_path) / "*" / "points" / "*"))):

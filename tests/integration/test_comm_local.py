@@ -1,10 +1,6 @@
 """bench=comm end to end: real gloo sweeps through `python -m launch` on local ranks,
 read back with analysis/figures/comm.py and the report's section. Small sizes and few iterations,
 to stay fast."""
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from analysis import load
@@ -13,8 +9,8 @@ from analysis.plots import data as plot_data
 from analysis.plots import draw as plot
 from analysis.sections.comm import render_comm
 from contract import busbw
+from tests.launching import analysis as run_analysis, launch
 
-ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["bench.min_bytes=1024", "bench.max_bytes=16384", "bench.warmup_iters=1", "bench.iters=2",
          "repeats=1", "timeout_s=300", "rendezvous_timeout_s=60"]
 SIZES = busbw.sizes(1024, 16384, 2)
@@ -23,9 +19,7 @@ pytestmark = pytest.mark.e2e
 
 
 def sweep(out, *overrides, code=0):
-    proc = subprocess.run([sys.executable, "-m", "launch", "-m", "bench=comm", *SMALL, *overrides,
-                           f"output_root={out}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    proc = launch("-m", "bench=comm", *SMALL, *overrides, f"output_root={out}", timeout=600)
     assert proc.returncode == code, proc.stdout + proc.stderr
     return comm_table(load(out))
 
@@ -94,8 +88,7 @@ def test_min_busbw_gates_the_run(tmp_path):
 
 def test_report_shows_bus_bandwidth_and_plots(good):
     folder, _ = good
-    out = subprocess.run([sys.executable, "-m", "analysis", "report", str(folder)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    out = run_analysis("report", str(folder))
     assert out.returncode == 0, out.stderr
     assert "Avg bus bandwidth" in out.stdout and "all_reduce" in out.stdout
     assert (folder / "report" / "comm.csv").stat().st_size > 0

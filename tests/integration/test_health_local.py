@@ -5,17 +5,16 @@ script, a real non-zero exit) ends the point `unhealthy` without a training run.
 import json
 import os
 import stat
-import subprocess
-import sys
+
+import pytest
 
 from healthchecks import nodechecks
 from contract import paths
-from launchers.suite import ROOT
+from tests import launching
 
 
 def launch(*args, timeout=240):
-    return subprocess.run([sys.executable, "-m", "launch", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return launching.launch(*args, timeout=timeout)  # ranks of one thread: 2 shared cores
 
 
 def failing_check(tmp_path):
@@ -31,10 +30,19 @@ def verdict_of(out_root):
         return json.load(f), os.path.join(out_root, run)
 
 
-def test_launch_health_here_says_what_it_checked_and_why_it_skipped_the_rest(tmp_path):
-    r = launch("health", "launcher=local", "gpus_per_node=2", f"output_root={tmp_path}")
+@pytest.fixture(scope="module")
+def here(tmp_path_factory):
+    """`launch health` on this machine, 2 ranks, with a site's matmul figure that any CPU
+    reaches: (its result, its output root), shared by two tests."""
+    out = tmp_path_factory.mktemp("here")
+    return launch("health", "launcher=local", "gpus_per_node=2", "health.expect.matmul_tflops=0.0001",
+                  f"output_root={out}"), out
+
+
+def test_launch_health_here_says_what_it_checked_and_why_it_skipped_the_rest(here):
+    r, out = here
     assert r.returncode == 0, r.stdout + r.stderr
-    verdict, folder = verdict_of(tmp_path)
+    verdict, folder = verdict_of(out)
     (node,) = verdict["nodes"]
     assert verdict["ok"] and node["status"] == "ok"
     assert set(node["checks"]) == set(nodechecks.CHECKS)
@@ -59,17 +67,18 @@ def test_a_failing_site_check_makes_the_node_sick_and_the_exit_1(tmp_path):
     assert "sick" in r.stdout and "health: SICK in" in r.stdout
 
 
-def test_the_sites_figures_judge_this_one_machine(tmp_path):
+def test_the_sites_figures_judge_this_one_machine(tmp_path, here):
     """One node has nothing to compare with; the site's figures do: a multiply this CPU
-    cannot reach makes it sick, one it reaches passes."""
+    cannot reach makes it sick, one it reaches passes (`here`'s run)."""
     r = launch("health", "launcher=local", f"output_root={tmp_path / 'high'}", "health.expect.matmul_tflops=1000")
     assert r.returncode == 1, r.stdout + r.stderr
     verdict, _ = verdict_of(tmp_path / "high")
     (reasons,) = verdict["sick"].values()
     assert len(reasons) == 1 and reasons[0].startswith("matmul: rank 0: ") and reasons[0].endswith(
         "below the site's 1000 TFLOP/s (health.expect.matmul_tflops)")
-    r = launch("health", "launcher=local", f"output_root={tmp_path / 'low'}", "health.expect.matmul_tflops=0.0001")
+    r, out = here
     assert r.returncode == 0, r.stdout + r.stderr
+    assert verdict_of(out)[0]["ok"]
 
 
 def sweep(tmp_path, *overrides, code=0):
