@@ -18,22 +18,24 @@ demo: venv
 	    preset=smoke launcher=local hydra.sweep.dir=$(DEMO_DIR)
 	$(PYTHON) -m analysis report $(DEMO_DIR)
 
-# Framework environments, the Slurm packages and the test image (mk/image.mk) are part of
-# what the tests need; the Slurm cluster itself is started and stopped by the tests' own fixture.
+# Framework environments, the Slurm packages and the test image's tools (mk/image.mk) are part
+# of what the tests need; the Slurm cluster itself is started and stopped by the tests' own
+# fixture, and the test image is built (unless cached) by theirs, beside the other tests.
 # The framework envs and the older releases' (mk/versions.mk) build three at a time: a cold
 # build is mostly downloads.
 test-deps: venv
 	@$(MAKE) --no-print-directory -j 3 envs version-envs
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps postgres-deps image; \
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory slurm-deps browser-deps postgres-deps image-deps; \
 	 else echo "not root: Slurm, browser, PostgreSQL and container tests will skip"; fi
 
-# its own wall time last, the environments' build included (CI's limit is on the whole).
+# its own wall time last, the environments' build included (CI's limit is on the whole); the
+# checks run beside the environments' build.
 # WORKERS: one per core for the tests (tests/conftest.py's CPU slots), one for the Slurm test
 # cluster's, which mostly wait.
 WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test:
 	@start=$$(date +%s); rc=0; \
-	 $(MAKE) --no-print-directory test-deps lint && $(PYTHON) -m pytest -q -n $(WORKERS) --dist loadscope || rc=$$?; \
+	 $(MAKE) --no-print-directory -j 2 test-deps lint && $(PYTHON) -m pytest -q -n $(WORKERS) --dist loadscope || rc=$$?; \
 	 echo "make test: $$(( $$(date +%s) - start )) s in all, exit $$rc"; exit $$rc
 
 lint: venv
