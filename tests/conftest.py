@@ -65,7 +65,8 @@ def pytest_configure_node(node):
 
 def pytest_sessionfinish(session):
     if not hasattr(session.config, "workerinput"):   # the controller, or a run without xdist
-        for path in (f"{_lock_file()}.slot{i}" for i in range(CPU_SLOTS)):
+        for path in (_lock_file() + ".gate",
+                     *(f"{_lock_file()}.slot{i}" for i in range(CPU_SLOTS))):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 
@@ -117,34 +118,54 @@ def pytest_collection_modifyitems(config, items):
         os.replace(where + ".part", where)
 
 
+def quiet_slots() -> range:
+    """The CPU slots a `quiet` test holds: all but one, so that one other test runs beside it,
+    behind the test cluster's ranks (tests/slurm_cluster: its daemons and ranks run at a
+    higher priority); all of them where there is only one."""
+    return range(max(1, CPU_SLOTS - 1))
+
+
 @contextlib.contextmanager
-def cpu_slot(where: str, item):
-    """The CPU slot a test holds while it runs (CPU_SLOTS's comment): none for the Slurm test
-    clusters' (their ranks run ahead of the others': tests/slurm_cluster, NICE), else the
-    first free one, waited for."""
-    if group_of(item) == "slurm":
+def cpu_slots(where: str, item):
+    """The CPU slots a test holds while it runs (CPU_SLOTS's comment): none for the Slurm test
+    cluster's, quiet_slots for a quiet one, else the first free one, waited for. A gate first:
+    a quiet test waiting for its slots is not passed by the other workers' next tests."""
+    quiet = item.get_closest_marker("quiet") is not None
+    if group_of(item) == "slurm" and not quiet:
         yield
         return
-    while True:
-        for i in range(CPU_SLOTS):
-            with open(f"{where}.slot{i}", "a") as slot:
-                try:
-                    fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue
-                yield   # the lock ends with the file's close
-                return
-        time.sleep(0.2)
+    with contextlib.ExitStack() as held:
+        gate = held.enter_context(open(where + ".gate", "a"))
+        if quiet:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            for i in quiet_slots():
+                fcntl.flock(held.enter_context(open(f"{where}.slot{i}", "a")), fcntl.LOCK_EX)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            yield
+            return
+        fcntl.flock(gate, fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        while True:
+            for i in range(CPU_SLOTS):
+                with open(f"{where}.slot{i}", "a") as slot:
+                    try:
+                        fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue
+                    yield   # the lock ends with the file's close
+                    return
+            time.sleep(0.2)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Under `make test`'s workers, each test holds its CPU slot (cpu_slot) from its setup (its
-    module's fixtures included) to its teardown."""
+    """Under `make test`'s workers, each test holds its CPU slots (cpu_slots) from its setup
+    (its module's fixtures included) to its teardown. A test marked `quiet` (it tells a slow
+    node from a healthy one by timing links) shares the machine with one other test only."""
     where = getattr(item.config, "workerinput", {}).get(LOCK_KEY)
     if where is None:
         return (yield)
-    with cpu_slot(where, item):
+    with cpu_slots(where, item):
         return (yield)
 
 

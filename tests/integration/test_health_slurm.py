@@ -24,7 +24,7 @@ from contract import paths
 from launchers.suite import ROOT
 from tests.slurm_cluster import LocalSlurmCluster, config, skip_reason
 
-pytestmark = [pytest.mark.slurm, pytest.mark.quiet]   # link speeds: the ranks' priority
+pytestmark = [pytest.mark.slurm, pytest.mark.quiet]   # link speeds: one other test beside it at most
 # The default link_mb (64 MiB): each transfer is capped to link_cap_s, so a throttled link
 # costs seconds, and a fast one's 64 ms is timed more steadily than 4 MiB's 4 ms here.
 FAST = ["health.min_fraction=0.2", "health.timeout_s=120"]

@@ -14,7 +14,7 @@ import pytest
 from contract import paths
 from tests.integration.test_health_slurm import sweep
 
-pytestmark = [pytest.mark.slurm, pytest.mark.quiet]   # link speeds: the ranks' priority
+pytestmark = [pytest.mark.slurm, pytest.mark.quiet]   # link speeds: one other test beside it at most
 
 
 def test_a_two_node_point_trains_on_the_healthy_pair_of_three(slurm_cluster, tmp_path):
