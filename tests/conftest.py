@@ -93,14 +93,14 @@ def pytest_xdist_make_scheduler(config, log):
     return Groups(config, log)
 
 
-def longest_first(items: list) -> list:
-    """The order the workers take the groups in: the Slurm test clusters' first (one long
-    chain of waits), then the integration tests' (real ranks), then the unit tests' (many
-    short ones, which fill the cores at the end instead of one long test alone); the larger
-    group first within each, and each group's tests in their own order."""
+def longest_first(items: list, group: dict) -> list:
+    """The order the workers take the groups in (`group`: node id -> group_of): the Slurm test
+    clusters' first (one long chain of waits), then the integration tests' (real ranks), then
+    the unit tests' (many short ones, which fill the cores at the end instead of one long test
+    alone); the larger group first within each, and each group's tests in their own order."""
     groups: dict[str, list] = {}
     for item in items:
-        groups.setdefault(group_of(item), []).append(item)
+        groups.setdefault(group[item.nodeid], []).append(item)
 
     def rank(group: str) -> tuple:
         return (group != "slurm", group.startswith("tests/unit/"), -len(groups[group]))
@@ -112,9 +112,10 @@ def longest_first(items: list) -> list:
 def pytest_collection_modifyitems(config, items):
     where = getattr(config, "workerinput", {}).get(GROUPS_KEY)
     if where:
-        items[:] = longest_first(items)
+        group = {item.nodeid: group_of(item) for item in items}
+        items[:] = longest_first(items, group)
         with open(where + ".part", "w") as f:
-            json.dump({item.nodeid: group_of(item) for item in items}, f)
+            json.dump(group, f)
         os.replace(where + ".part", where)
 
 

@@ -62,10 +62,10 @@ def model_cfg(model: str, size: str) -> dict:
 
 
 def run_in_env(python: str, code: str, *args, timeout=600) -> str:
-    """Run a snippet with the framework's interpreter from the repository root, on one thread
-    (as sweep's ranks)."""
+    """Run a snippet with the framework's interpreter from the repository root (one thread:
+    tests/conftest.py's one_thread_a_rank)."""
     out = subprocess.run([python, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
-                         timeout=timeout, env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
+                         timeout=timeout, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 

@@ -9,7 +9,7 @@ Prints one JSON line a case: the largest difference of a gradient, relative to t
 largest value, and the parameter it is of. Several cases run in one set of processes
 (tests/rank_probes.py), each case's arguments a list:
 
-    python tests/moe_grad_probe.py '[{"ranks": 2, "port": P, "args": [{"ep": 2}, GLOBAL, MODEL]}]'
+    rank_probes.run("tests/moe_grad_probe.py", [{"ranks": 2, "args": [{"ep": 2}, GLOBAL, MODEL]}])
 """
 import functools
 import importlib

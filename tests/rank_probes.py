@@ -20,7 +20,9 @@ def run(script: str, cases: list, python: str = sys.executable, timeout: int = 6
     """cases: [{"ranks": n, "args": [the probe's arguments]}] -> per case, (its ranks' PROBE
     outputs sorted by rank, the processes' last output for an assertion's message); fewer
     outputs than `ranks` where a rank stopped: the caller asserts their number. Each rank's
-    output goes to a file, so that no rank blocks on a full pipe while its peers wait on it."""
+    output goes to a file, so that no rank blocks on a full pipe while its peers wait on it;
+    a rank dies with this process, however it ends (stopping.die_with_owner)."""
+    from launchers.backends import stopping   # the test's side only: not in a rank's environment
     world = max(c["ranks"] for c in cases)
     procs, logs = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -29,7 +31,8 @@ def run(script: str, cases: list, python: str = sys.executable, timeout: int = 6
             env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, RANK=str(rank),
                        MASTER_ADDR="127.0.0.1", PROBE_PORTS=tmp)
             procs.append(subprocess.Popen([python, script, json.dumps(cases)], cwd=ROOT, env=env,
-                                          stdout=log, stderr=subprocess.STDOUT, text=True))
+                                          stdout=log, stderr=subprocess.STDOUT, text=True,
+                                          preexec_fn=stopping.die_with_owner()))
             logs.append(log)
         deadline = time.monotonic() + timeout
         try:

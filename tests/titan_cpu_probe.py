@@ -17,7 +17,7 @@ at FlexAttention's backward, which torch 2.13 has only on GPUs. Prints one JSON 
 several cases run in one set of processes (tests/rank_probes.py), each case's arguments a list
 (a pipeline's case last: its stopped step leaves its group broken):
 
-    python tests/titan_cpu_probe.py '[{"ranks": 2, "port": P, "args": [{"fsdp": true}, GLOBAL, MODEL, "fp32"]}]'
+    rank_probes.run("tests/titan_cpu_probe.py", [{"ranks": 2, "args": [{"fsdp": True}, GLOBAL, MODEL, "fp32"]}])
 
 MODEL: a model's name (its tiny size), or its resolved settings as JSON.
 """
