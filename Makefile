@@ -4,13 +4,13 @@
 PYTHON  ?= .venv/bin/python
 DEMO_DIR ?= outputs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: venv demo test test-deps lint unit clean
+.PHONY: venv demo test test-deps lint unit clean deps-gone
+# .venv: this checkout's editable install over packages built once per content (mk/suite_venv.sh);
+# rebuilt too when the build it links has been pruned from the cache
 venv: .venv/.installed
-.venv/.installed: requirements.txt requirements-torchtitan.txt setup.cfg pyproject.toml
-	python3 -m venv .venv
-	.venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
-	.venv/bin/pip install -q --disable-pip-version-check --no-deps -r requirements-torchtitan.txt
-	.venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+.venv/.installed: requirements.txt requirements-torchtitan.txt setup.cfg pyproject.toml mk/suite_venv.sh \
+                  mk/build_env.sh $(if $(wildcard .venv/deps/.installed),,deps-gone)
+	@mk/suite_venv.sh
 	touch $@
 
 demo: venv
