@@ -38,9 +38,14 @@ test:
 	 $(MAKE) --no-print-directory -j 2 test-deps lint && $(PYTHON) -m pytest -q -n $(WORKERS) --dist loadscope || rc=$$?; \
 	 echo "make test: $$(( $$(date +%s) - start )) s in all, exit $$rc"; exit $$rc
 
+# mypy's incremental cache lives beside the environments' (clones share it as CI keeps a
+# cache between runs; an entry is reused only when its file's size and hash match): a fresh
+# clone's mypy takes 1 s instead of 18 s of CPU. MYPY_CACHE_DIR=.mypy_cache keeps it in the clone.
+CACHE_ROOT ?= $(if $(filter 0,$(shell id -u)),/var/cache/dlbench,$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dlbench)
+MYPY_CACHE_DIR ?= $(CACHE_ROOT)/mypy
 lint: venv
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m mypy
+	MYPY_CACHE_DIR=$(MYPY_CACHE_DIR) $(PYTHON) -m mypy
 
 unit: venv
 	$(PYTHON) -m pytest -q -n 2 --dist loadscope tests/unit
