@@ -171,6 +171,7 @@ def run(adapter, spec, dist, host=None):
         limits = memory.limit_memory(spec.memory_limit_mb)  # after the framework's import
         session = make(spec, dist)
         sigterm.reclaim()  # a framework may have taken SIGTERM for itself
+        sigterm.doing("the step in progress")
         record["framework"]["version"] = session.framework_version
         record["environment"].update(session.environment())
         parallel = session.parallel_record()
@@ -262,6 +263,8 @@ def main(argv=None, adapter=None) -> int:
     if record["status"] != "ok":
         print(f"worker rank {dist.rank}: {record['status']}: {record['error']}", file=sys.stderr)
     code = 0 if record["status"] == "ok" else 1
+    if sigterm.received():
+        sigterm.leave(code)   # stopped: no teardown, whose collective would wait for stopped peers
     if session is not None:
         close_within(session, CLOSE_TIMEOUT_S, code)
     return code

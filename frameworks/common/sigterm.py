@@ -32,6 +32,7 @@ class _State:
     pending: tuple[dict, str] | None = None  # (record, path): what the watcher saves if it gives up
     saving = False           # the main thread is saving (or has saved) the record
     code = 1                 # the exit status when the watcher ends the process
+    doing = "the session's setup"  # what the watcher's record says had not returned
 
 
 def install() -> None:
@@ -78,12 +79,30 @@ def pending(record: dict, path: str) -> None:
     _State.pending = (record, path)
 
 
+def doing(what: str) -> None:
+    """What the rank does from now on, as the watcher's record names it: "the session's
+    setup" until its session is built, then "the step in progress". A stop during the setup
+    can leave a rank in a rendezvous's or a first collective's C code, waiting on a peer that
+    the same stop ended."""
+    _State.doing = what
+
+
 def save(path: str, record: dict) -> None:
     """The main thread's save: whole, and never beside the watcher's."""
     _State.saving = True
     with _State.lock:
         records.write_json_atomic(path, record)
     _State.code = 0 if record.get("status") == "ok" else 1
+
+
+def leave(code: int) -> None:
+    """End a stopped rank whose record is saved, without its session's teardown. A peer may
+    still be inside the step the stop cut short: PyTorch's teardown (a gloo barrier before
+    the group's end) would wait for it until the peer's own watcher gave up, GIVE_UP_S later,
+    and the peer's record would then blame its step for what was this rank's wait."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def give_up() -> None:
@@ -96,7 +115,7 @@ def give_up() -> None:
             # a copy in one go (the C encoder: no other thread runs meanwhile), then written
             record = json.loads(json.dumps(record, default=str))
             record.update(status="cancelled", ended_unix=time.time(),
-                          error=f"Cancelled: terminated by SIGTERM; the step in progress had "
+                          error=f"Cancelled: terminated by SIGTERM; {_State.doing} had "
                                 f"not returned {GIVE_UP_S:g} s later")
             records.write_json_atomic(path, record)
         except Exception as exc:  # noqa: BLE001  (no record then: the launcher says why)

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from contract import paths
+from contract import heartbeat, paths
 from launchers.backends import step
 from launchers.suite import ROOT
 from tests.frameworks_env import require_env
@@ -88,6 +88,7 @@ class Launch:
 
     def __init__(self, sweep, *extra, tty=False, steps=STEPS):
         self.sweep, self.out, self.master, self.hanging_up = sweep, [], None, False
+        self.started = time.time()
         argv = [sys.executable, "-m", "launch", *POINT, f"measure_steps={steps}", *extra,
                 f"hydra.run.dir={sweep}"]
         env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -118,11 +119,13 @@ class Launch:
                 return
             self.out.append(data.decode(errors="replace"))
 
-    def ranks_running(self, n: int, settle_s: float = 2.0, cpu_s: float = 0) -> set:
+    def ranks_running(self, n: int, settle_s: float = 2.0, cpu_s: float = 0, stepping: bool = False) -> set:
         """The sessions of `n` running ranks, `settle_s` after they started and once each
-        has had `cpu_s` seconds of CPU (a clock that a loaded machine does not run ahead of)."""
+        has had `cpu_s` seconds of CPU (a clock that a loaded machine does not run ahead of),
+        and, where `stepping`, once rank 0's heartbeat of this launch counts a step."""
         deadline = time.monotonic() + 120
-        while len(rank_pids(self.sweep)) < n or min(map(cpu_seconds, rank_pids(self.sweep))) < cpu_s:
+        while (len(rank_pids(self.sweep)) < n or min(map(cpu_seconds, rank_pids(self.sweep))) < cpu_s
+               or (stepping and not self.stepping())):
             assert self.proc.poll() is None, self.text()
             assert time.monotonic() < deadline, "the ranks never started\n" + self.text()
             time.sleep(0.1)
@@ -131,9 +134,16 @@ class Launch:
         assert len(pids) == n and self.proc.poll() is None, self.text()
         return {proc_stat(p)[1] for p in pids}
 
-    def stop(self, how, n: int = 2, settle_s: float = 2.0, cpu_s: float = 0) -> dict:
+    def stepping(self) -> bool:
+        """Rank 0's heartbeat (written every BEAT_S) counts a step of this launch's repeat:
+        the ranks are past their setup, whose rendezvous a stop can leave a rank waiting in
+        on a peer already gone, until its watcher gives up (frameworks/common/sigterm.py)."""
+        beats = [heartbeat.read(str(p)) for p in (self.sweep / paths.POINTS_DIR).glob("*")]
+        return any(b and b["started_unix"] >= self.started and b["step"] >= 1 for b in beats)
+
+    def stop(self, how, n: int = 2, settle_s: float = 2.0, cpu_s: float = 0, stepping: bool = False) -> dict:
         """Stop it `how` ("ctrl-c", "hangup", or a signal) once its ranks run -> what was seen."""
-        sessions = self.ranks_running(n, settle_s, cpu_s)
+        sessions = self.ranks_running(n, settle_s, cpu_s, stepping)
         sent = time.monotonic()
         if how == "ctrl-c":
             os.write(self.master, b"\x03")  # the terminal's SIGINT to its foreground group
@@ -168,12 +178,12 @@ class Launch:
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     """One point, stopped four ways one after another (each launch reruns the repeat the
-    last one cancelled), then run to its end."""
+    last one cancelled) half a second into its steps, then run to its end."""
     sweep = tmp_path_factory.mktemp("stopped")
-    seen = {"ctrl-c": Launch(sweep, tty=True).stop("ctrl-c"),
-            "SIGTERM": Launch(sweep).stop(signal.SIGTERM),
-            "hangup": Launch(sweep, tty=True).stop("hangup"),
-            "SIGKILL": Launch(sweep).stop(signal.SIGKILL)}
+    seen = {"ctrl-c": Launch(sweep, tty=True).stop("ctrl-c", settle_s=0.5, stepping=True),
+            "SIGTERM": Launch(sweep).stop(signal.SIGTERM, settle_s=0.5, stepping=True),
+            "hangup": Launch(sweep, tty=True).stop("hangup", settle_s=0.5, stepping=True),
+            "SIGKILL": Launch(sweep).stop(signal.SIGKILL, settle_s=0.5, stepping=True)}
     for how, s in seen.items():
         print(f"{how}: last rank gone {s['gone_s']:.2f} s after the signal; launcher exit {s['code']}")
     t0 = time.monotonic()

@@ -17,7 +17,7 @@ from launchers.suite import ROOT
 from tests.runspecs import run_spec
 
 WORKER = textwrap.dedent("""
-    import hashlib, sys
+    import hashlib, sys, time
     from frameworks.common import harness
     from frameworks.common.session import Session
     from tests.runspecs import stand_in
@@ -28,6 +28,8 @@ WORKER = textwrap.dedent("""
             open(sys.argv[2], "w").write("in the step")
             hashlib.pbkdf2_hmac("sha256", b"x", b"y", int(sys.argv[3]))  # minutes, in C
             return 1.0
+        def close(self):   # a teardown that waits on peers (PyTorch's gloo barrier)
+            time.sleep(600)
 
     sys.exit(harness.main(["--spec", sys.argv[1]], adapter=stand_in(lambda s, d: Slow())))
 """)
@@ -68,7 +70,10 @@ def test_a_rank_in_a_long_step_ends_within_the_grace_with_a_whole_cancelled_reco
 
 
 def test_sigterm_between_steps_is_cancelled_at_once(tmp_path):
-    """A step in Python (or one that returns soon) ends with the main thread's own record."""
+    """A step in Python (or one that returns soon) ends with the main thread's own record,
+    and the rank leaves without its session's teardown, which could wait on a peer the same
+    stop left inside its step (seen: a 2-rank gloo point's barrier, until the peer's watcher
+    gave up GIVE_UP_S later and blamed its step)."""
     proc = start(tmp_path, 3 * 10**6)  # under a second a step here
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
