@@ -70,21 +70,13 @@ def run_in_env(python: str, code: str, *args, timeout=600) -> str:
     return out.stdout
 
 
-def parameter_count(framework: str, model: str, size: str) -> int:
-    """frameworks.<framework>.models.parameter_count(cfg), computed in that framework's env."""
-    python = require_env(framework) or sys.executable
-    code = ("import json, sys; from frameworks.%s.models import parameter_count; "
-            "print(parameter_count(json.loads(sys.argv[1])))" % framework)
-    return int(run_in_env(python, code, json.dumps(model_cfg(model, size))).strip().splitlines()[-1])
-
-
 _COUNTS = {}
 
 
 def parameter_counts(framework: str) -> dict:
-    """{(model, size): count} for COUNT_CASES, in ONE process of the framework's env (what
-    parameter_count does per case; importing a framework once instead of four times saves
-    up to 20 s). Computed once per session."""
+    """{(model, size): count} for COUNT_CASES: frameworks.<framework>.models.parameter_count(cfg)
+    of each, in ONE process of the framework's env (importing a framework once instead of once
+    a case saves up to 20 s). Computed once per session (per pytest-xdist worker)."""
     if framework not in _COUNTS:
         python = require_env(framework) or sys.executable
         code = ("import json, sys; from frameworks.%s.models import parameter_count; "
@@ -294,7 +286,17 @@ def sweep(tmp_path, name, *overrides, timeout=600) -> dict:
                  *overrides, env={"PYTHONPATH": str(ROOT)}, timeout=timeout)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     points = {}
-    for pdir in sorted(glob.glob(str(Path(tmp_path) / "*" / "points" / "*"))):
+    for sweep_dir in sorted(glob.glob(str(Path(tmp_path) / "*"))):
+        points.update(read_points(sweep_dir))
+    assert points, out.stdout[-3000:] + out.stderr[-3000:]
+    assert len(points) == expected_points(*overrides), sorted(points)
+    return points
+
+
+def read_points(sweep_dir) -> dict:
+    """{point name without its number: Point} of a sweep's folder (repeat 0 of each point)."""
+    points = {}
+    for pdir in sorted(glob.glob(os.path.join(sweep_dir, "points", "*"))):
         rdir = os.path.join(pdir, "repeat-00")
         with open(os.path.join(rdir, "run.json")) as f:
             run = json.load(f)
@@ -303,8 +305,6 @@ def sweep(tmp_path, name, *overrides, timeout=600) -> dict:
             with open(path) as f:
                 ranks.append(json.load(f))
         points[os.path.basename(pdir).split("-", 1)[1]] = Point(run, ranks, rdir)
-    assert points, out.stdout[-3000:] + out.stderr[-3000:]
-    assert len(points) == expected_points(*overrides), sorted(points)
     return points
 
 
@@ -332,11 +332,6 @@ def fp32_amp_sweep(sweeps, name) -> dict:
     """Both models, fp32 and AMP, compile=false (the suite's default before compile=auto;
     the eager, or tf.function, mode of every framework)."""
     return sweeps(name, f"model={','.join(MODELS)}", "precision=fp32,amp", "compile=false")
-
-
-def auto_sweep(sweeps, name) -> dict:
-    """The suite's defaults (compile=auto: the framework's recommended mode), BERT, fp32."""
-    return sweeps(name, "model=bert_base", "precision=fp32")
 
 
 def compile_sweep(sweeps, name) -> dict:

@@ -3,15 +3,15 @@
 For each framework whose environment is built (`make env-<name>`; skips otherwise): its
 models' parameter counts equal PyTorch's; the smoke sweep of both models in fp32 and AMP
 (compile=false) trains, AMP where the capability check says it runs and `unsupported` with
-its one line where it does not; compile=true trains; the default, compile=auto, runs the
-framework's recommended mode (its adapter's modes); and two CPU ranks, each training
+its one line where it does not; compile=true trains; and two CPU ranks, each training
 on its own batch (seed + rank), end with equal parameter checksums in their records (the
 gradients were all-reduced) while their losses differ. Every trained record names its
 `mode`; every BERT one says that its MLM head gathered 20 positions per sequence and that
 its gradients were clipped at global norm 1.0 (`Framework.expected_env`), so BERT
 pretraining as the references define it runs compiled and not, in every framework. What
 is specific to one framework lives in test_framework_<name>.py; `-k <name>` selects one
-framework's rows.
+framework's rows. The default, compile=auto, running the framework's recommended mode is
+test_all_frameworks.py's (its sweep has that point of every framework).
 """
 import os
 import time
@@ -23,9 +23,8 @@ from frameworks.common.session import Session
 from frameworks import registry
 from frameworks.common.distenv import DistEnv
 from tests.frameworks_env import (  # noqa: F401  (sweeps: a fixture)
-    COUNT_CASES, FRAMEWORKS, MODELS, assert_amp, assert_trained, auto_sweep, checksums,
-    compile_sweep, fp32_amp_sweep, framework_ready, losses, parameter_count, parameter_counts,
-    sweeps, two_ranks_sweep)
+    COUNT_CASES, FRAMEWORKS, MODELS, assert_amp, assert_trained, checksums, compile_sweep,
+    fp32_amp_sweep, framework_ready, losses, parameter_counts, sweeps, two_ranks_sweep)
 from tests.frameworks_env import DATASET, dataset, files_sweep  # noqa: F401  (dataset: a fixture)
 from tests.runspecs import run_spec, stand_in
 from frameworks.common import datafiles
@@ -98,10 +97,13 @@ def test_parameter_counts_match_the_reference(fw, model, size):
 @framework
 @pytest.mark.parametrize("fw", rows("counts"), indirect=True)
 def test_counting_through_the_shared_helper(fw):
-    """The per-case helper reaches the same function (import through the repo root). PyTorch's
-    count is the session's (parameter_counts: one process for every case), not a process more
-    per framework."""
-    assert parameter_count(fw.name, "resnet50", "tiny") == parameter_counts("pytorch")[("resnet50", "tiny")]
+    """The shared helper (parameter_counts: frameworks.<name>.models imported through the repo
+    root, in the framework's env) counts the tiny ResNet exactly as PyTorch does. Its first
+    case, so counted as in a process of its own; the session's one counting process per
+    framework, not one more."""
+    case = ("resnet50", "tiny")
+    assert COUNT_CASES[0] == case
+    assert parameter_counts(fw.name)[case] == parameter_counts("pytorch")[case]
 
 
 @framework
@@ -164,24 +166,6 @@ def test_two_ranks_agree(fw, sweeps):
             assert s0 == pytest.approx(s1, rel=fw.checksum_rel), (s0, s1)
         else:
             assert s0 == s1, (s0, s1)
-
-
-RECOMMENDED = {"pytorch": "eager", "tensorflow": "tf.function", "jax": "jit", "paddle": "eager",
-               "mxnet": "hybridize", "mindspore": "graph", "oneflow": "graph"}
-
-
-@framework
-@pytest.mark.e2e
-@pytest.mark.parametrize("fw", rows("auto"), indirect=True)
-def test_auto_is_the_recommended_mode(fw, sweeps):
-    """The suite's defaults (compile=auto): BERT trains in the framework's recommended mode,
-    the point is named by what auto resolved to, and its records say which mode that was."""
-    (name, point), = auto_sweep(sweeps, fw.name).items()
-    compiled = RECOMMENDED[fw.name] not in ("eager", "tf.function")
-    assert name == f"{fw.name}-bert_base-fp32-1x1-bs4" + ("-compile" if compiled else "")
-    (rec,) = assert_trained(fw.name, point)
-    assert rec["mode"] == RECOMMENDED[fw.name] == registry.get(fw.name).modes.recommended
-    assert rec["spec"]["compile_setting"] == "auto" and rec["spec"]["compile"] is compiled
 
 
 def read_trace(path: str) -> dict:
