@@ -38,6 +38,17 @@ def sweep(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def report(sweep, tmp_path_factory):
+    """`python -m analysis report` of the shared sweep, plots and store included, run once: the
+    secrets' test searches what it wrote, the report's test reads it."""
+    store = tmp_path_factory.mktemp("report") / "results.sqlite"
+    res = subprocess.run([sys.executable, "-m", "analysis", "report", str(sweep), "--store", str(store)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res, store
+
+
 def test_the_launcher_shows_a_running_repeats_progress(sweep):
     """Not a terminal: rank 0's heartbeat as lines in the launcher's log (issue 52, item 4)."""
     seen = re.findall(r"^\d{3}-\S+ repeat (\d+)/(\d+), step (\d+)/(\d+) \((?:warmup|timed)\)",
@@ -76,7 +87,7 @@ def test_every_rank_of_every_repeat_recorded(sweep):
                     assert env["clip_grad"] is False
 
 
-def test_no_secret_in_the_sweep_its_report_archive_or_store_and_the_ranks_had_them(sweep, tmp_path):
+def test_no_secret_in_the_sweep_its_report_archive_or_store_and_the_ranks_had_them(sweep, report):
     """Every rank ran ok through the interpreter that exits 3 unless its environment holds each
     value; then no byte of the sweep (multirun.yaml, point.json, spec.json, records, logs), its
     report, its archive or its store holds one."""
@@ -86,11 +97,10 @@ def test_no_secret_in_the_sweep_its_report_archive_or_store_and_the_ranks_had_th
     runs = glob.glob(f"{sweep}/points/*/repeat-*/run.json")
     assert len(runs) == 16 and all(json.load(open(r))["status"] == "ok" for r in runs)
     assert points[0]["cluster"]["env"] == {k: "***" for k in secret_search.ENV}
-    store = tmp_path / "results.sqlite"
-    outs = [subprocess.run([sys.executable, "-m", "analysis", *argv], cwd=ROOT, capture_output=True,
-                           text=True, timeout=300) for argv in
-            (["report", str(sweep), "--no-plot", "--store", str(store)], ["archive", str(sweep)],
-             ["store", "list", "--store", str(store)])]
+    reported, store = report
+    outs = [reported] + [subprocess.run([sys.executable, "-m", "analysis", *argv], cwd=ROOT, capture_output=True,
+                                        text=True, timeout=300) for argv in
+                         (["archive", str(sweep)], ["store", "list", "--store", str(store)])]
     assert [o.returncode for o in outs] == [0, 0, 0], [o.stderr for o in outs]
     assert "added " in outs[0].stdout and "secrets masked" not in outs[1].stdout
     status = launch("status", str(sweep), timeout=120)
@@ -109,10 +119,8 @@ def test_analysis_of_the_sweep(sweep):
     assert (res.points.energy_reason == "no NVML device: cpu").all()
 
 
-def test_report_cli(sweep):
-    out = subprocess.run([sys.executable, "-m", "analysis", "report", str(sweep)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+def test_report_cli(sweep, report):
+    out, _ = report
     for text in ("## resnet50 (tiny)", "## bert_base (tiny)", "Speedup over 1 device",
                  "AMP over FP32", "| 1x1", "| 1x2"):
         assert text in out.stdout
