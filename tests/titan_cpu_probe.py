@@ -40,6 +40,17 @@ try:   # torchtitan 0.2.2 makes its FlexAttention masks on create_block_mask's d
         titan_attention._compiled_create_block_mask, device="cpu")
 except ImportError:   # 0.3.0 makes them on its inputs' device
     pass
+from torch._inductor import cpu_vec_isa  # noqa: E402
+
+if not hasattr(cpu_vec_isa.VecISA, "_build_probe_env"):
+    # torch 2.11's inductor checks each vector ISA by loading a test library in a child Python that
+    # imports torch first: 6 children a rank, 2 s of CPU each (half of the 0.2.2 test's). torch
+    # 2.13's check, here too: the same load, torch's libraries found on LD_LIBRARY_PATH instead.
+    _torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    _subprocess_env = cpu_vec_isa.python_subprocess_env
+    cpu_vec_isa.python_subprocess_env = lambda: dict(_subprocess_env(), LD_LIBRARY_PATH=os.pathsep.join(
+        filter(None, [_torch_lib, os.environ.get("LD_LIBRARY_PATH")])))
+    cpu_vec_isa.VecISA._avx_py_load = 'from ctypes import cdll\ncdll.LoadLibrary("__lib_path__")\n'
 
 from contract import models, parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402
