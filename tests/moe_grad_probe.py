@@ -1,13 +1,13 @@
-"""One rank of a tiny mixture of experts (DeepSeek-V3, or another with a third argument naming
-it: `qwen3_moe`, `gpt_oss`) at a layout, for tests/integration/test_moe_layouts.py; run under
-torch.distributed.run. The rank builds its session (frameworks/pytorch/lm_session.py), runs one
-forward and backward of the global batch (the gradients synchronised as training syncs them),
-and compares every gradient it holds with its part of the single-device model's gradient,
-computed here too from the same seed and batch: the routed experts' (expert parallelism,
-their FSDP or replication over edp, their split over tp), the router's, the attention's.
-Prints one JSON line a case: the largest difference of a gradient, relative to that gradient's
-largest value, and the parameter it is of. Several cases run in one set of processes
-(tests/rank_probes.py), each case's arguments a list:
+"""One rank of a tiny mixture of experts (DeepSeek-V3, or another with a third argument naming it:
+`qwen3_moe`, `gpt_oss`) at a layout, for tests/integration/test_moe_layouts.py: a probe's
+`main`, run in the ranks of tests/rank_probes.py. The rank builds its session
+(frameworks/pytorch/lm_session.py), runs one forward and backward of the global batch (the
+gradients synchronised as training syncs them), and compares every gradient it holds with its
+part of the single-device model's gradient, computed here too from the same seed and batch: the
+routed experts' (expert parallelism, their FSDP or replication over edp, their split over tp),
+the router's, the attention's. Gives one JSON line a case: the largest difference of a gradient,
+relative to that gradient's largest value, and the parameter it is of. Several cases run in one
+set of processes (tests/rank_probes.py), each case's arguments a list:
 
     rank_probes.run("tests/moe_grad_probe.py", [{"ranks": 2, "args": [{"ep": 2}, GLOBAL, MODEL]}])
 """
@@ -22,7 +22,6 @@ from frameworks.common.distenv import DistEnv  # noqa: E402
 from frameworks.pytorch import lm_session  # noqa: E402
 from frameworks.pytorch.layouts import parallelize  # noqa: E402
 from tests.frameworks_env import model_cfg  # noqa: E402
-from tests.rank_probes import serve  # noqa: E402
 from tests.runspecs import run_spec  # noqa: E402
 
 
@@ -63,6 +62,3 @@ def main(settings: dict, global_batch: int, name: str = "deepseek_v3"):
     return {"rank": rank, "relative": worst, "parameter": which, "compared": compared,
             "owned": session.counts["owned"], "model": session.counts["model"]}, session.close
 
-
-if __name__ == "__main__":
-    serve(main)

@@ -1,11 +1,13 @@
-"""Several cases of a rank probe (tests/moe_grad_probe.py, tests/titan_cpu_probe.py) in one set of
-processes: each rank imports torch (and torchtitan) and compiles FlexAttention's block mask once
-for all of them, instead of once a case under a torch.distributed.run of its own. Case after
-case, the first `ranks` processes form a process group of their own (gloo, on a port rank 0
-holds from the start: no other process takes it meanwhile) and run it; the others wait for the
+"""Several cases of rank probes (tests/moe_grad_probe.py, tests/titan_cpu_probe.py: each a `main`)
+in one set of processes: each rank imports torch (and torchtitan) and compiles FlexAttention's
+block mask once for all of them, instead of once a case under a torch.distributed.run of its
+own; a case may name a probe of its own, so that two probes' cases share the ranks too. Case
+after case, the first `ranks` processes form a process group of their own (gloo, on a port rank
+0 holds from the start: no other process takes it meanwhile) and run it; the others wait for the
 next. A case whose step leaves its group broken (a pipeline whose peer stopped) goes last.
 
-The test's side is `run`; the rank's side is `serve`."""
+The test's side is `run`; the rank's side is `serve` (`python -m tests.rank_probes`)."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,12 +19,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(script: str, cases: list, python: str = sys.executable, timeout: int = 600) -> list:
-    """cases: [{"ranks": n, "args": [the probe's arguments]}] -> per case, (its ranks' PROBE
-    outputs sorted by rank, the processes' last output for an assertion's message); fewer
-    outputs than `ranks` where a rank stopped: the caller asserts their number. Each rank's
-    output goes to a file, so that no rank blocks on a full pipe while its peers wait on it;
-    a rank dies with this process, however it ends (stopping.die_with_owner)."""
+    """cases: [{"ranks": n, "args": [the probe's arguments], "probe": its script, `script`
+    where none}] -> per case, (its ranks' PROBE outputs sorted by rank, the processes' last
+    output for an assertion's message); fewer outputs than `ranks` where a rank stopped: the
+    caller asserts their number. Each rank's output goes to a file, so that no rank blocks on a
+    full pipe while its peers wait on it; a rank dies with this process, however it ends
+    (stopping.die_with_owner)."""
     from launchers.backends import stopping   # the test's side only: not in a rank's environment
+    cases = [dict(c, probe=c.get("probe", script)) for c in cases]
     world = max(c["ranks"] for c in cases)
     procs, logs = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -30,7 +34,7 @@ def run(script: str, cases: list, python: str = sys.executable, timeout: int = 6
             log = open(os.path.join(tmp, f"rank-{rank}.log"), "w+")
             env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, RANK=str(rank),
                        MASTER_ADDR="127.0.0.1", PROBE_PORTS=tmp)
-            procs.append(subprocess.Popen([python, script, json.dumps(cases)], cwd=ROOT, env=env,
+            procs.append(subprocess.Popen([python, "-m", "tests.rank_probes", json.dumps(cases)], cwd=ROOT, env=env,
                                           stdout=log, stderr=subprocess.STDOUT, text=True,
                                           preexec_fn=stopping.die_with_owner()))
             logs.append(log)
@@ -77,11 +81,23 @@ def _port(case: int, rank: int, servers: list) -> int:
         return int(f.read())
 
 
-def serve(main) -> None:
-    """The rank's side: argv[1] the cases; main(*a case's args) -> (its output, a close() to
-    end its process group, or None where the group is left broken)."""
+def _main(script: str, probes: dict):
+    """The probe's `main`, its module loaded on its first case (the probes' imports and
+    set-up at their first use, in the order of the cases)."""
+    if script not in probes:
+        name = os.path.basename(script)[:-3]
+        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, script))
+        module = sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        probes[script] = module.main
+    return probes[script]
+
+
+def serve() -> None:
+    """The rank's side: argv[1] the cases; a probe's main(*a case's args) -> (its output, a
+    close() to end its process group, or None where the group is left broken)."""
     rank = int(os.environ["RANK"])
-    cases, servers = json.loads(sys.argv[1]), []
+    cases, servers, probes = json.loads(sys.argv[1]), [], {}
     for i, case in enumerate(cases):
         n = case["ranks"]
         if rank >= n:
@@ -89,10 +105,14 @@ def serve(main) -> None:
         # what a rank under torch.distributed.run would read, for this case's group
         os.environ.update(WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
                           MASTER_PORT=str(_port(i, rank, servers)))
-        out, close = main(*case["args"])
+        out, close = _main(case["probe"], probes)(*case["args"])
         line = "PROBE " + json.dumps(dict(out, case=i)) + "\n"
         os.write(1, line.encode())   # one write: the ranks' lines never interleave
         if close is None or i == len(cases) - 1:
             break
         close()
     os._exit(0)   # a rank whose peer stopped mid-step would wait on gloo at exit
+
+
+if __name__ == "__main__":
+    serve()

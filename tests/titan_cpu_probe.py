@@ -2,8 +2,8 @@
 CPU, through the torchtitan release installed (0.3.0, or 0.2.2 under torch 2.11: releases.py)
 (or a mixture of experts, frameworks/pytorch/titan/moe_session.py's TitanMoESession, with a third
 argument naming one: `deepseek_v3`, `qwen3_moe`, `gpt_oss`), for
-tests/integration/test_llama3_torchtitan_cpu.py and test_moe_layouts.py; run under
-torch.distributed.run. A fourth argument `amp` trains in bf16 AMP (GPT-OSS's torchtitan model
+tests/integration/test_llama3_torchtitan_cpu.py and test_moe_layouts.py: a probe's `main`, run
+in the ranks of tests/rank_probes.py. A fourth argument `amp` trains in bf16 AMP (GPT-OSS's torchtitan model
 trains in bf16 only) with FlexAttention eager (compiled, the CPU has no log-sum-exp, which
 GPT-OSS's sinks need: "torch.compile on CPU only supports inference and `return_lse` is not
 supported yet").
@@ -13,7 +13,7 @@ torchtitan takes the device type "cuda" wherever there is no accelerator
 0.2.2's attention masks' device, cuda there too):
 then its device mesh, parallelize_llama (FSDP2, tensor parallelism, replicate), pipeline_llm,
 initialisation and forward run over gloo as they run on GPUs over NCCL. A training step stops
-at FlexAttention's backward, which torch 2.13 has only on GPUs. Prints one JSON line a case;
+at FlexAttention's backward, which torch 2.13 has only on GPUs. Gives one JSON line a case;
 several cases run in one set of processes (tests/rank_probes.py), each case's arguments a list
 (a pipeline's case last: its stopped step leaves its group broken):
 
@@ -40,13 +40,23 @@ try:   # torchtitan 0.2.2 makes its FlexAttention masks on create_block_mask's d
         titan_attention._compiled_create_block_mask, device="cpu")
 except ImportError:   # 0.3.0 makes them on its inputs' device
     pass
+from torch._inductor import cpu_vec_isa  # noqa: E402
+
+if not hasattr(cpu_vec_isa.VecISA, "_build_probe_env"):
+    # torch 2.11's inductor checks each vector ISA by loading a test library in a child Python that
+    # imports torch first: 6 children a rank, 2 s of CPU each (half of the 0.2.2 test's). torch
+    # 2.13's check, here too: the same load, torch's libraries found on LD_LIBRARY_PATH instead.
+    _torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    _subprocess_env = cpu_vec_isa.python_subprocess_env
+    cpu_vec_isa.python_subprocess_env = lambda: dict(_subprocess_env(), LD_LIBRARY_PATH=os.pathsep.join(
+        filter(None, [_torch_lib, os.environ.get("LD_LIBRARY_PATH")])))
+    cpu_vec_isa.VecISA._avx_py_load = 'from ctypes import cdll\ncdll.LoadLibrary("__lib_path__")\n'
 
 from contract import models, parallel  # noqa: E402
 from frameworks.common.distenv import DistEnv  # noqa: E402
 from frameworks.pytorch.layouts import parallelize  # noqa: E402
 from frameworks.pytorch.titan import releases  # noqa: E402
 from frameworks.pytorch.titan import session as titan  # noqa: E402
-from tests.rank_probes import serve  # noqa: E402
 from tests.runspecs import run_spec  # noqa: E402
 
 
@@ -109,6 +119,3 @@ def main(settings: dict, global_batch: int, model: str = "llama3", precision: st
             restore()
     return out, close
 
-
-if __name__ == "__main__":
-    serve(main)

@@ -11,6 +11,7 @@ peak); torchtitan's GPU path builds the same layouts and runs its forward
 Slurm test cluster an expert group spans the nodes. About four minutes on 2 cores, the Slurm
 test aside."""
 import glob
+import importlib.util
 import json
 
 import pytest
@@ -113,48 +114,54 @@ TITAN_CASES = [({"ep": 2, "fsdp": True}, 2, "deepseek_v3", "parallelize_deepseek
                ({"ep": 2, "fsdp": True}, 2, "gpt_oss", "parallelize_gptoss", MODELS["gpt_oss"][0])]
 
 
-def probe_all(script, cases) -> dict:
-    """(settings, ranks, model, *more) -> its ranks' outputs, all cases in one set of ranks
-    (tests/rank_probes.py); each probe asserts its own ranks' number."""
-    ran = rank_probes.run(script, [{"ranks": n, "args": [settings, 4, model, *more]}
-                                   for settings, n, model, *more in cases])
-    return {json.dumps(case[:3]): out for case, out in zip(cases, ran)}
+GRADIENTS, TITAN = "tests/moe_grad_probe.py", "tests/titan_cpu_probe.py"
 
 
-def probed(outputs, settings, n, model):
-    out, tail = outputs[json.dumps([settings, n, model])]
+def titan_installed() -> bool:
+    try:   # finding it imports no torch
+        return importlib.util.find_spec("torchtitan.models.deepseek_v3") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def probes() -> dict:
+    """(probe, settings, ranks, model) -> its ranks' outputs: the gradients' cases, then
+    torchtitan's where it is installed, all in one set of ranks (tests/rank_probes.py: each rank
+    imports torch once for both probes); each test asserts its own ranks' number."""
+    cases = [(GRADIENTS, *case) for case in GRADIENT_CASES]
+    if titan_installed():   # GPT-OSS's torchtitan model trains in bf16 AMP only
+        cases += [(TITAN, settings, n, model, *(["amp"] if model == "gpt_oss" else []))
+                  for settings, n, model, _, _ in TITAN_CASES]
+    ran = rank_probes.run(GRADIENTS, [{"probe": probe, "ranks": n, "args": [settings, 4, model, *more]}
+                                      for probe, settings, n, model, *more in cases])
+    return {json.dumps(case[:4]): out for case, out in zip(cases, ran)}
+
+
+def probed(outputs, probe, settings, n, model):
+    out, tail = outputs[json.dumps([probe, settings, n, model])]
     assert len(out) == n, tail
     return out
 
 
-@pytest.fixture(scope="module")
-def gradients():
-    return probe_all("tests/moe_grad_probe.py", GRADIENT_CASES)
-
-
 @pytest.mark.parametrize("settings,n,model", GRADIENT_CASES)
-def test_every_gradient_is_the_single_device_ones_part(gradients, settings, n, model):
+def test_every_gradient_is_the_single_device_ones_part(probes, settings, n, model):
     """GPT-OSS's at tp 2: its sinks split by heads, its experts' output bias replicated."""
-    for r in probed(gradients, settings, n, model):
+    for r in probed(probes, GRADIENTS, settings, n, model):
         assert r["relative"] < GRAD_RTOL, r
         assert (r["compared"], r["model"]) == {"deepseek_v3": (27, TINY), "qwen3_moe": (27, 276_928),
                                                "gpt_oss": (37, MODELS["gpt_oss"][0])}[model]
 
 
-@pytest.fixture(scope="module")
-def titan_paths():
-    pytest.importorskip("torchtitan.models.deepseek_v3")
-    return probe_all("tests/titan_cpu_probe.py", [(settings, n, model, *(["amp"] if model == "gpt_oss" else []))
-                                                  for settings, n, model, _, _ in TITAN_CASES])
-
-
 @pytest.mark.parametrize("settings,n,model,parallelize,total", TITAN_CASES)
-def test_torchtitans_gpu_path_builds_the_layout_and_runs_its_forward(titan_paths, settings, n, model,
+def test_torchtitans_gpu_path_builds_the_layout_and_runs_its_forward(probes, settings, n, model,
                                                                       parallelize, total):
     """torchtitan's mixtures of experts (their all-to-all dispatch) on the CPU as far as they
     go: the step stops at FlexAttention's backward (tests/titan_cpu_probe.py); GPT-OSS's in bf16
     AMP, the only precision its torchtitan model trains in (frameworks/pytorch/models/gpt_oss.py)."""
-    out = probed(titan_paths, settings, n, model)
+    if not titan_installed():
+        pytest.skip("torchtitan is not installed: `make venv` installs requirements-torchtitan.txt")
+    out = probed(probes, TITAN, settings, n, model)
     for r in out:
         assert r["record"]["implementation"] == f"torchtitan 0.3.0 ({parallelize})"
         assert r["record"]["parameters"]["model"] == total and r["forward_loss"] > 0
