@@ -125,7 +125,10 @@ def test_submitit_reads_real_states(slurm_cluster, tmp_path):
     if not slurm_cluster.accounting:
         pytest.skip("submitit reads job states from sacct, which needs slurmdbd")
     executor = submitit.AutoExecutor(folder=tmp_path / "%j")  # every node sees /tmp
-    executor.update_parameters(timeout_min=2, slurm_partition="debug", nodes=2, tasks_per_node=1)
+    # submitit asks Slurm for USR2 90 s before the time limit (its requeue signal), which Slurm
+    # may send up to 60 s earlier (sbatch --signal): with 2 minutes, at once (seen: both tasks
+    # killed by USR2 in a 17 s test)
+    executor.update_parameters(timeout_min=10, slurm_partition="debug", nodes=2, tasks_per_node=1)
     job = executor.submit(sum, [1, 2, 3])
     assert job.results() == [6, 6]
     # sacct learns of a job about a second after slurmctld; submitit caches states.
