@@ -189,16 +189,19 @@ def no_slurm_unless_the_module_uses_it(request):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def jax_compilation_cache(tmp_path_factory):
-    """JAX ranks share one persistent compilation cache for the session. Un-jitted JAX
-    compiles every primitive on first use (about 25 s of a tiny ResNet's first step here),
-    and many test points run the same programs again; what a cached compile saves is
-    warm-up time, never a timed step. A cache already set in the environment is kept."""
+def jax_compilation_cache():
+    """JAX ranks share one persistent compilation cache, kept between runs (tests/caches.py).
+    Un-jitted JAX compiles every primitive on first use: a smoke ResNet-50 point spent 26 s of
+    CPU with a cold cache and 9 s with a warm one, and a session's points are mostly programs
+    an earlier run compiled. JAX keys an entry by the program, its version and its flags, so a
+    change compiles afresh; a cold cache costs what a session-long one did. What a cached
+    compile saves is warm-up time, never a timed step. A cache already set is kept."""
+    from tests.caches import cache_root
     if "JAX_COMPILATION_CACHE_DIR" in os.environ:
         yield
         return
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path_factory.mktemp("jax-cache")))
+        mp.setenv("JAX_COMPILATION_CACHE_DIR", str(cache_root() / "jax-compile"))
         mp.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # default 1 s: none here
         yield
 

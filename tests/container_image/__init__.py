@@ -25,6 +25,7 @@ from pathlib import Path
 
 from contract import records
 from launchers.suite import ROOT
+from tests.caches import cache_root
 
 HERE = Path(__file__).resolve().parent
 RECIPE = {
@@ -46,12 +47,10 @@ PACKAGES = "charliecloud mmdebstrap squashfs-tools squashfuse fuse3"
 
 
 def cache_dir() -> Path:
-    """$DLBENCH_IMAGE_CACHE, else /var/cache/dlbench/images as root, else the user's cache."""
+    """$DLBENCH_IMAGE_CACHE, else images/ in the tests' cache (tests/caches.py)."""
     if os.environ.get("DLBENCH_IMAGE_CACHE"):
         return Path(os.environ["DLBENCH_IMAGE_CACHE"])
-    if os.getuid() == 0:
-        return Path("/var/cache/dlbench/images")
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dlbench" / "images"
+    return cache_root() / "images"
 
 
 def tree_key() -> str:
