@@ -10,7 +10,9 @@ python3 -m venv --without-pip .venv
 LINK=.venv/deps mk/build_env.sh suite . requirements-torchtitan.txt
 purelib='import sysconfig; print(sysconfig.get_path("purelib"))'
 here=$(.venv/bin/python -c "$purelib")
-deps=$(.venv/deps/bin/python -c "$purelib")
-# a relative line, through the link: a rebuilt cache entry needs only the link renewed
-python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$deps" "$here" > "$here/dlbench-deps.pth"
+# the packages' real path, not the link's: torch's own path is then the same in every clone, and
+# so are the compile commands inductor keys its C++ kernels on (/tmp/torchinductor_$USER), which
+# a clone's path in them made every fresh clone compile again (a ResNet-50 point: 64 s of CPU, 8 warm)
+deps=$(realpath "$(.venv/deps/bin/python -c "$purelib")")
+echo "$deps" > "$here/dlbench-deps.pth"
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
