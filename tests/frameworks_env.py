@@ -46,10 +46,13 @@ TORCH_211 = Path(os.environ.get("DLBENCH_TORCH_211") or ROOT / ".venvs" / "torch
 
 
 def require_torch_211() -> str:
-    """torch 2.11's interpreter, or skip the test saying how to build it."""
+    """torch 2.11's interpreter, or skip the test saying how to build it. It is named by the
+    environment's real folder, not through the clone's .venvs link: inductor keys its C++ kernels
+    (/tmp/torchinductor_$USER) on compile commands that name torch's path, so every fresh clone
+    compiled them again (mk/suite_venv.sh does the same for the suite's own torch)."""
     if not TORCH_211.exists():
         pytest.skip(f"no torch 2.11 environment at {TORCH_211}: run `make env-torch-2.11`")
-    return str(TORCH_211)
+    return str(Path(os.path.realpath(TORCH_211.parent.parent)) / TORCH_211.parent.name / TORCH_211.name)
 
 
 def model_cfg(model: str, size: str) -> dict:
