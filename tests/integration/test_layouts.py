@@ -33,12 +33,12 @@ TABLE = {
 }
 
 
-def _ranks(sweep, case=None):
-    """case -> the rank records of repeat 0 (sorted by rank)."""
+def _ranks(sweep, key=lambda rec: rec["spec"]["config"]["case"]):
+    """key (by default the case) -> the rank records of repeat 0 (sorted by rank)."""
     out = {}
     for path in sorted(glob.glob(f"{sweep}/points/*/repeat-00/rank-*.json")):
         rec = json.load(open(path))
-        out.setdefault(rec["spec"]["config"]["case"], []).append(rec)
+        out.setdefault(key(rec), []).append(rec)
     return out
 
 
@@ -110,24 +110,36 @@ def test_a_pipeline_records_its_bubble(sweep):
     assert "pipeline" not in sweep["DP_2x1x1_8_64x4"][0]
 
 
+# GPipe and interleaved 1F1B on PP_1x1x2 (interleaved: 4 stages on 2 ranks, micro-batches of 2),
+# sequence parallelism on MP_1x2x1 (1F1B, the default, where there is no pipeline): one sweep,
+# its other combinations excluded
+VARIANTS = ("gpt_case_tiny=PP_1x1x2_8_64x4,MP_1x2x1_8_64x4", "parallel.schedule=1f1b,gpipe,interleaved_1f1b",
+            "parallel.sequence_parallel=false,true", "batch_size=4,2",
+            'exclude=[{where:"parallel.sequence_parallel != (case == \'MP_1x2x1_8_64x4\')"},'
+            '{where:"(parallel.schedule == \'1f1b\') != (case == \'MP_1x2x1_8_64x4\')"},'
+            '{where:"(batch_size == 2) != (parallel.schedule == \'interleaved_1f1b\')"}]')
+
+
+def _variant(rec) -> tuple:
+    cfg = rec["spec"]["config"]
+    return (cfg["case"], cfg["parallel"]["schedule"], cfg["parallel"]["sequence_parallel"], cfg["batch_size"])
+
+
 def test_schedules_and_sequence_parallel_agree(sweep, tmp_path):
-    """GPipe and interleaved 1F1B (4 stages on 2 ranks), and sequence parallelism, beside the
-    sweep's single-device case (the same settings): each another point of the same model."""
+    """The variants, each another point of the same model, beside the sweep's single-device
+    case (the same settings)."""
     root = tmp_path / "variants"
-    common = ["repeats=1", *(f"{k}={v}" for k, v in STEPS.items()), "launcher=local",
-              "timeout_s=300", "rendezvous_timeout_s=60"]
-    for name, extra in (("gpipe", ["gpt_case_tiny=PP_1x1x2_8_64x4", "parallel.schedule=gpipe"]),
-                        ("interleaved", ["gpt_case_tiny=PP_1x1x2_8_64x4", "batch_size=2",
-                                         "parallel.schedule=interleaved_1f1b"]),
-                        ("sp", ["gpt_case_tiny=MP_1x2x1_8_64x4", "parallel.sequence_parallel=true"])):
-        res = launch(*extra, *common, f"hydra.run.dir={root / name}", timeout=600)
-        assert res.returncode == 0, res.stderr[-3000:]
+    res = launch("-m", *VARIANTS, "repeats=1", *(f"{k}={v}" for k, v in STEPS.items()), "launcher=local",
+                 "timeout_s=300", "rendezvous_timeout_s=60", f"hydra.sweep.dir={root}", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    variants = _ranks(root, key=_variant)
+    assert sorted(variants) == [("MP_1x2x1_8_64x4", "1f1b", True, 4), ("PP_1x1x2_8_64x4", "gpipe", False, 4),
+                                ("PP_1x1x2_8_64x4", "interleaved_1f1b", False, 2)]
     expected = _losses(sweep[BASELINE][0])
-    for name in ("gpipe", "interleaved", "sp"):
-        [ranks] = _ranks(root / name).values()
+    for name, ranks in variants.items():
         assert all(r["status"] == "ok" for r in ranks), [r.get("error") for r in ranks]
         for rec in ranks:
             assert _losses(rec) == pytest.approx(expected, rel=REL), f"{name} rank {rec['rank']}"
-    [inter] = _ranks(root / "interleaved").values()
+    inter = variants["PP_1x1x2_8_64x4", "interleaved_1f1b", False, 2]
     assert inter[0]["pipeline"]["stages"] == 4 and inter[0]["pipeline"]["microbatches"] == 4
     assert inter[0]["parallel"]["stages"] == [0, 2]   # rank 0 holds stages 0 and 2
