@@ -194,8 +194,10 @@ def jax_compilation_cache():
     Un-jitted JAX compiles every primitive on first use: a smoke ResNet-50 point spent 26 s of
     CPU with a cold cache and 9 s with a warm one, and a session's points are mostly programs
     an earlier run compiled. JAX keys an entry by the program, its version and its flags, so a
-    change compiles afresh; a cold cache costs what a session-long one did. What a cached
-    compile saves is warm-up time, never a timed step. A cache already set is kept."""
+    change compiles afresh; a cold cache costs what a session-long one did. Its key also holds
+    the folder's own path (XLA's autotune cache beside it, in the compile options): entries
+    copied to another folder miss. What a cached compile saves is warm-up time, never a timed
+    step. A cache already set is kept."""
     from tests.caches import cache_root
     if "JAX_COMPILATION_CACHE_DIR" in os.environ:
         yield
