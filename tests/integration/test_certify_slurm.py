@@ -71,7 +71,9 @@ def test_a_certification_without_baseline_records_every_item(recorded):
 def test_against_the_record_with_a_loose_threshold_every_item_passes(recorded):
     tmp, _, first = recorded
     second = tmp / "second"
-    r, verdict, wall = certify(tmp, f"certify.baseline={tmp / 'first'}", "certify.threshold=0.1",
+    # loose: a tiny checkpoint's GB/s is its fsyncs' latency on a shared disk, which once ran 12x
+    # slower than the first certification's (0.00087 against 0.0104 GB/s: FAIL at 0.1)
+    r, verdict, wall = certify(tmp, f"certify.baseline={tmp / 'first'}", "certify.threshold=0.01",
                                f"certify.dir={second}")
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
     assert verdict["verdict"] == "PASS" and verdict["counts"]["PASS"] == 6
