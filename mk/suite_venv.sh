@@ -12,7 +12,8 @@ purelib='import sysconfig; print(sysconfig.get_path("purelib"))'
 here=$(.venv/bin/python -c "$purelib")
 # the packages' real path, not the link's: torch's own path is then the same in every clone, and
 # so are the compile commands inductor keys its C++ kernels on (/tmp/torchinductor_$USER), which
-# a clone's path in them made every fresh clone compile again (a ResNet-50 point: 64 s of CPU, 8 warm)
+# a clone's path in them made every fresh clone compile again (a compiled ResNet-50 smoke point:
+# 36-64 s of CPU cold, 7 s warm; docs/development.md)
 deps=$(realpath "$(.venv/deps/bin/python -c "$purelib")")
 echo "$deps" > "$here/dlbench-deps.pth"
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
