@@ -80,6 +80,8 @@ class Adapter:
     models: tuple[str, ...] = ()     # the models it trains (contract/models/<name>.py):
                                      # `frameworks_of` answers the planner and the tests
     colour: Optional[str] = None     # its colour in the report's plots (None: PALETTE's, by name)
+    preload: tuple[str, ...] = ()    # third-party modules a local CPU rank may inherit, imported
+                                     # once by a forkserver (frameworks/common/forkserver.py)
     package: Optional[str] = field(default=None, repr=False)  # of relative references
 
     def __post_init__(self) -> None:

@@ -6,6 +6,10 @@ A machine with Slurm's packages but no cluster (CI, a laptop with slurm-client) 
 submit to nothing, so auto also asks for `sbatch` and for the controller itself:
 `scontrol ping`, given at most PING_S. A SLURM_CONF naming no file is refused at once
 (Slurm's clients would retry reading it for a minute). Decided once per process.
+
+device=auto, for what the launcher decides of it (`on_cpu`: the local forkserver, the CPU
+estimate): a GPU where this machine's NVIDIA driver lists one; each rank decides for itself
+what it trains on (frameworks/common/accelerator.py).
 """
 import functools
 import os
@@ -50,3 +54,17 @@ def announce() -> None:
     """Print the choice, once per process (a sweep under Hydra's basic launcher runs many
     points in one process)."""
     print(say(), flush=True)
+
+
+def gpu_visible() -> bool:
+    """Whether this machine has an NVIDIA GPU (its driver lists one)."""
+    try:
+        return bool(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return False
+
+
+def on_cpu(point) -> bool:
+    """Whether a local point's ranks train on this machine's CPU: device=cpu, or auto here
+    where no GPU is."""
+    return point.device == "cpu" or (point.device == "auto" and not gpu_visible())

@@ -24,4 +24,5 @@ ADAPTER = Adapter(
     layouts=False,
     models=("resnet50", "bert_base"),
     colour="#6a4c93",
+    preload=(),  # its ranks run in their own interpreter (.venvs/jax): each starts whole
     package=__name__)

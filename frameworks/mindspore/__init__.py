@@ -17,4 +17,5 @@ ADAPTER = Adapter(
     layouts=False,
     models=("resnet50", "bert_base"),
     colour="#2e86ab",
+    preload=(),  # its ranks run in their own interpreter (.venvs/mindspore): each starts whole
     package=__name__)

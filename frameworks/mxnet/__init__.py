@@ -19,4 +19,5 @@ ADAPTER = Adapter(
     layouts=False,
     models=("resnet50", "bert_base"),
     colour="#17a589",
+    preload=(),  # its ranks run in their own interpreter (.venvs/mxnet): each starts whole
     package=__name__)

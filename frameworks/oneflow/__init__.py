@@ -19,4 +19,5 @@ ADAPTER = Adapter(
     layouts=False,
     models=("resnet50", "bert_base"),
     colour="#8c564b",
+    preload=(),  # its ranks run in their own interpreter (.venvs/oneflow): each starts whole
     package=__name__)

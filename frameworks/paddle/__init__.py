@@ -20,4 +20,5 @@ ADAPTER = Adapter(
     layouts=False,
     models=("resnet50", "bert_base"),
     colour="#2d5dd7",
+    preload=(),  # its ranks run in their own interpreter (.venvs/paddle): each starts whole
     package=__name__)

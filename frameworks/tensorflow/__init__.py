@@ -23,4 +23,5 @@ ADAPTER = Adapter(
     layouts=False,
     models=("resnet50", "bert_base"),
     colour="#f29e1f",
+    preload=(),  # its ranks run in their own interpreter (.venvs/tensorflow): each starts whole
     package=__name__)

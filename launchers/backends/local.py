@@ -27,7 +27,7 @@ import time
 from contract import spec as specs
 from contract import paths, statuses
 from launchers import sweepdir
-from launchers.backends import local_owner, ports, secret_env, step, stopping, worker
+from launchers.backends import forked, local_owner, ports, secret_env, step, stopping, worker
 from launchers.backends.base import Cancelled, Launcher, Live
 from launchers.driver import preflight, repeats, search
 from launchers.health import step as health_step
@@ -103,6 +103,7 @@ class LocalLauncher(Launcher):
     no_site = "launcher=local runs on this machine, with no site to check"
     # `cancel`: the launcher's own stop takes step.TERM_S at most, then its ranks' SIGKILL
     STOP_WAIT_S = step.TERM_S + 5
+    servers = None  # while it runs its points: their forkservers (launchers/backends/forked.py)
 
     def check(self, point) -> None:
         if point.nodes != 1:
@@ -119,7 +120,7 @@ class LocalLauncher(Launcher):
             for point in pts:
                 print(search.describe(point) if point.search is not None else self.describe(point))
             return
-        with stopping.owner(self.log):
+        with stopping.owner(self.log), forked.Servers(self.log) as self.servers:
             for point in pts:
                 with secret_env.exported([point]):
                     if point.search is not None:
@@ -210,7 +211,8 @@ class LocalLauncher(Launcher):
     def start_repeat(self, point, spec_path: str, rdir: str):
         if not local_owner.ours(point.dir):  # a search's try: its folder is new
             local_owner.begin(point.dir)
-        ranks = self.start(point, worker.worker_argv(point, spec_path, sys.executable), rdir)
+        ranks = self.start(point, worker.worker_argv(point, spec_path, sys.executable), rdir,
+                           self.servers)
         repeat = specs.read(spec_path).repeat
         outcome, rank_ends = self.run_ranks(ranks, point, f"{point.name} repeat {repeat}")
         return rank_ends, outcome.ended_by
@@ -218,14 +220,20 @@ class LocalLauncher(Launcher):
     def start_health(self, point, spec_path: str, hdir: str) -> Processes:
         return self.start(point, health_step.command(point, spec_path, sys.executable), hdir)
 
-    def start(self, point, argv: list, folder: str) -> Processes:
-        """world_size processes of `argv`, each with its rank's environment and log."""
+    def start(self, point, argv: list, folder: str, servers=None) -> Processes:
+        """world_size processes of `argv`, each with its rank's environment and log; forked
+        by `servers` where they fork it (launchers/backends/forked.py)."""
         port = ports.free_block(point.world_size)
         procs = []
         for rank in range(point.world_size):
-            with open(os.path.join(folder, paths.rank_log_name(rank)), "w") as log:
+            log_path, env = os.path.join(folder, paths.rank_log_name(rank)), rank_env(point, rank, port)
+            forked_rank = servers.start(point, argv, env, log_path) if servers else None
+            if forked_rank is not None:
+                procs.append(forked_rank)
+                continue
+            with open(log_path, "w") as log:
                 try:
-                    procs.append(subprocess.Popen(argv, cwd=ROOT, env=rank_env(point, rank, port),
+                    procs.append(subprocess.Popen(argv, cwd=ROOT, env=env,
                                                   stdout=log, stderr=subprocess.STDOUT,
                                                   start_new_session=True,
                                                   preexec_fn=stopping.die_with_owner()))

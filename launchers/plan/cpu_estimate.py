@@ -11,6 +11,7 @@ launcher gives each cores / ranks threads), so the machine's rate is what counts
 import os
 
 from contract import models
+from launchers import auto
 
 # GFLOP/s of training per core, measured: full-size ResNet-50, fp32, batch 8, one rank, PyTorch
 # 2.13 eager: 21.1 GFLOP/s on 2 shared cores (load average 8; benchmarks/heartbeat_cost.md, "The
@@ -24,14 +25,6 @@ def seconds(flops_per_sample: float, global_batch: int, steps: int, repeats: int
     return flops_per_sample * global_batch * steps * repeats / (cores * TRAIN_GFLOPS_PER_CORE * 1e9)
 
 
-def gpu_visible() -> bool:
-    """Whether this machine has an NVIDIA GPU (its driver lists one)."""
-    try:
-        return bool(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        return False
-
-
 def minutes(s: float) -> str:
     return f"about {s / 60:.0f} minutes" if s >= 90 else f"about {s:.0f} s"
 
@@ -42,7 +35,7 @@ def warning(point, on_cpu: bool | None = None, cores: int | None = None) -> str 
     if point.launcher.name != "local" or size in (None, CPU_SIZE) or point.bench != "train":
         return None
     if on_cpu is None:
-        on_cpu = point.device == "cpu" or (point.device == "auto" and not gpu_visible())
+        on_cpu = auto.on_cpu(point)
     spec = models.find(point.model.get("name"))
     flops = spec.flops_per_sample(point.model) if spec is not None else None
     if not on_cpu or not flops:

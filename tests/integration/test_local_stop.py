@@ -2,7 +2,8 @@
 Ctrl-C typed into the launcher's terminal, SIGTERM (`timeout`, a CI runner, systemd), the
 terminal closed (SIGHUP), SIGKILL; real launchers (`python -m launch ... launcher=local`),
 real ranks of a tiny ResNet-50 point with measure_steps far beyond the seconds it is given,
-real signals. Each stop leaves no rank (nor anything a rank started) 30 s later, INT, TERM
+real signals. Each stop leaves no rank (nor anything a rank started, nor the forkserver that
+forked the ranks: launchers/backends/forked.py) 30 s later, INT, TERM
 and HUP record the repeat `cancelled` with the signal as its cause and exit 130, 143, 129,
 and a rerun into the folder completes the point. The seconds from signal to last rank gone
 are printed (`-s`) and kept in docs/statuses.md."""
@@ -45,20 +46,36 @@ def proc_stat(pid: int):
 
 
 def rank_pids(sweep) -> set:
-    """The worker processes of this test's sweep, by their command lines (their spec is in
-    the sweep's folder): never anything of another sweep or test."""
+    """The worker processes of this test's sweep, by their command lines as `ps` shows them
+    (their spec is in the sweep's folder): never anything of another sweep or test."""
     out = set()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().decode(errors="replace").split("\0")
+            with open(f"/proc/{name}/cmdline", "rb") as f:  # a forked rank's title is one string
+                argv = f.read().decode(errors="replace").replace("\0", " ").split()
         except OSError:
             continue
         if "--spec" in argv and any(a.startswith(str(sweep)) for a in argv):
             if proc_stat(int(name)):
                 out.add(int(name))
+    return out
+
+
+def forkservers(launcher: int) -> set:
+    """The launcher's forkservers (launchers/backends/forked.py), which its ranks' forks are."""
+    out = set()
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                forkserver = b"frameworks.common.forkserver" in f.read()
+            with open(f"/proc/{name}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[-1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if forkserver and parent == launcher:
+            out.add(int(name))
     return out
 
 
@@ -144,6 +161,8 @@ class Launch:
     def stop(self, how, n: int = 2, settle_s: float = 2.0, cpu_s: float = 0, stepping: bool = False) -> dict:
         """Stop it `how` ("ctrl-c", "hangup", or a signal) once its ranks run -> what was seen."""
         sessions = self.ranks_running(n, settle_s, cpu_s, stepping)
+        servers = forkservers(self.proc.pid)
+        sessions |= {proc_stat(p)[1] for p in servers if proc_stat(p)}  # each leads its own
         sent = time.monotonic()
         if how == "ctrl-c":
             os.write(self.master, b"\x03")  # the terminal's SIGINT to its foreground group
@@ -167,7 +186,7 @@ class Launch:
         (pdir,) = list(rdir.iterdir())
         run = pdir / paths.repeat_name(0) / paths.RUN_FILE
         ranks = sorted((pdir / paths.repeat_name(0)).glob("rank-*.json"))
-        return {"gone_s": gone_s, "left": remaining, "code": code, "text": self.text(),
+        return {"gone_s": gone_s, "left": remaining, "code": code, "text": self.text(), "servers": servers,
                 "run": json.loads(run.read_text()) if run.exists() else None,
                 "ranks": [json.loads(r.read_text()) for r in ranks]}
 
@@ -198,6 +217,7 @@ def stopped(tmp_path_factory):
 @pytest.mark.parametrize("how", ["ctrl-c", "SIGTERM", "hangup", "SIGKILL"])
 def test_no_rank_outlives_the_stop(stopped, how):
     _, seen, _ = stopped
+    assert seen[how]["servers"], "the PyTorch ranks on this CPU were not forked by a forkserver"
     assert not seen[how]["left"], f"{how}: processes {seen[how]['left']} outlived the launcher"
     assert seen[how]["gone_s"] < GONE_WITHIN_S
 
