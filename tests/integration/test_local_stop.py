@@ -305,3 +305,23 @@ def test_a_framework_that_takes_sigterm_for_itself_still_records_cancelled(tmp_p
     assert [r["status"] for r in s["ranks"]] == ["cancelled"] * 2, s["run"]
     assert all(len(r["steps"]) == 2 for r in s["ranks"])  # past the warm-up: in the timed loop
     assert s["run"]["status"] == "cancelled" and s["run"]["stopped_by"] == "SIGTERM"
+
+
+def test_a_killed_forkserver_takes_its_ranks_and_their_repeat_says_so(tmp_path):
+    """The forkserver killed under running ranks (the out-of-memory killer's likely pick: it
+    holds torch): the parent-death signal kills its ranks, the repeat records them killed
+    and the launcher ends; nothing is left."""
+    launch = Launch(tmp_path / "sweep", steps=20000)
+    sessions = launch.ranks_running(2, settle_s=0.5, stepping=True)
+    (server,) = forkservers(launch.proc.pid)
+    os.kill(server, signal.SIGKILL)
+    code = launch.proc.wait(timeout=120)
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while left(sessions | {server}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left(sessions | {server})
+    (pdir,) = list((tmp_path / "sweep" / paths.POINTS_DIR).iterdir())
+    run = json.loads((pdir / paths.repeat_name(0) / paths.RUN_FILE).read_text())
+    assert run["exit_codes"] == [-signal.SIGKILL] * 2, run
+    assert run["status"] != "ok" and "killed by SIGKILL" in run["error"], run
+    assert code != 0, launch.text()
