@@ -45,7 +45,7 @@ def preload(framework: str) -> str:
     except ImportError:
         return "setproctitle is not installed"
     # It finds the title's memory through the environment, which a rank's replaces: first here
-    setproctitle.setproctitle(setproctitle.getproctitle())
+    title(setproctitle.getproctitle())
     for name in registry.get(framework).preload:
         try:
             importlib.import_module(name)
@@ -53,6 +53,14 @@ def preload(framework: str) -> str:
             return f"importing {name} failed: {type(exc).__name__}: {exc}"
     threads = threading.active_count()  # a native pool (numpy's OpenBLAS) stops itself for a fork
     return "" if threads == 1 else f"importing {framework} left {threads - 1} thread(s) running"
+
+
+def title(text: str) -> None:
+    """`text` as this process's command line in `ps`; its name stays the interpreter's (which
+    setproctitle sets to the text's first 15 characters)."""
+    import setproctitle
+    setproctitle.setproctitle(text)
+    ctypes.CDLL(None).prctl(PR_SET_NAME, os.path.basename(sys.executable).encode()[:15], 0, 0, 0)
 
 
 def rank(request: dict, parent: int) -> None:
@@ -78,9 +86,7 @@ def rank(request: dict, parent: int) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         argv = [sys.executable, "-m", "frameworks", "--spec", request["spec"]]
-        import setproctitle
-        setproctitle.setproctitle(" ".join(argv))
-        libc.prctl(PR_SET_NAME, os.path.basename(sys.executable).encode()[:15], 0, 0, 0)  # it set that too
+        title(" ".join(argv))
         if "numpy" in sys.modules:  # its global generator was seeded once, in the server
             sys.modules["numpy"].random.seed()
         sys.argv = argv[2:]

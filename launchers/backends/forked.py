@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import Callable, Optional
 
+from contract import statuses
 from frameworks import registry
 from launchers import auto
 from launchers.backends import stopping
@@ -53,7 +54,8 @@ class Rank:
 class Server:
     """One forkserver: started, then asked for ranks until closed."""
 
-    def __init__(self, python: str, framework: str, env: dict):
+    def __init__(self, python: str, framework: str, env: dict, log: Callable[..., object] = print):
+        self.log = log
         self.proc = subprocess.Popen([python, "-m", "frameworks.common.forkserver", framework],
                                      cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      start_new_session=True, preexec_fn=stopping.die_with_owner())
@@ -93,6 +95,10 @@ class Server:
         with self.lock:  # the server ended: its parent-death signal killed its ranks
             self.refused = "it ended"
             gone, self.ranks = list(self.ranks.values()), {}
+        if gone:
+            self.log(f"the forkserver (pid {self.proc.pid}) ended "
+                     f"({statuses.describe_end({'exit_code': self.proc.wait()})}): its "
+                     f"{len(gone)} running rank(s) were killed with it")
         for rank in gone:
             rank.end(-signal.SIGKILL)
 
@@ -154,7 +160,7 @@ class Servers:
         key = (argv[0], point.framework.name, tuple(sorted(shared.items())))
         server = self.servers.get(key)
         if server is None:
-            server = self.servers[key] = Server(argv[0], point.framework.name, shared)
+            server = self.servers[key] = Server(argv[0], point.framework.name, shared, self.log)
             if server.refused:
                 self.log(f"{point.framework.name}'s ranks start as new interpreters: its "
                          f"forkserver says {server.refused}")

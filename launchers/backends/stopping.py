@@ -14,7 +14,8 @@ launcher and the Slurm driver (docs/statuses.md, "Stopping a launcher").
   signalling the ranks itself, the stop is quick, and the repeat is set aside unrecorded for
   the requeued job (launchers/backends/slurm/allocation.py).
 - SIGKILL: nothing runs in the owner. Each rank it starts asks the kernel for SIGKILL when
-  its parent ends (`die_with_owner`, the rank's preexec_fn: prctl PR_SET_PDEATHSIG). The
+  its parent ends (`die_with_owner`, the rank's preexec_fn: prctl PR_SET_PDEATHSIG); a forked
+  local rank asks it of its forkserver, which asks it of the owner (launchers/backends/forked.py). The
   signal follows the thread that started the rank, which is the one that waits on it in
   the step runner; a set-user-ID interpreter would clear it (none here).
 """

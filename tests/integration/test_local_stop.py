@@ -325,3 +325,4 @@ def test_a_killed_forkserver_takes_its_ranks_and_their_repeat_says_so(tmp_path):
     assert run["exit_codes"] == [-signal.SIGKILL] * 2, run
     assert run["status"] != "ok" and "killed by SIGKILL" in run["error"], run
     assert code != 0, launch.text()
+    assert f"the forkserver (pid {server}) ended (killed by SIGKILL" in launch.text()

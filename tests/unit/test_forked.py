@@ -43,7 +43,7 @@ def test_one_server_per_environment_but_the_ranks_own_variables(monkeypatch):
     class Recording:  # a server that forks nothing: which environments get one is the question
         refused = None
 
-        def __init__(self, python, framework, env):
+        def __init__(self, python, framework, env, log):
             made.append(env)
 
         def start(self, spec, env, log):
