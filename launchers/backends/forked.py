@@ -77,7 +77,10 @@ class Server:
         line = self.proc.stdout.readline()
         if not line:
             return f"it ended ({self.proc.wait()}) before it was ready"
-        return json.loads(line).get("refused")
+        try:
+            return json.loads(line).get("refused")
+        except (ValueError, AttributeError):
+            return f"it said {line[:200]!r}, not that it was ready"
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
