@@ -38,6 +38,9 @@ class Launcher:
     max_requeues: int = setting(3, minimum=0)
     failure_grace_s: Optional[float] = None  # after a rank fails, the others' time before
                                              # the stop; None: the backend's (30 s Slurm, 5 s here)
+    forkserver: bool = True          # local: a CPU point's PyTorch ranks forked from one interpreter
+                                     # that imported torch (launchers/backends/forked.py); false:
+                                     # each rank a new interpreter, as srun starts them
 
 
 CONTAINER_RUNTIMES = ("pyxis", "apptainer", "charliecloud")

@@ -171,8 +171,9 @@ class Servers:
 
 
 def forkable(point, argv: list) -> bool:
-    """Whether this rank may be forked: the worker command in the suite's own interpreter
-    (which has setproctitle), of a framework with preloads, on this machine's CPU."""
+    """Whether this rank may be forked: launcher.forkserver (true unless set false), the
+    worker command in the suite's own interpreter (which has setproctitle), of a framework
+    with preloads, on this machine's CPU."""
     fw = point.framework
-    return (argv[0] == sys.executable and argv[1:4] == ["-m", "frameworks", "--spec"]
+    return (point.launcher.forkserver and argv[0] == sys.executable and argv[1:4] == ["-m", "frameworks", "--spec"]
             and not fw.container and bool(registry.get(fw.name).preload) and auto.on_cpu(point))

@@ -8,8 +8,9 @@ from launchers import auto
 from launchers.backends import forked
 
 
-def point(framework="pytorch", device="auto", container=None):
-    return SimpleNamespace(framework=SimpleNamespace(name=framework, container=container), device=device)
+def point(framework="pytorch", device="auto", container=None, forkserver=True):
+    return SimpleNamespace(framework=SimpleNamespace(name=framework, container=container), device=device,
+                           launcher=SimpleNamespace(forkserver=forkserver))
 
 
 def argv(python=sys.executable):
@@ -29,11 +30,12 @@ def test_never_where_a_gpu_would_be_used(monkeypatch):
     assert forked.forkable(point(device="cpu"), argv())   # asked for the CPU: no CUDA touched
 
 
-def test_another_interpreter_a_container_or_no_preloads_start_whole(monkeypatch):
+def test_another_interpreter_a_container_no_preloads_or_asked_not_to_start_whole(monkeypatch):
     monkeypatch.setattr(auto, "gpu_visible", lambda: False)
     assert not forked.forkable(point(), argv("/opt/torch-2.11/bin/python"))
     assert not forked.forkable(point(container="/images/pytorch.sqsh"), argv())
     assert not forked.forkable(point(framework="jax"), argv())
+    assert not forked.forkable(point(forkserver=False), argv())  # launcher.forkserver=false
     assert not forked.forkable(point(), [sys.executable, "-m", "launchers.health.step", "--spec", "s"])
 
 
