@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("extra", nargs="*", help="overrides for every launch")
     args = parser.parse_args()
     seen: dict = {True: [], False: []}
-    with tempfile.TemporaryDirectory(prefix="dlbench-rank-start-") as out:
+    with tempfile.TemporaryDirectory() as out:
         for _ in range(args.runs):
             for forkserver in (True, False):
                 seen[forkserver].append(one(forkserver, args.ranks, args.extra, out))
