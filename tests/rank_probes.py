@@ -24,8 +24,8 @@ def run(script: str, cases: list, python: str = sys.executable, timeout: int = 6
     output for an assertion's message); fewer outputs than `ranks` where a rank stopped: the
     caller asserts their number. Each rank's output goes to a file, so that no rank blocks on a
     full pipe while its peers wait on it; a rank dies with this process, however it ends
-    (stopping.die_with_owner)."""
-    from launchers.backends import stopping   # the test's side only: not in a rank's environment
+    (contract/owner.py)."""
+    from contract import owner
     cases = [dict(c, probe=c.get("probe", script)) for c in cases]
     world = max(c["ranks"] for c in cases)
     procs, logs = [], []
@@ -36,7 +36,7 @@ def run(script: str, cases: list, python: str = sys.executable, timeout: int = 6
                        MASTER_ADDR="127.0.0.1", PROBE_PORTS=tmp)
             procs.append(subprocess.Popen([python, "-m", "tests.rank_probes", json.dumps(cases)], cwd=ROOT, env=env,
                                           stdout=log, stderr=subprocess.STDOUT, text=True,
-                                          preexec_fn=stopping.die_with_owner()))
+                                          preexec_fn=owner.die_with_owner()))
             logs.append(log)
         deadline = time.monotonic() + timeout
         try:

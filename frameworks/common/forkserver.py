@@ -6,19 +6,20 @@ A PyTorch rank spent some 3 s of CPU importing torch and torch._dynamo (which it
 imports) before its first step: a 4-rank point 12 s of a 2-core machine. This process
 imports what the framework's adapter lists in `preload` (third-party modules only: the
 suite's own read their environment when imported, so each rank imports them itself), then
-forks one rank per request, started as `python -m frameworks --spec SPEC` starts it: a
-session of its own, the parent-death signal (this process ends with its launcher, and its
-ranks with it), its environment, its log as stdout and stderr, stdin /dev/null, and that
-command as its title in `ps`. Never on a GPU: CUDA does not survive a fork.
+forks one rank per request, started as its command (`python -m frameworks --spec SPEC`)
+starts it: a session of its own, the parent-death signal (contract/owner.py: this process
+ends with its launcher, and its ranks with it), its environment, its log as stdout and
+stderr, stdin /dev/null, and that command as its title in `ps`. Never on a GPU: CUDA does not survive a fork.
 
 It refuses (and the launcher starts each rank as a new interpreter) where a preload fails,
 where one leaves a Python thread running (a fork keeps only the forking thread), or where
 setproctitle is not installed (a rank would not say what it runs).
 
-One JSON object a line. In: {"spec", "env", "log", "cwd"} per rank. Out: {"ready": true} or
+One JSON object a line. In: {"argv", "env", "log", "cwd"} per rank. Out: {"ready": true} or
 {"refused": why} once; then {"pid"} per rank, and {"ended": pid, "code"} as each ends, its
 code as subprocess's returncode (-N: signal N). Its stdin's end ends it.
-Standard library and the registry only (and setproctitle): this runs in the framework's Python.
+Standard library, contract/ and the registry only (and setproctitle): this runs in the
+framework's Python.
 """
 import ctypes
 import importlib
@@ -26,14 +27,14 @@ import json
 import os
 import runpy
 import select
-import signal
 import sys
 import threading
 import traceback
 
+from contract import owner
 from frameworks import registry
 
-PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15  # <linux/prctl.h>
+PR_SET_NAME = 15  # <linux/prctl.h>
 LOG_LEVEL = ("TORCH_CPP_LOG_LEVEL", "ERROR")  # what frameworks/__main__.py sets before importing
 
 
@@ -63,15 +64,14 @@ def title(text: str) -> None:
     ctypes.CDLL(None).prctl(PR_SET_NAME, os.path.basename(sys.executable).encode()[:15], 0, 0, 0)
 
 
-def rank(request: dict, parent: int) -> None:
-    """In the forked child: become the rank `request` describes, and run it; never returns."""
+def rank(request: dict, die_with_server) -> None:
+    """In the forked child: become the rank `request` describes, and run its command (`python
+    -m MODULE ARGS`); never returns."""
     code = 1
     try:
         os.setsid()
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the server ended before the prctl
-            os._exit(128 + signal.SIGKILL)
+        if die_with_server is not None:
+            die_with_server()
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         for fd, target in ((null, 0), (log, 1), (log, 2)):
@@ -85,12 +85,12 @@ def rank(request: dict, parent: int) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        argv = [sys.executable, "-m", "frameworks", "--spec", request["spec"]]
+        argv = request["argv"]
         title(" ".join(argv))
         if "numpy" in sys.modules:  # its global generator was seeded once, in the server
             sys.modules["numpy"].random.seed()
         sys.argv = argv[2:]
-        runpy.run_module("frameworks", run_name="__main__", alter_sys=True)  # ends in os._exit
+        runpy.run_module(argv[2], run_name="__main__", alter_sys=True)  # the worker's os._exit ends it
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -102,7 +102,7 @@ def rank(request: dict, parent: int) -> None:
 
 def serve(out: int) -> None:
     """Forks a rank per request line on stdin, says each one's pid and end on `out`."""
-    me, buffered, children = os.getpid(), b"", set[int]()
+    die_with_server, buffered, children = owner.die_with_owner(), b"", set[int]()
     while True:
         ready, _, _ = select.select([0], [], [], 0.05 if children else None)
         if ready:
@@ -114,7 +114,7 @@ def serve(out: int) -> None:
                 line, buffered = buffered.split(b"\n", 1)
                 pid = os.fork()
                 if pid == 0:
-                    rank(json.loads(line), me)
+                    rank(json.loads(line), die_with_server)
                 children.add(pid)
                 _say(out, {"pid": pid})
         while children:

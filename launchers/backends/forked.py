@@ -18,10 +18,9 @@ import sys
 import threading
 from typing import Callable, Optional
 
-from contract import statuses
+from contract import owner, statuses
 from frameworks import registry
 from launchers import auto
-from launchers.backends import stopping
 from launchers.suite import ROOT
 
 # A rank's own variables: not what its framework's import reads (launchers/backends/local.py)
@@ -58,7 +57,7 @@ class Server:
         self.log = log
         self.proc = subprocess.Popen([python, "-m", "frameworks.common.forkserver", framework],
                                      cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     start_new_session=True, preexec_fn=stopping.die_with_owner())
+                                     start_new_session=True, preexec_fn=owner.die_with_owner())
         self.ranks: dict = {}
         self.ended: dict = {}       # ends read before their rank was registered
         self.lock = threading.Lock()
@@ -105,10 +104,10 @@ class Server:
         for rank in gone:
             rank.end(-signal.SIGKILL)
 
-    def start(self, spec: str, env: dict, log: str) -> Optional[Rank]:
+    def start(self, argv: list, env: dict, log: str) -> Optional[Rank]:
         """The rank forked, or None where the server cannot fork it (it is gone)."""
         assert self.proc.stdin is not None
-        request = {"spec": spec, "env": env, "log": log, "cwd": str(ROOT)}
+        request = {"argv": argv, "env": env, "log": log, "cwd": str(ROOT)}
         try:
             self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
@@ -167,7 +166,7 @@ class Servers:
             if server.refused:
                 self.log(f"{point.framework.name}'s ranks start as new interpreters: its "
                          f"forkserver says {server.refused}")
-        return None if server.refused else server.start(argv[-1], env, log)
+        return None if server.refused else server.start(argv, env, log)
 
 
 def forkable(point, argv: list) -> bool:

@@ -25,7 +25,7 @@ import sys
 import time
 
 from contract import spec as specs
-from contract import paths, statuses
+from contract import owner, paths, statuses
 from launchers import sweepdir
 from launchers.backends import forked, local_owner, ports, secret_env, step, stopping, worker
 from launchers.backends.base import Cancelled, Launcher, Live
@@ -236,7 +236,7 @@ class LocalLauncher(Launcher):
                     procs.append(subprocess.Popen(argv, cwd=ROOT, env=env,
                                                   stdout=log, stderr=subprocess.STDOUT,
                                                   start_new_session=True,
-                                                  preexec_fn=stopping.die_with_owner()))
+                                                  preexec_fn=owner.die_with_owner()))
                 except OSError as exc:  # not an interpreter at all: the repeat fails, saying so
                     step.stop(Processes(procs), step.TERM_S)
                     raise worker.WorkerUnavailable(f"cannot start {argv[0]}: "

@@ -14,14 +14,12 @@ launcher and the Slurm driver (docs/statuses.md, "Stopping a launcher").
   signalling the ranks itself, the stop is quick, and the repeat is set aside unrecorded for
   the requeued job (launchers/backends/slurm/allocation.py).
 - SIGKILL: nothing runs in the owner. Each rank it starts asks the kernel for SIGKILL when
-  its parent ends (`die_with_owner`, the rank's preexec_fn: prctl PR_SET_PDEATHSIG); a forked
-  local rank asks it of its forkserver, which asks it of the owner (launchers/backends/forked.py). The
-  signal follows the thread that started the rank, which is the one that waits on it in
-  the step runner; a set-user-ID interpreter would clear it (none here).
+  its parent ends (contract/owner.py `die_with_owner`, the rank's preexec_fn: prctl
+  PR_SET_PDEATHSIG); a forked local rank asks it of its forkserver, which asks it of the
+  owner (launchers/backends/forked.py). The signal follows the thread that started the rank,
+  which is the one that waits on it in the step runner.
 """
 import contextlib
-import ctypes
-import functools
 import os
 import signal
 import sys
@@ -30,7 +28,6 @@ import threading
 from contract import exits
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class Stopped(BaseException):
@@ -142,27 +139,3 @@ def watching(kill):
         yield
     finally:
         _State.kill = before
-
-
-@functools.lru_cache(maxsize=None)
-def _prctl():
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux: no parent-death signal
-        return None
-
-
-def die_with_owner():
-    """A preexec_fn for a rank (None where the kernel has no parent-death signal): SIGKILL
-    to the rank when this process ends, however it ends. Runs in the child between fork and
-    exec; an owner gone already (before the prctl) kills it at once."""
-    prctl = _prctl()
-    if prctl is None:
-        return None
-    owner_pid = os.getpid()
-
-    def preexec():
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != owner_pid:
-            os.kill(os.getpid(), signal.SIGKILL)
-    return preexec

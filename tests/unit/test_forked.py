@@ -48,7 +48,7 @@ def test_one_server_per_environment_but_the_ranks_own_variables(monkeypatch):
         def __init__(self, python, framework, env, log):
             made.append(env)
 
-        def start(self, spec, env, log):
+        def start(self, argv, env, log):
             return env["RANK"]
 
         def close(self):

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from contract import owner
 from launchers.backends import local, step, stopping
 from tests.unit.test_local_launcher import alive
 
@@ -19,7 +20,7 @@ from tests.unit.test_local_launcher import alive
 def ranks(*argv_each):
     """Processes started as the local launcher starts ranks: own sessions, dying with us."""
     return local.Processes([subprocess.Popen(argv, start_new_session=True,
-                                             preexec_fn=stopping.die_with_owner())
+                                             preexec_fn=owner.die_with_owner())
                             for argv in argv_each])
 
 
@@ -79,9 +80,9 @@ def test_without_a_step_a_second_signal_stops_the_owner_where_it_is():
 
 OWNER = textwrap.dedent("""
     import subprocess, sys, time
-    from launchers.backends import stopping
+    from contract import owner
     rank = subprocess.Popen(["sleep", "300"], start_new_session=True,
-                            preexec_fn=stopping.die_with_owner())
+                            preexec_fn=owner.die_with_owner())
     print(rank.pid, flush=True)
     time.sleep(300)
 """)
